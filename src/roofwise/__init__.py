@@ -1,0 +1,18 @@
+"""roofwise: how far a kernel is from the speed of light, never told wrongly."""
+
+from .analysis import Analysis, analyze
+from .errors import InputError
+from .ledger import Ledger, Role, Tensor, Work, fuse, separate
+from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
+from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
+from .profiles import builtin_machines, load_machine, match_device, resolve_machine
+from .verdict import VERDICTS, judge
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloor", "Ledger",
+    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze",
+    "builtin_machines", "cycles_by_unit", "fuse", "judge", "load_machine", "match_device",
+    "price_columns", "price_ledger", "resolve_machine", "separate",
+]

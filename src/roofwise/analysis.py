@@ -1,0 +1,232 @@
+"""Records in, verdicts out: match each row to a profile, price it, judge it, explain it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from .machine import Machine
+from .pricing import Priced, price_columns
+from .profiles import match_device
+from .reasons import Reason
+from .records import RecordColumns
+from .verdict import BLANK, VERDICTS, Judged, judge
+
+
+@dataclass(frozen=True)
+class Analysis:
+    columns: RecordColumns
+    machine_name: np.ndarray  # object: profile per row, "" where none matched
+    machines: Mapping[str, Machine]
+    priced: Priced
+    judged: Judged
+    no_machine_reason: np.ndarray  # object: why a row has no profile
+    regime: str | None
+    mix: str | None
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def verdict_name(self, i: int) -> str:
+        return VERDICTS[int(self.judged.verdict[i])]
+
+    def counts(self) -> dict[str, int]:
+        found = np.bincount(self.judged.verdict.astype(np.int64), minlength=len(VERDICTS))
+        return {name: int(found[k]) for k, name in enumerate(VERDICTS)}
+
+    def reasons(self, i: int) -> list[str]:
+        return explain(self, i)
+
+    def row(self, i: int) -> dict[str, Any]:
+        """The verdict contract of DESIGN.md: input fields plus the judgement."""
+        original = dict(self.columns.rows[i]) if self.columns.rows is not None else {
+            "op": self.columns.op[i], "flops": float(self.columns.flops[i]),
+            "bytes": float(self.columns.bytes[i]), "roof": self.columns.roof[i],
+            "time_s": float(self.columns.time_s[i])}
+        blank = int(self.judged.verdict[i]) == BLANK
+        priced = self.priced
+        out = {**original,
+               "machine": self.machine_name[i] or None,
+               "memory_time_s": _num(priced.memory_time_s[i], blank),
+               "compute_time_s": _num(priced.compute_time_s[i], blank),
+               "compute_serial_time_s": _num(priced.compute_serial_time_s[i], blank),
+               "sol_time_s": _num(priced.sol_time_s[i], blank),
+               "bound": None if blank else ("memory" if priced.bound_memory[i] else "compute"),
+               "binding_unit": None if blank else (priced.binding_unit[i] or None),
+               "intensity_flops_per_byte": _num(priced.intensity_flops_per_byte[i], False),
+               "mix": priced.mix[i] or None,
+               "regime": self.regime or "envelope",
+               "efficiency": _num(self.judged.efficiency[i], blank),
+               "verdict": self.verdict_name(i),
+               "reasons": self.reasons(i)}
+        return out
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self.row(i)
+
+
+def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
+            machine: Machine | None = None, regime: str | None = None,
+            mix: str | None = None) -> Analysis:
+    """Judge every record; with `machine` all rows use it, else each row's `device` picks one."""
+    n = len(columns)
+    if machine is not None:
+        names = np.full(n, machine.name, dtype=object)
+        why = np.full(n, "", dtype=object)
+        used = {machine.name: machine}
+    else:
+        names, why, used = _match_rows(columns.device, machines)
+
+    parts: list[tuple[np.ndarray, Priced, Judged]] = []
+    for name, chosen in used.items():
+        index = np.flatnonzero(names == name)
+        sub = columns.take(index) if len(index) != n else columns
+        priced = price_columns(chosen, sub.flops, sub.bytes, sub.roof, sub.flops_by_unit,
+                               sub.has_unit_split, regime, mix, sub.read_bytes, sub.write_bytes)
+        parts.append((index, priced, judge(chosen, priced, sub.time_s, sub.timing, sub.bytes)))
+    unmatched = np.flatnonzero(names == "")
+    if len(unmatched):
+        parts.append((unmatched, *_blank_rows(len(unmatched))))
+    priced_all, judged_all = _scatter(n, parts)
+    return Analysis(columns, names, used, priced_all, judged_all, why, regime, mix)
+
+
+def _match_rows(device: np.ndarray, machines: Mapping[str, Machine]
+                ) -> tuple[np.ndarray, np.ndarray, dict[str, Machine]]:
+    names = np.full(device.shape, "", dtype=object)
+    why = np.full(device.shape, "", dtype=object)
+    used: dict[str, Machine] = {}
+    distinct, inverse = np.unique(device.astype(str), return_inverse=True)
+    for k, dev in enumerate(distinct):
+        match = match_device(str(dev), machines.values())
+        rows = inverse == k
+        if match.machine is None:
+            why[rows] = match.reason
+        else:
+            names[rows] = match.machine.name
+            used[match.machine.name] = match.machine
+    return names, why, used
+
+
+def _blank_rows(n: int) -> tuple[Priced, Judged]:
+    nan = np.full(n, np.nan)
+    empty = np.full(n, "", dtype=object)
+    flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int64)
+    priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, {}, {}, nan, empty, nan,
+                    flags)
+    judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan, nan)
+    return priced, judged
+
+
+def _scatter(n: int, parts: list[tuple[np.ndarray, Priced, Judged]]) -> tuple[Priced, Judged]:
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        return parts[0][1], parts[0][2]
+
+    def merge(kind: type, pick: int) -> Any:
+        values: dict[str, Any] = {}
+        for f in fields(kind):
+            sample = getattr(parts[0][pick], f.name)
+            if isinstance(sample, Mapping):
+                keys = {k for part in parts for k in getattr(part[pick], f.name)}
+                values[f.name] = {k: _fill(n, [(p[0], getattr(p[pick], f.name).get(k))
+                                               for p in parts]) for k in keys}
+            else:
+                values[f.name] = _fill(n, [(p[0], getattr(p[pick], f.name)) for p in parts])
+        return kind(**values)
+
+    return merge(Priced, 1), merge(Judged, 2)
+
+
+def _fill(n: int, pieces: list[tuple[np.ndarray, np.ndarray | None]]) -> np.ndarray:
+    dtype = next((p.dtype for _, p in pieces if p is not None), np.dtype(np.float64))
+    if dtype == object:
+        out = np.full(n, "", dtype=object)
+    elif dtype == bool:
+        out = np.zeros(n, dtype=bool)
+    elif np.issubdtype(dtype, np.floating):
+        out = np.full(n, np.nan)
+    else:
+        out = np.zeros(n, dtype=dtype)
+    for index, values in pieces:
+        if values is not None:
+            out[index] = values
+        elif np.issubdtype(out.dtype, np.floating):
+            out[index] = 0.0
+    return out
+
+
+def explain(analysis: Analysis, i: int) -> list[str]:
+    """Short sentences saying why row `i` got its verdict, with the numbers that decided it."""
+    flags = Reason(int(analysis.judged.flags[i]))
+    name = analysis.machine_name[i]
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    if Reason.NO_MACHINE in flags:
+        return [str(analysis.no_machine_reason[i]) or "no machine profile"]
+    machine = analysis.machines[name]
+    out: list[str] = []
+    roof = str(cols.roof[i])
+    if Reason.UNKNOWN_ROOF in flags:
+        out.append(f"unknown roof {roof!r} on {machine.name}; units: {', '.join(machine.units)}")
+    if Reason.UNKNOWN_UNIT in flags:
+        missing = [u for u in cols.flops_by_unit if machine.unit(u) is None
+                   and cols.flops_by_unit[u][i] > 0]
+        out.append(f"flops_by_unit names units {machine.name} lacks: {', '.join(missing)}")
+    if Reason.UNIT_RATE_GAP in flags:
+        out.append(f"{machine.name} has no known rate for the units used (a gap in its sources)")
+    if Reason.NO_BANDWIDTH in flags:
+        out.append(f"{machine.name} has no known {machine.dram.name} bandwidth (a gap)")
+    if Reason.ZERO_BYTES in flags:
+        out.append("zero bytes: the ledger moves nothing, so there is no memory roof to read")
+    if Reason.BAD_TIME in flags:
+        out.append(f"non-positive time_s {cols.time_s[i]!r}")
+    if Reason.ABOVE_THEORETICAL_BANDWIDTH in flags:
+        theory = machine.dram.theoretical_bytes_per_s or math.nan
+        out.append(f"bytes/time {judged.achieved_bytes_per_s[i] / 1e9:.1f} GB/s exceeds "
+                   f"{machine.dram.name} theoretical {theory / 1e9:.0f} GB/s: physically "
+                   "impossible, so the bytes or the time are wrong")
+    if Reason.ABOVE_THEORETICAL_RATE in flags:
+        over = [u for u, ops in priced.unit_ops.items()
+                if (unit := machine.unit(u)) is not None and unit.theoretical_ops_per_s
+                and cols.time_s[i] > 0 and ops[i] / cols.time_s[i] > unit.theoretical_ops_per_s]
+        for u in over:
+            rate = priced.unit_ops[u][i] / cols.time_s[i]
+            peak = machine.units[u].theoretical_ops_per_s or math.nan
+            out.append(f"{u} at {rate / 1e12:.2f} T/s exceeds its theoretical "
+                       f"{peak / 1e12:.2f} T/s: physically impossible")
+    if Reason.BELOW_LATENCY_FLOOR in flags:
+        floor = machine.latency_floor
+        note = f" ({floor.source})" if floor.assumed else ""
+        out.append(f"SOL {priced.sol_time_s[i] * 1e6:.3f} us and measured "
+                   f"{cols.time_s[i] * 1e6:.3f} us are below the latency floor "
+                   f"(SOL < {floor.sol_s * 1e6:g} us, measured < {floor.measured_s * 1e6:g} us)"
+                   f"{note}: the model has no traction, efficiency is not the metric")
+    if Reason.ANOMALY in flags:
+        out.append(f"efficiency {judged.envelope_efficiency[i]:.0%} of the envelope ceiling is "
+                   "above 105%: a formula or calibration error, not a great kernel")
+    if Reason.ABOVE_REGIME_WITHIN_ENVELOPE in flags:
+        out.append(f"above the {analysis.regime} ceiling but within the envelope")
+    if Reason.AT_CEILING in flags or Reason.BELOW in flags:
+        bound = "memory" if priced.bound_memory[i] else "compute"
+        roof_used = (f"{machine.dram.name} {priced.mix[i]} mix" if priced.bound_memory[i]
+                     else str(priced.binding_unit[i]))
+        out.append(f"{judged.efficiency[i]:.1%} of SOL; {bound}-bound on {roof_used}")
+    if Reason.UNCALIBRATED_MEMORY in flags:
+        out.append(f"{machine.dram.name} bandwidth is the datasheet figure (uncalibrated)")
+    if Reason.UNCALIBRATED_UNIT in flags:
+        raw = [u for u, ops in priced.unit_ops.items() if ops[i] > 0
+               and (unit := machine.unit(u)) is not None and not unit.calibrated]
+        out.append(f"uncalibrated unit(s) priced at the datasheet rate: {', '.join(raw)}")
+    if Reason.WALL_TIMING in flags:
+        out.append("wall-clock time includes host overhead: efficiency is a lower bound")
+    return out
+
+
+def _num(value: float, blank: bool) -> float | None:
+    if blank or value is None or not math.isfinite(float(value)):
+        return None
+    return float(value)

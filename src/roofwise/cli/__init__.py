@@ -1,0 +1,53 @@
+"""The `roofwise` command. Each subcommand lives in its own module; this one wires them up and
+turns bad input into one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InputError
+from .analyze import analyze_command
+from .machines import machine_command, machines_command
+from .misuse import misuse_command
+from .price import price_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="roofwise")
+def cli() -> None:
+    """How far is a kernel from the speed of light? Honest rooflines, calibrated ceilings."""
+
+
+for command in (machines_command, machine_command, price_command, analyze_command,
+                misuse_command):
+    cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
+    except InputError as exc:
+        click.echo(f"roofwise: error: {exc}", err=True)
+        return 2
+    except click.UsageError as exc:
+        hint = f" (see roofwise {exc.ctx.command_path.split(' ', 1)[-1]} --help)" if (
+            exc.ctx is not None and " " in exc.ctx.command_path) else " (see roofwise --help)"
+        click.echo(f"roofwise: error: {exc.format_message()}{hint}", err=True)
+        return 2
+    except click.ClickException as exc:
+        click.echo(f"roofwise: error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        click.echo("roofwise: aborted", err=True)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return int(result) if isinstance(result, int) else 0
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""`roofwise analyze RECORDS`: a verdict for every benchmark record."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+import click
+
+from ..analysis import Analysis, analyze
+from ..recordio import read_records
+from ..report.table import render_analysis, worst_first
+from .common import all_machines, console, load_machine_arg, machine_option, regime_mix_options
+
+
+@click.command("analyze")
+@click.argument("records_path", metavar="RECORDS")
+@machine_option()
+@regime_mix_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON verdict object per record.")
+@click.option("--csv", "as_csv", is_flag=True, help="Verdicts as CSV.")
+@click.option("--strict", is_flag=True, help="Fail the whole file on the first bad record.")
+@click.option("--limit", default=50, show_default=True,
+              help="Rows in the table, worst first (0 for all).")
+def analyze_command(records_path: str, machine_name: str | None, regime: str | None,
+                    mix: str | None, as_json: bool, as_csv: bool, strict: bool,
+                    limit: int) -> None:
+    """Judge benchmark records (JSONL, CSV or Parquet) against a machine profile.
+
+    Without --machine, each record's `device` selects its profile; a record whose device
+    matches none is blank, with that reason.
+    """
+    loaded = read_records(records_path, strict=strict)
+    err = console(err=True)
+    for skipped in loaded.skipped[:20]:
+        err.print(f"roofwise: skipped {skipped}", markup=False)
+    if loaded.skipped:
+        err.print(f"roofwise: skipped {len(loaded.skipped)} malformed record(s) of "
+                  f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead",
+                  markup=False)
+    analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
+                       regime, mix)
+    if as_json:
+        write_json(analysis)
+    elif as_csv:
+        write_csv(analysis)
+    else:
+        render_analysis(analysis, console(), None if limit == 0 else limit)
+
+
+def write_json(analysis: Analysis) -> None:
+    out = sys.stdout
+    for row in analysis.iter_rows():
+        out.write(json.dumps(row) + "\n")
+
+
+def write_csv(analysis: Analysis) -> None:
+    rows = [analysis.row(int(i)) for i in worst_first(analysis)]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "; ".join(v) if k == "reasons" else
+                         (json.dumps(v) if isinstance(v, (dict, list)) else v)
+                         for k, v in row.items()})

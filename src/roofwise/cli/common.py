@@ -1,0 +1,55 @@
+"""Options and loaders shared by several subcommands."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from ..machine import Machine
+from ..profiles import builtin_machines, resolve_machine
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def console(err: bool = False) -> Console:
+    return Console(stderr=err, highlight=False, soft_wrap=False)
+
+
+def machine_option(required: bool = False) -> Callable[[F], F]:
+    return click.option(
+        "--machine", "-m", "machine_name", required=required, metavar="NAME|FILE",
+        help="Built-in profile name or alias (see `roofwise machines`), or a profile YAML.")
+
+
+def regime_mix_options(func: F) -> F:
+    func = click.option("--regime", default=None, metavar="NAME",
+                        help="Compute regime to price with (sustained, burst); "
+                             "default: the envelope (highest measured).")(func)
+    func = click.option("--mix", default=None, metavar="NAME",
+                        help="Memory access mix (copy, triad, read, write, or auto from each "
+                             "row's read/write split); default: the envelope.")(func)
+    return func
+
+
+def load_machine_arg(name: str | None) -> Machine | None:
+    return None if name is None else resolve_machine(name)
+
+
+def all_machines() -> dict[str, Machine]:
+    return builtin_machines()
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "value"):
+        return value.value
+    return str(value)

@@ -1,0 +1,94 @@
+"""`roofwise price LEDGER.yaml --machine NAME`: what one call must cost, stage by stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from ..ledger import Ledger
+from ..ledgerio import load_ledger
+from ..machine import Machine
+from ..pricing import LedgerPrice, price_ledger
+from ..profiles import resolve_machine
+from ..report import fmt
+from .common import console, echo_json, machine_option, regime_mix_options
+
+
+@click.command("price")
+@click.argument("ledger_path", metavar="LEDGER.yaml")
+@machine_option(required=True)
+@regime_mix_options
+@click.option("--json", "as_json", is_flag=True, help="The price as one JSON object.")
+def price_command(ledger_path: str, machine_name: str, regime: str | None, mix: str | None,
+                  as_json: bool) -> None:
+    """Price a ledger: bytes by tensor, work by unit and class, times, bound, per stage."""
+    machine = resolve_machine(machine_name)
+    ledger = load_ledger(ledger_path)
+    render_price(ledger, machine, regime, mix, as_json)
+
+
+def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str | None,
+                 as_json: bool) -> None:
+    total = price_ledger(ledger, machine, regime, mix)
+    stages = [price_ledger(s, machine, regime, mix) for s in ledger.stages]
+    if as_json:
+        echo_json({**price_summary(total), "stages": [price_summary(s) for s in stages]})
+        return
+    out = console()
+    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: {ledger.calls} call(s), "
+              f"roof {ledger.roof}")
+    tensors = Table(title="Bytes by tensor", title_justify="left")
+    for col in ("tensor", "role", "shape", "dtype", "read", "write"):
+        tensors.add_column(col, justify="right" if col in ("read", "write") else "left")
+    for t in ledger.tensors:
+        per_use = f" ({t.uses} uses)" if t.uses else ""
+        tensors.add_row(t.name, t.role.value + per_use, "x".join(map(str, t.shape)), t.dtype,
+                        fmt.nbytes(t.read_bytes), fmt.nbytes(t.write_bytes))
+    tensors.add_row("[bold]total", "", "", "", fmt.nbytes(ledger.read_bytes),
+                    fmt.nbytes(ledger.write_bytes))
+    out.print(tensors)
+    work = Table(title="Work by unit and class", title_justify="left")
+    for col in ("unit", "class", "ops", "label"):
+        work.add_column(col)
+    for w in ledger.work:
+        work.add_row(w.unit, w.op_class, fmt.count(w.ops, "op"), w.label)
+    out.print(work)
+    times = Table(title="Price", title_justify="left")
+    for col in ("call", "bytes", "FLOPs", "AI (FLOP/B)", "memory", "compute (max pipe)",
+                "serial pipes", "SOL", "bound"):
+        times.add_column(col, justify="left" if col == "call" else "right")
+    for p in [*stages, total]:
+        name = p.ledger.name if p is not total else f"[bold]{p.ledger.name} (total)"
+        times.add_row(name, fmt.nbytes(p.ledger.bytes), fmt.count(p.ledger.flops),
+                      f"{p.intensity_flops_per_byte:.2f}", fmt.seconds(p.memory_time_s),
+                      fmt.seconds(p.compute_time_s), fmt.seconds(p.compute_serial_time_s),
+                      fmt.seconds(p.sol_time_s), f"{p.bound} ({_bound_on(p)})")
+    out.print(times)
+    out.print(f"memory priced at {fmt.rate(total.bandwidth_bytes_per_s, 'B/s')} "
+              f"({machine.dram.name}, {total.mix} mix); compute at the "
+              f"{regime or 'envelope'} regime")
+
+
+def _bound_on(p: LedgerPrice) -> str:
+    return f"{p.machine.dram.name} {p.mix}" if p.bound == "memory" else p.binding_unit
+
+
+def price_summary(p: LedgerPrice) -> dict[str, Any]:
+    ledger = p.ledger
+    return {
+        "op": ledger.name, "machine": p.machine.name, "calls": ledger.calls, "roof": ledger.roof,
+        "bytes": ledger.bytes, "read_bytes": ledger.read_bytes,
+        "write_bytes": ledger.write_bytes, "lookup_bytes": ledger.lookup_bytes,
+        "bytes_by_tensor": {t.name: {"read": t.read_bytes, "write": t.write_bytes}
+                            for t in ledger.tensors},
+        "flops": ledger.flops, "ops_by_unit": ledger.ops_by_unit,
+        "ops_by_class": ledger.ops_by_class,
+        "intensity_flops_per_byte": p.intensity_flops_per_byte,
+        "memory_time_s": p.memory_time_s, "compute_time_s": p.compute_time_s,
+        "compute_serial_time_s": p.compute_serial_time_s, "unit_time_s": dict(p.unit_time_s),
+        "sol_time_s": p.sol_time_s, "bound": p.bound, "binding_unit": p.binding_unit,
+        "bandwidth_bytes_per_s": p.bandwidth_bytes_per_s, "mix": p.mix,
+        "regime": p.regime or "envelope",
+    }

@@ -1,0 +1,146 @@
+"""What a machine can do: memory levels, compute units, the latency floor, and their sources.
+
+Only theoretical rates and measured fractions are stored; an effective rate is always
+derived (`theoretical x calibration`), so the two can never drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Seconds. TileOPs' latency-bound rule (scripts/nightly_report.py, Aug 2026): SOL < 3 us and
+# measured < 20 us, fixed for every GPU. Used only when a profile has no measured floor, and
+# every verdict that uses it says so.
+ASSUMED_FLOOR_SOL_S = 3e-6
+ASSUMED_FLOOR_MEASURED_S = 20e-6
+ASSUMED_FLOOR_SOURCE = "assumed: TileOPs constants (SOL < 3 us and measured < 20 us)"
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory hierarchy (hbm, l2, an Ascend GM path)."""
+
+    name: str
+    theoretical_bytes_per_s: float | None  # None: a gap in the sources
+    calibration_by_mix: Mapping[str, float] = field(default_factory=dict)  # copy, triad, read, write
+    bytes_per_cycle: float | None = None
+    source: str = ""
+
+    @property
+    def envelope_mix(self) -> str | None:
+        """The access mix with the highest measured fraction; ties keep the first listed."""
+        if not self.calibration_by_mix:
+            return None
+        return max(self.calibration_by_mix, key=lambda mix: self.calibration_by_mix[mix])
+
+    def calibration(self, mix: str | None = None) -> float | None:
+        """Measured fraction for `mix` (the envelope when None); None when uncalibrated."""
+        chosen = mix if mix is not None else self.envelope_mix
+        if chosen is None:
+            return None
+        return self.calibration_by_mix.get(chosen)
+
+    def effective_bytes_per_s(self, mix: str | None = None) -> float | None:
+        """Calibrated bandwidth; the theoretical one when no mix was measured."""
+        if self.theoretical_bytes_per_s is None:
+            return None
+        fraction = self.calibration(mix)
+        return self.theoretical_bytes_per_s * (1.0 if fraction is None else fraction)
+
+
+@dataclass(frozen=True)
+class ComputeUnit:
+    """A pipe that does work: `cuda_core.fp32`, `tensor_core.bf16`, `sfu.fp32`, an Ascend pipe.
+
+    Rates are operations per second; for FLOP-counted units an FMA is two operations.
+    """
+
+    key: str
+    theoretical_ops_per_s: float | None  # None: a gap (e.g. clock or core count unknown)
+    calibration_by_regime: Mapping[str, float] = field(default_factory=dict)  # sustained, burst
+    ops_per_cycle: float | None = None  # per SM / per core, as the source states it
+    source: str = ""
+
+    @property
+    def envelope_regime(self) -> str | None:
+        if not self.calibration_by_regime:
+            return None
+        return max(self.calibration_by_regime, key=lambda r: self.calibration_by_regime[r])
+
+    def calibration(self, regime: str | None = None) -> float | None:
+        chosen = regime if regime is not None else self.envelope_regime
+        if chosen is None:
+            return None
+        return self.calibration_by_regime.get(chosen)
+
+    def effective_ops_per_s(self, regime: str | None = None) -> float | None:
+        """Calibrated rate in `regime` (envelope when None); theoretical when uncalibrated."""
+        if self.theoretical_ops_per_s is None:
+            return None
+        if regime is not None and self.calibration_by_regime and (
+            regime not in self.calibration_by_regime
+        ):
+            regime = None  # a unit measured in one regime only is read in that one
+        fraction = self.calibration(regime)
+        return self.theoretical_ops_per_s * (1.0 if fraction is None else fraction)
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.calibration_by_regime)
+
+
+@dataclass(frozen=True)
+class LatencyFloor:
+    """Below these times the roofline has no traction: launch and scheduling dominate."""
+
+    sol_s: float
+    measured_s: float
+    assumed: bool
+    source: str
+
+    @classmethod
+    def assumed_default(cls) -> LatencyFloor:
+        return cls(ASSUMED_FLOOR_SOL_S, ASSUMED_FLOOR_MEASURED_S, True, ASSUMED_FLOOR_SOURCE)
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    display_name: str
+    memory: Mapping[str, MemoryLevel]  # the first level is the one kernels are priced against
+    units: Mapping[str, ComputeUnit]
+    latency_floor: LatencyFloor
+    aliases: tuple[str, ...] = ()
+    clock_hz: float | None = None
+    source: str = ""
+    notes: tuple[str, ...] = ()
+    path: str = ""  # where it was loaded from, for messages
+
+    @property
+    def dram(self) -> MemoryLevel:
+        return next(iter(self.memory.values()))
+
+    def unit(self, key: str) -> ComputeUnit | None:
+        return self.units.get(key)
+
+    def balance_flops_per_byte(
+        self, key: str, regime: str | None = None, mix: str | None = None
+    ) -> float | None:
+        """Arithmetic intensity at which `key` and DRAM take equally long (the ridge point)."""
+        unit = self.units.get(key)
+        bandwidth = self.dram.effective_bytes_per_s(mix)
+        if unit is None or bandwidth is None:
+            return None
+        rate = unit.effective_ops_per_s(regime)
+        return None if rate is None else rate / bandwidth
+
+    def matches(self, device: str) -> bool:
+        """Exact, case-insensitive match on the name, the display name or an alias."""
+        wanted = _normalise(device)
+        names = (self.name, self.display_name, *self.aliases)
+        return any(_normalise(n) == wanted for n in names)
+
+
+def _normalise(name: str) -> str:
+    return " ".join(name.replace("_", " ").replace("-", " ").lower().split())

@@ -1,0 +1,161 @@
+"""Load, validate and look up machine profiles (the I/O edge of `machine.py`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import schema
+from .errors import InputError
+from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
+
+UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
+MIXES = ("copy", "triad", "read", "write")
+
+_TOP_KEYS = ("name", "display_name", "aliases", "clock_hz", "source", "memory", "units",
+             "latency_floor", "notes", "provenance")
+_MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source")
+_UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source")
+_FLOOR_KEYS = ("sol_s", "measured_s", "source")
+
+
+def load_machine(path: str | Path) -> Machine:
+    """Read one profile; any fault raises InputError naming the file and the key."""
+    return parse_machine(schema.load_yaml(path), str(path))
+
+
+def parse_machine(data: Any, origin: str) -> Machine:
+    top = schema.expect_mapping(data, origin)
+    schema.reject_unknown_keys(top, _TOP_KEYS, origin)
+    name = schema.expect_str(schema.require(top, "name", origin), f"{origin}: name")
+    memory_raw = schema.expect_mapping(schema.require(top, "memory", origin), f"{origin}: memory")
+    if not memory_raw:
+        raise InputError(f"{origin}: memory", "expected at least one memory level")
+    units_raw = schema.expect_mapping(schema.require(top, "units", origin), f"{origin}: units")
+    memory = {str(level): _memory(level, body, f"{origin}: memory.{level}")
+              for level, body in memory_raw.items()}
+    units = {str(key): _unit(str(key), body, f"{origin}: units.{key}")
+             for key, body in units_raw.items()}
+    floor = _floor(top.get("latency_floor"), f"{origin}: latency_floor")
+    aliases = tuple(schema.expect_str(a, f"{origin}: aliases[{i}]")
+                    for i, a in enumerate(schema.expect_list(top.get("aliases", []),
+                                                             f"{origin}: aliases")))
+    notes = tuple(str(n) for n in schema.expect_list(top.get("notes", []), f"{origin}: notes"))
+    clock = top.get("clock_hz")
+    return Machine(
+        name=name,
+        display_name=str(top.get("display_name", name)),
+        memory=memory,
+        units=units,
+        latency_floor=floor,
+        aliases=aliases,
+        clock_hz=None if clock is None else schema.expect_positive(clock, f"{origin}: clock_hz"),
+        source=str(top.get("source", "")),
+        notes=notes,
+        path=origin,
+    )
+
+
+def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
+    body = schema.expect_mapping(body, where)
+    schema.reject_unknown_keys(body, _MEMORY_KEYS, where)
+    if "theoretical_bytes_per_s" not in body:
+        raise InputError(f"{where}.theoretical_bytes_per_s",
+                         "missing required key (write null to mark a gap in the sources)")
+    mixes = schema.expect_mapping(body.get("calibration_by_mix") or {},
+                                  f"{where}.calibration_by_mix")
+    for mix in mixes:
+        if mix not in MIXES:
+            raise InputError(f"{where}.calibration_by_mix.{mix}",
+                             f"unknown access mix; expected one of {', '.join(MIXES)}")
+    return MemoryLevel(
+        name=str(level),
+        theoretical_bytes_per_s=_optional_positive(body["theoretical_bytes_per_s"],
+                                                   f"{where}.theoretical_bytes_per_s"),
+        calibration_by_mix={str(m): schema.expect_fraction(v, f"{where}.calibration_by_mix.{m}")
+                            for m, v in mixes.items()},
+        bytes_per_cycle=_optional_positive(body.get("bytes_per_cycle"),
+                                           f"{where}.bytes_per_cycle"),
+        source=str(body.get("source", "")),
+    )
+
+
+def _unit(key: str, body: Any, where: str) -> ComputeUnit:
+    if not UNIT_KEY.match(key):
+        raise InputError(where, "expected a unit key of the form family.variant, "
+                                "e.g. cuda_core.fp32 or tensor_core.bf16")
+    body = schema.expect_mapping(body, where)
+    schema.reject_unknown_keys(body, _UNIT_KEYS, where)
+    if "theoretical_ops_per_s" not in body:
+        raise InputError(f"{where}.theoretical_ops_per_s",
+                         "missing required key (write null to mark a gap in the sources)")
+    regimes = schema.expect_mapping(body.get("calibration_by_regime") or {},
+                                    f"{where}.calibration_by_regime")
+    return ComputeUnit(
+        key=key,
+        theoretical_ops_per_s=_optional_positive(body["theoretical_ops_per_s"],
+                                                 f"{where}.theoretical_ops_per_s"),
+        calibration_by_regime={
+            str(r): schema.expect_fraction(v, f"{where}.calibration_by_regime.{r}")
+            for r, v in regimes.items()},
+        ops_per_cycle=_optional_positive(body.get("ops_per_cycle"), f"{where}.ops_per_cycle"),
+        source=str(body.get("source", "")),
+    )
+
+
+def _floor(body: Any, where: str) -> LatencyFloor:
+    if body is None:
+        return LatencyFloor.assumed_default()
+    body = schema.expect_mapping(body, where)
+    schema.reject_unknown_keys(body, _FLOOR_KEYS, where)
+    sol_s = schema.expect_positive(schema.require(body, "sol_s", where), f"{where}.sol_s")
+    measured_s = schema.expect_positive(body.get("measured_s", sol_s), f"{where}.measured_s")
+    source = schema.expect_str(schema.require(body, "source", where), f"{where}.source")
+    return LatencyFloor(sol_s=sol_s, measured_s=measured_s, assumed=False, source=source)
+
+
+def _optional_positive(value: Any, where: str) -> float | None:
+    return None if value is None else schema.expect_positive(value, where)
+
+
+def builtin_paths() -> list[Path]:
+    folder = resources.files("roofwise") / "machines"
+    return sorted(Path(str(p)) for p in folder.iterdir() if str(p).endswith(".yaml"))
+
+
+def builtin_machines() -> dict[str, Machine]:
+    return {m.name: m for m in (load_machine(p) for p in builtin_paths())}
+
+
+@dataclass(frozen=True)
+class Match:
+    """The profile a device name selects, or None with the reason it is blank."""
+
+    machine: Machine | None
+    reason: str
+
+
+def match_device(device: str | None, machines: Iterable[Machine]) -> Match:
+    """Exact, case-insensitive name or alias; never the nearest guess."""
+    if device is None or not str(device).strip():
+        return Match(None, "no device named and no --machine given")
+    for machine in machines:
+        if machine.matches(str(device)):
+            return Match(machine, f"device {device!r} matched profile {machine.name}")
+    return Match(None, f"no profile matches device {device!r}")
+
+
+def resolve_machine(name_or_path: str, machines: Mapping[str, Machine] | None = None) -> Machine:
+    """A built-in profile by name or alias, or a YAML file by path."""
+    if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).is_file():
+        return load_machine(name_or_path)
+    known = builtin_machines() if machines is None else machines
+    found = match_device(name_or_path, known.values()).machine
+    if found is None:
+        raise InputError("--machine", f"unknown machine {name_or_path!r}; expected a profile "
+                                      f"file or one of {', '.join(sorted(known))}")
+    return found

@@ -1,0 +1,38 @@
+"""Why a row got its verdict, as bit flags so that a million rows can carry them in one array."""
+
+from __future__ import annotations
+
+from enum import IntFlag
+
+
+class Reason(IntFlag):
+    NONE = 0
+    # blank: the model cannot price the row
+    NO_MACHINE = 1 << 0
+    UNKNOWN_ROOF = 1 << 1
+    UNKNOWN_UNIT = 1 << 2  # a unit in flops_by_unit that the machine lacks
+    UNIT_RATE_GAP = 1 << 3  # the machine lists the unit but its rate is a gap
+    NO_BANDWIDTH = 1 << 4
+    ZERO_BYTES = 1 << 5
+    BAD_TIME = 1 << 6
+    # impossible: above a theoretical ceiling
+    ABOVE_THEORETICAL_BANDWIDTH = 1 << 7
+    ABOVE_THEORETICAL_RATE = 1 << 8
+    # latency
+    BELOW_LATENCY_FLOOR = 1 << 9
+    FLOOR_ASSUMED = 1 << 10
+    # bands
+    ANOMALY = 1 << 11
+    AT_CEILING = 1 << 12
+    BELOW = 1 << 13
+    # context that qualifies a number
+    UNCALIBRATED_MEMORY = 1 << 14
+    UNCALIBRATED_UNIT = 1 << 15
+    WALL_TIMING = 1 << 16
+    ABOVE_REGIME_WITHIN_ENVELOPE = 1 << 17
+
+
+BLANK_REASONS = (Reason.NO_MACHINE | Reason.UNKNOWN_ROOF | Reason.UNKNOWN_UNIT
+                 | Reason.UNIT_RATE_GAP | Reason.NO_BANDWIDTH | Reason.ZERO_BYTES
+                 | Reason.BAD_TIME)
+IMPOSSIBLE_REASONS = Reason.ABOVE_THEORETICAL_BANDWIDTH | Reason.ABOVE_THEORETICAL_RATE

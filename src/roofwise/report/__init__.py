@@ -1,0 +1,1 @@
+"""Renderings of verdicts: terminal tables, charts, HTML. They compute nothing of their own."""

@@ -1,0 +1,111 @@
+"""Checks shared by every loader: each failure names the file and key, and says what was expected."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import InputError
+
+
+def load_yaml(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read file ({exc.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise InputError(where, f"malformed YAML ({problem}); expected a YAML mapping") from None
+
+
+def expect_mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InputError(where, f"expected a mapping, got {_kind(value)}")
+    return value
+
+
+def expect_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InputError(where, f"expected a list, got {_kind(value)}")
+    return value
+
+
+def reject_unknown_keys(
+    mapping: Mapping[str, Any], allowed: Iterable[str], where: str
+) -> None:
+    allowed_set = set(allowed)
+    for key in mapping:
+        if key not in allowed_set:
+            known = ", ".join(sorted(allowed_set))
+            raise InputError(f"{where}.{key}" if where else str(key),
+                             f"unknown key; expected one of {known}")
+
+
+def require(mapping: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in mapping:
+        raise InputError(f"{where}.{key}" if where else key, "missing required key")
+    return mapping[key]
+
+
+def expect_positive(value: Any, where: str) -> float:
+    """A finite number above zero; numeric strings such as '4800e9' are accepted."""
+    number = _as_number(value, where, "a positive number")
+    if not number > 0:
+        raise InputError(where, f"expected a positive number, got {value!r}")
+    return number
+
+
+def expect_non_negative(value: Any, where: str) -> float:
+    number = _as_number(value, where, "a non-negative number")
+    if number < 0:
+        raise InputError(where, f"expected a non-negative number, got {value!r}")
+    return number
+
+
+def expect_fraction(value: Any, where: str) -> float:
+    """A measured fraction of a theoretical rate: in (0, 1]. Above 1 is not a calibration."""
+    number = expect_positive(value, where)
+    if number > 1.0:
+        raise InputError(where, f"expected a fraction in (0, 1], got {value!r}: "
+                                "a calibration above 1.0 means the theoretical rate is wrong")
+    return number
+
+
+def expect_str(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(where, f"expected a non-empty string, got {_kind(value)}")
+    return value
+
+
+def _as_number(value: Any, where: str, expected: str) -> float:
+    if isinstance(value, bool):
+        raise InputError(where, f"expected {expected}, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise InputError(where, f"expected {expected}, got {value!r}") from None
+    else:
+        raise InputError(where, f"expected {expected}, got {_kind(value)}")
+    if not math.isfinite(number):
+        raise InputError(where, f"expected {expected}, got {value!r}")
+    return number
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return type(value).__name__

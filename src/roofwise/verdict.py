@@ -1,0 +1,86 @@
+"""Read a measured time against its price: efficiency, a band, and the labels that keep it honest.
+
+Order of precedence: blank (cannot price) > impossible (above a theoretical ceiling, so an
+accounting error) > latency_bound (no traction) > anomaly (above the envelope) > at_ceiling
+or below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .machine import Machine
+from .pricing import Priced
+from .reasons import BLANK_REASONS, IMPOSSIBLE_REASONS, Reason
+
+AT_CEILING_EFFICIENCY = 0.80  # TileOPs bands (scripts/nightly_report.py)
+ANOMALY_EFFICIENCY = 1.05
+
+VERDICTS = ("at_ceiling", "below", "anomaly", "latency_bound", "impossible", "blank")
+AT_CEILING, BELOW, ANOMALY, LATENCY_BOUND, IMPOSSIBLE, BLANK = range(6)
+
+
+@dataclass(frozen=True)
+class Judged:
+    efficiency: np.ndarray  # sol / measured, against the ceilings the row was priced with
+    envelope_efficiency: np.ndarray  # against the highest mix and regime: judges anomalies
+    verdict: np.ndarray  # int8 index into VERDICTS
+    flags: np.ndarray  # int64 Reason bits, pricing's included
+    achieved_bytes_per_s: np.ndarray
+    achieved_ops_per_s: np.ndarray  # on the binding unit
+
+
+def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarray,
+          bytes_: np.ndarray) -> Judged:
+    flags = priced.flags.copy()
+    flags[~(time_s > 0)] |= Reason.BAD_TIME
+    flags[timing == "wall"] |= Reason.WALL_TIMING
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        safe_time = np.where(time_s > 0, time_s, np.nan)
+        efficiency = priced.sol_time_s / safe_time
+        envelope_efficiency = priced.envelope_sol_time_s / safe_time
+        achieved_bytes = bytes_ / safe_time
+        achieved_ops = np.zeros_like(time_s)
+        for key, ops in priced.unit_ops.items():
+            achieved_ops = np.where(priced.binding_unit == key, ops / safe_time, achieved_ops)
+
+    theoretical_bw = machine.dram.theoretical_bytes_per_s
+    if theoretical_bw is not None:
+        flags[achieved_bytes > theoretical_bw] |= Reason.ABOVE_THEORETICAL_BANDWIDTH
+    for key, ops in priced.unit_ops.items():
+        unit = machine.unit(key)
+        if unit is not None and unit.theoretical_ops_per_s is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                over = ops / safe_time > unit.theoretical_ops_per_s
+            flags[over] |= Reason.ABOVE_THEORETICAL_RATE
+
+    floor = machine.latency_floor
+    latency = (priced.sol_time_s < floor.sol_s) & (time_s < floor.measured_s)
+    flags[latency] |= Reason.BELOW_LATENCY_FLOOR
+    if floor.assumed:
+        flags[latency] |= Reason.FLOOR_ASSUMED
+
+    anomaly = envelope_efficiency > ANOMALY_EFFICIENCY
+    at_ceiling = efficiency >= AT_CEILING_EFFICIENCY
+    flags[anomaly] |= Reason.ANOMALY
+    flags[(efficiency > ANOMALY_EFFICIENCY) & ~anomaly] |= Reason.ABOVE_REGIME_WITHIN_ENVELOPE
+
+    blank = (flags & np.int64(BLANK_REASONS)) != 0
+    impossible = ~blank & ((flags & np.int64(IMPOSSIBLE_REASONS)) != 0)
+    latency_bound = ~blank & ~impossible & latency
+    verdict = np.full(time_s.shape, BELOW, dtype=np.int8)
+    verdict[at_ceiling] = AT_CEILING
+    verdict[anomaly] = ANOMALY
+    verdict[latency_bound] = LATENCY_BOUND
+    verdict[impossible] = IMPOSSIBLE
+    verdict[blank] = BLANK
+    flags[verdict == AT_CEILING] |= Reason.AT_CEILING
+    flags[verdict == BELOW] |= Reason.BELOW
+    efficiency = np.where(blank, np.nan, efficiency)
+    return Judged(efficiency=efficiency, envelope_efficiency=np.where(blank, np.nan,
+                                                                      envelope_efficiency),
+                  verdict=verdict, flags=flags, achieved_bytes_per_s=achieved_bytes,
+                  achieved_ops_per_s=achieved_ops)
