@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .machine import Machine
-from .pricing import Priced, price_columns
+from .pricing import Priced, price_columns, uniform
 from .profiles import match_device
 from .reasons import Reason
 from .records import RecordColumns
@@ -76,49 +76,59 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
     """Judge every record; with `machine` all rows use it, else each row's `device` picks one."""
     n = len(columns)
     if machine is not None:
-        names = np.full(n, machine.name, dtype=object)
-        why = np.full(n, "", dtype=object)
-        used = {machine.name: machine}
+        row_machine = np.zeros(n, dtype=np.int32)
+        why = uniform("", n)
+        used = [machine]
     else:
-        names, why, used = _match_rows(columns.device, machines)
+        row_machine, why, used = _match_rows(columns, machines)
 
     parts: list[tuple[np.ndarray, Priced, Judged]] = []
-    for name, chosen in used.items():
-        index = np.flatnonzero(names == name)
+    for k, chosen in enumerate(used):
+        whole = len(used) == 1 and not (row_machine < 0).any()
+        index = np.arange(n) if whole else np.flatnonzero(row_machine == k)
         sub = columns.take(index) if len(index) != n else columns
         priced = price_columns(chosen, sub.flops, sub.bytes, sub.roof, sub.flops_by_unit,
-                               sub.has_unit_split, regime, mix, sub.read_bytes, sub.write_bytes)
+                               sub.has_unit_split, regime, mix, sub.read_bytes, sub.write_bytes,
+                               sub.roof_categories())
         parts.append((index, priced, judge(chosen, priced, sub.time_s, sub.timing, sub.bytes)))
-    unmatched = np.flatnonzero(names == "")
+    unmatched = np.flatnonzero(row_machine < 0)
     if len(unmatched):
         parts.append((unmatched, *_blank_rows(len(unmatched))))
     priced_all, judged_all = _scatter(n, parts)
-    return Analysis(columns, names, used, priced_all, judged_all, why, regime, mix)
+    labels = np.array([m.name for m in used] + [""], dtype=object)
+    names = uniform(used[0].name, n) if len(used) == 1 and not len(unmatched) else labels[
+        row_machine]
+    return Analysis(columns, names, {m.name: m for m in used}, priced_all, judged_all, why,
+                    regime, mix)
 
 
-def _match_rows(device: np.ndarray, machines: Mapping[str, Machine]
-                ) -> tuple[np.ndarray, np.ndarray, dict[str, Machine]]:
-    names = np.full(device.shape, "", dtype=object)
-    why = np.full(device.shape, "", dtype=object)
-    used: dict[str, Machine] = {}
-    distinct, inverse = np.unique(device.astype(str), return_inverse=True)
-    for k, dev in enumerate(distinct):
-        match = match_device(str(dev), machines.values())
-        rows = inverse == k
+def _match_rows(columns: RecordColumns, machines: Mapping[str, Machine]
+                ) -> tuple[np.ndarray, np.ndarray, list[Machine]]:
+    """Per row, an index into the machines used (-1: none matched), and why none matched."""
+    codes, devices = columns.device_categories()
+    used: list[Machine] = []
+    machine_of_device = np.full(len(devices) + 1, -1, dtype=np.int32)
+    reasons = np.full(len(devices) + 1, "", dtype=object)
+    for k, dev in enumerate(devices):
+        match = match_device(dev, machines.values())
         if match.machine is None:
-            why[rows] = match.reason
-        else:
-            names[rows] = match.machine.name
-            used[match.machine.name] = match.machine
-    return names, why, used
+            reasons[k] = match.reason
+            continue
+        if match.machine not in used:
+            used.append(match.machine)
+        machine_of_device[k] = used.index(match.machine)
+    row_machine = machine_of_device[codes] if len(codes) else np.zeros(0, dtype=np.int32)
+    why = reasons[codes] if (machine_of_device < 0).any() and len(codes) else uniform(
+        "", len(codes))
+    return row_machine, why, used
 
 
 def _blank_rows(n: int) -> tuple[Priced, Judged]:
     nan = np.full(n, np.nan)
     empty = np.full(n, "", dtype=object)
     flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int64)
-    priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, {}, {}, nan, empty, nan,
-                    flags)
+    priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, nan, {}, {}, nan, empty,
+                    nan, flags)
     judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan, nan)
     return priced, judged
 
@@ -144,9 +154,9 @@ def _scatter(n: int, parts: list[tuple[np.ndarray, Priced, Judged]]) -> tuple[Pr
 
 def _fill(n: int, pieces: list[tuple[np.ndarray, np.ndarray | None]]) -> np.ndarray:
     dtype = next((p.dtype for _, p in pieces if p is not None), np.dtype(np.float64))
-    if dtype == object:
+    if dtype == np.dtype(object):
         out = np.full(n, "", dtype=object)
-    elif dtype == bool:
+    elif dtype == np.dtype(bool):
         out = np.zeros(n, dtype=bool)
     elif np.issubdtype(dtype, np.floating):
         out = np.full(n, np.nan)

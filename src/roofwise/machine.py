@@ -23,7 +23,8 @@ class MemoryLevel:
 
     name: str
     theoretical_bytes_per_s: float | None  # None: a gap in the sources
-    calibration_by_mix: Mapping[str, float] = field(default_factory=dict)  # copy, triad, read, write
+    # measured fraction of theoretical per access mix: copy, triad, read, write
+    calibration_by_mix: Mapping[str, float] = field(default_factory=dict)
     bytes_per_cycle: float | None = None
     source: str = ""
 

@@ -13,10 +13,10 @@ import numpy as np
 
 from .ledger import Ledger, Role, Work
 from .machine import Machine
+from .ops.case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
 from .pricing import cycles_by_unit, price_columns, price_ledger
 from .profiles import builtin_machines
 from .verdict import VERDICTS, judge
-from .ops.case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
 
 # The seed's own two-kernel figure for M4 (roofline_misuse.py): 6 B/elem of payload plus the
 # lookups twice. It follows from no decomposition; shown only beside the honest figure.
@@ -81,8 +81,9 @@ def m1(ctx: Context) -> Demo:
         f" datasheet understates the time by {spec / burst:.2f}x (burst) to "
         f"{spec / sustained:.2f}x (sustained)",
         f" Correction to the seed: it called the burst rate 'calibrated'. Both regimes are "
-        f"measured: sustained {unit.calibration('sustained'):.4f} (~{unit.calibration('sustained'):.2f}"
-        f" of peak under the 700 W cap) and burst {unit.calibration('burst'):.4f} "
+        f"measured: sustained {unit.calibration('sustained'):.4f} "
+        f"(~{unit.calibration('sustained'):.2f} of peak under the 700 W cap) and burst "
+        f"{unit.calibration('burst'):.4f} "
         f"(~{unit.calibration('burst'):.2f}).",
         " roofwise keeps both, says which one a reading used, and judges anomalies against "
         "the higher (the envelope).",

@@ -33,6 +33,7 @@ class Priced:
     bound_memory: np.ndarray  # bool; a tie is memory
     intensity_flops_per_byte: np.ndarray
     binding_unit: np.ndarray  # object: the slowest pipe
+    binding_ops: np.ndarray  # operations on the slowest pipe (for the physics check)
     unit_ops: Mapping[str, np.ndarray]
     unit_time_s: Mapping[str, np.ndarray]
     bandwidth_bytes_per_s: np.ndarray
@@ -55,13 +56,19 @@ def price_columns(
     mix: str | None = None,
     read_bytes: np.ndarray | None = None,
     write_bytes: np.ndarray | None = None,
+    roof_categories: tuple[np.ndarray, tuple[str, ...]] | None = None,
 ) -> Priced:
+    """Price every row. `roof_categories` (codes, names) spares sorting a column of strings."""
     n = int(flops.shape[0])
     flops_by_unit = flops_by_unit or {}
     split = np.zeros(n, dtype=bool) if has_unit_split is None else has_unit_split
     flags = np.zeros(n, dtype=np.int64)
+    # np.bitwise_or with `where` marks rows without gathering and scattering them
 
-    roof_keys, roof_index = np.unique(roof.astype(str), return_inverse=True)
+    if roof_categories is None:
+        unique, inverse = np.unique(roof.astype(str), return_inverse=True)
+        roof_categories = (inverse.reshape(-1), tuple(str(k) for k in unique))
+    roof_index, roof_keys = roof_categories
     unit_ops: dict[str, np.ndarray] = {}
     for k, key in enumerate(roof_keys):
         unit_ops[str(key)] = np.where(~split & (roof_index == k), flops, 0.0)
@@ -70,7 +77,7 @@ def price_columns(
 
     for k, key in enumerate(roof_keys):
         if machine.unit(str(key)) is None:
-            flags[roof_index == k] |= Reason.UNKNOWN_ROOF
+            mark(flags, roof_index == k, Reason.UNKNOWN_ROOF)
 
     unit_time: dict[str, np.ndarray] = {}
     envelope_time: dict[str, np.ndarray] = {}
@@ -78,35 +85,40 @@ def price_columns(
         unit = machine.unit(key)
         used = ops > 0
         if unit is None:
-            flags[used & split] |= Reason.UNKNOWN_UNIT
+            mark(flags, used & split, Reason.UNKNOWN_UNIT)
             continue
         rate = unit.effective_ops_per_s(regime)
         envelope_rate = unit.effective_ops_per_s(None)
         if rate is None or envelope_rate is None:
-            flags[used | (roof.astype(str) == key)] |= Reason.UNIT_RATE_GAP
+            is_roof = roof_index == roof_keys.index(key) if key in roof_keys else False
+            mark(flags, used | is_roof, Reason.UNIT_RATE_GAP)
             continue
         if not unit.calibrated:
-            flags[used] |= Reason.UNCALIBRATED_UNIT
+            mark(flags, used, Reason.UNCALIBRATED_UNIT)
         unit_time[key] = ops / rate
         envelope_time[key] = ops / envelope_rate
 
     names = list(unit_time)
     if names:
         stacked = np.vstack([unit_time[k] for k in names])
-        compute = stacked.max(axis=0)
+        slowest = stacked.argmax(axis=0)
+        compute = np.take_along_axis(stacked, slowest[None, :], axis=0)[0]
         serial = stacked.sum(axis=0)
-        binding = np.array(names, dtype=object)[stacked.argmax(axis=0)]
+        binding_ops = np.take_along_axis(np.vstack([unit_ops[k] for k in names]),
+                                         slowest[None, :], axis=0)[0]
+        binding = (uniform(names[0], n) if len(names) == 1
+                   else np.array(names, dtype=object)[slowest])
         envelope_compute = np.vstack([envelope_time[k] for k in names]).max(axis=0)
     else:
-        compute = serial = envelope_compute = np.zeros(n)
-        binding = np.full(n, "", dtype=object)
+        compute = serial = envelope_compute = binding_ops = np.zeros(n)
+        binding = uniform("", n)
 
     bandwidth, mix_used, envelope_bandwidth = _bandwidth(machine, n, mix, read_bytes, write_bytes)
     if machine.dram.theoretical_bytes_per_s is None:
         flags |= np.int64(Reason.NO_BANDWIDTH)
     elif not machine.dram.calibration_by_mix:
         flags |= np.int64(Reason.UNCALIBRATED_MEMORY)
-    flags[bytes_ <= 0] |= Reason.ZERO_BYTES
+    mark(flags, bytes_ <= 0, Reason.ZERO_BYTES)
 
     with np.errstate(divide="ignore", invalid="ignore"):
         memory = bytes_ / bandwidth
@@ -116,7 +128,7 @@ def price_columns(
     return Priced(
         memory_time_s=memory, compute_time_s=compute, compute_serial_time_s=serial,
         sol_time_s=sol, bound_memory=memory >= compute, intensity_flops_per_byte=intensity,
-        binding_unit=binding, unit_ops=unit_ops, unit_time_s=unit_time,
+        binding_unit=binding, binding_ops=binding_ops, unit_ops=unit_ops, unit_time_s=unit_time,
         bandwidth_bytes_per_s=bandwidth, mix=mix_used, envelope_sol_time_s=envelope_sol,
         flags=flags)
 
@@ -127,7 +139,7 @@ def _bandwidth(machine: Machine, n: int, mix: str | None, read_bytes: np.ndarray
     envelope = level.effective_bytes_per_s(None)
     if envelope is None:
         nan = np.full(n, np.nan)
-        return nan, np.full(n, "", dtype=object), nan
+        return nan, uniform("", n), nan
     if mix not in (None, AUTO_MIX) and mix not in level.calibration_by_mix:
         measured = ", ".join(level.calibration_by_mix) or "none"
         raise InputError("--mix", f"machine {machine.name} has no measured {mix!r} mix; "
@@ -136,13 +148,23 @@ def _bandwidth(machine: Machine, n: int, mix: str | None, read_bytes: np.ndarray
     if mix != AUTO_MIX or read_bytes is None or write_bytes is None:
         chosen = envelope_mix if mix in (None, AUTO_MIX) else mix
         rate = level.effective_bytes_per_s(None if chosen == "theoretical" else chosen)
-        return np.full(n, rate), np.full(n, chosen, dtype=object), np.full(n, envelope)
+        return np.full(n, rate), uniform(chosen, n), np.full(n, envelope)
     mixes = np.array(list(level.calibration_by_mix) or ["theoretical"], dtype=object)
     picks = _mix_for_split(list(level.calibration_by_mix), read_bytes, write_bytes)
     mix_names = np.where(picks >= 0, mixes[np.maximum(picks, 0)], envelope_mix)
     rates = np.array([level.effective_bytes_per_s(str(m)) or envelope for m in mixes])
     return (np.where(picks >= 0, rates[np.maximum(picks, 0)], envelope), mix_names.astype(object),
             np.full(n, envelope))
+
+
+def mark(flags: np.ndarray, rows: np.ndarray | bool, reason: Reason) -> None:
+    """Set `reason` on the selected rows, in place."""
+    np.bitwise_or(flags, np.int64(reason), out=flags, where=rows)
+
+
+def uniform(value: str, n: int) -> np.ndarray:
+    """A read-only object column holding one value, without a million copies."""
+    return np.broadcast_to(np.array(value, dtype=object), (n,))
 
 
 def _mix_for_split(mixes: list[str], read_bytes: np.ndarray,

@@ -39,12 +39,29 @@ class RecordColumns:
     has_unit_split: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     line: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     rows: Sequence[Mapping[str, Any]] | None = None  # originals, for pass-through in reports
+    # Categorical forms of `roof` and `device` (codes into names), so that grouping a million
+    # rows never sorts strings; derived from the object columns when not given.
+    roof_codes: np.ndarray | None = None
+    roof_names: tuple[str, ...] = ()
+    device_codes: np.ndarray | None = None
+    device_names: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
 
+    def roof_categories(self) -> tuple[np.ndarray, tuple[str, ...]]:
+        if self.roof_codes is not None:
+            return self.roof_codes, self.roof_names
+        return categorize(self.roof)
+
+    def device_categories(self) -> tuple[np.ndarray, tuple[str, ...]]:
+        if self.device_codes is not None:
+            return self.device_codes, self.device_names
+        return categorize(self.device)
+
     def take(self, index: np.ndarray) -> RecordColumns:
-        rows = None if self.rows is None else [self.rows[int(i)] for i in np.arange(len(self))[index]]
+        picked = np.arange(len(self))[index]
+        rows = None if self.rows is None else [self.rows[int(i)] for i in picked]
         return RecordColumns(
             op=self.op[index], flops=self.flops[index], bytes=self.bytes[index],
             roof=self.roof[index], time_s=self.time_s[index], timing=self.timing[index],
@@ -52,7 +69,19 @@ class RecordColumns:
             write_bytes=self.write_bytes[index], time_p10_s=self.time_p10_s[index],
             time_p90_s=self.time_p90_s[index],
             flops_by_unit={u: v[index] for u, v in self.flops_by_unit.items()},
-            has_unit_split=self.has_unit_split[index], line=self.line[index], rows=rows)
+            has_unit_split=self.has_unit_split[index], line=self.line[index], rows=rows,
+            roof_codes=None if self.roof_codes is None else self.roof_codes[index],
+            roof_names=self.roof_names,
+            device_codes=None if self.device_codes is None else self.device_codes[index],
+            device_names=self.device_names)
+
+
+def categorize(values: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Integer codes and the distinct names they index, in first-seen order."""
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(str(v), len(index)) for v in values), np.int32,
+                        len(values))
+    return codes, tuple(index)
 
 
 @dataclass(frozen=True)
@@ -88,10 +117,9 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
         if record.get(name) not in (None, ""):
             clean[name] = _number(record[name], f"{where}: {name}")
     timing = record.get("timing")
-    if timing not in (None, ""):
-        if timing not in TIMINGS:
-            raise InputError(f"{where}: timing", f"expected one of {', '.join(TIMINGS)}, "
-                                                 f"got {timing!r}")
+    if timing not in (None, "") and timing not in TIMINGS:
+        raise InputError(f"{where}: timing",
+                         f"expected one of {', '.join(TIMINGS)}, got {timing!r}")
     by_unit = record.get("flops_by_unit")
     if by_unit not in (None, ""):
         if isinstance(by_unit, str):
@@ -132,14 +160,18 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
     units = sorted({u for r in good for u in (r.get("flops_by_unit") or {})})
     by_unit = {u: np.array([(r.get("flops_by_unit") or {}).get(u, 0.0) for r in good],
                            dtype=np.float64) for u in units}
+    roof = np.array([r["roof"] for r in good], dtype=object)
+    device = np.array([str(r.get("device") or "") for r in good], dtype=object)
+    roof_codes, roof_names = categorize(roof)
+    device_codes, device_names = categorize(device)
     return RecordColumns(
         op=np.array([r["op"] for r in good], dtype=object),
         flops=np.fromiter((r["flops"] for r in good), np.float64, n),
         bytes=np.fromiter((r["bytes"] for r in good), np.float64, n),
-        roof=np.array([r["roof"] for r in good], dtype=object),
+        roof=roof,
         time_s=np.fromiter((r["time_s"] for r in good), np.float64, n),
         timing=np.array([r.get("timing") or "" for r in good], dtype=object),
-        device=np.array([str(r.get("device") or "") for r in good], dtype=object),
+        device=device,
         read_bytes=np.fromiter((r.get("read_bytes", nan) for r in good), np.float64, n),
         write_bytes=np.fromiter((r.get("write_bytes", nan) for r in good), np.float64, n),
         time_p10_s=np.fromiter((r.get("time_p10_s", nan) for r in good), np.float64, n),
@@ -148,6 +180,8 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         has_unit_split=np.fromiter((bool(r.get("flops_by_unit")) for r in good), bool, n),
         line=np.asarray(lines if lines is not None else np.arange(1, n + 1), dtype=np.int64),
         rows=list(good) if keep_rows else None,
+        roof_codes=roof_codes, roof_names=roof_names,
+        device_codes=device_codes, device_names=device_names,
     )
 
 

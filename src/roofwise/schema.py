@@ -1,4 +1,4 @@
-"""Checks shared by every loader: each failure names the file and key, and says what was expected."""
+"""Checks shared by every loader: a failure names the file and key, and what was expected."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .machine import Machine
-from .pricing import Priced
+from .pricing import Priced, mark
 from .reasons import BLANK_REASONS, IMPOSSIBLE_REASONS, Reason
 
 AT_CEILING_EFFICIENCY = 0.80  # TileOPs bands (scripts/nightly_report.py)
@@ -35,38 +35,37 @@ class Judged:
 def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarray,
           bytes_: np.ndarray) -> Judged:
     flags = priced.flags.copy()
-    flags[~(time_s > 0)] |= Reason.BAD_TIME
-    flags[timing == "wall"] |= Reason.WALL_TIMING
+    mark(flags, ~(time_s > 0), Reason.BAD_TIME)
+    mark(flags, wall_timing(timing), Reason.WALL_TIMING)
 
     with np.errstate(divide="ignore", invalid="ignore"):
         safe_time = np.where(time_s > 0, time_s, np.nan)
         efficiency = priced.sol_time_s / safe_time
         envelope_efficiency = priced.envelope_sol_time_s / safe_time
         achieved_bytes = bytes_ / safe_time
-        achieved_ops = np.zeros_like(time_s)
-        for key, ops in priced.unit_ops.items():
-            achieved_ops = np.where(priced.binding_unit == key, ops / safe_time, achieved_ops)
+        achieved_ops = priced.binding_ops / safe_time
 
     theoretical_bw = machine.dram.theoretical_bytes_per_s
     if theoretical_bw is not None:
-        flags[achieved_bytes > theoretical_bw] |= Reason.ABOVE_THEORETICAL_BANDWIDTH
+        mark(flags, achieved_bytes > theoretical_bw, Reason.ABOVE_THEORETICAL_BANDWIDTH)
     for key, ops in priced.unit_ops.items():
         unit = machine.unit(key)
         if unit is not None and unit.theoretical_ops_per_s is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 over = ops / safe_time > unit.theoretical_ops_per_s
-            flags[over] |= Reason.ABOVE_THEORETICAL_RATE
+            mark(flags, over, Reason.ABOVE_THEORETICAL_RATE)
 
     floor = machine.latency_floor
     latency = (priced.sol_time_s < floor.sol_s) & (time_s < floor.measured_s)
-    flags[latency] |= Reason.BELOW_LATENCY_FLOOR
+    mark(flags, latency, Reason.BELOW_LATENCY_FLOOR)
     if floor.assumed:
-        flags[latency] |= Reason.FLOOR_ASSUMED
+        mark(flags, latency, Reason.FLOOR_ASSUMED)
 
     anomaly = envelope_efficiency > ANOMALY_EFFICIENCY
     at_ceiling = efficiency >= AT_CEILING_EFFICIENCY
-    flags[anomaly] |= Reason.ANOMALY
-    flags[(efficiency > ANOMALY_EFFICIENCY) & ~anomaly] |= Reason.ABOVE_REGIME_WITHIN_ENVELOPE
+    mark(flags, anomaly, Reason.ANOMALY)
+    mark(flags, (efficiency > ANOMALY_EFFICIENCY) & ~anomaly,
+         Reason.ABOVE_REGIME_WITHIN_ENVELOPE)
 
     blank = (flags & np.int64(BLANK_REASONS)) != 0
     impossible = ~blank & ((flags & np.int64(IMPOSSIBLE_REASONS)) != 0)
@@ -77,10 +76,17 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     verdict[latency_bound] = LATENCY_BOUND
     verdict[impossible] = IMPOSSIBLE
     verdict[blank] = BLANK
-    flags[verdict == AT_CEILING] |= Reason.AT_CEILING
-    flags[verdict == BELOW] |= Reason.BELOW
+    mark(flags, verdict == AT_CEILING, Reason.AT_CEILING)
+    mark(flags, verdict == BELOW, Reason.BELOW)
     efficiency = np.where(blank, np.nan, efficiency)
     return Judged(efficiency=efficiency, envelope_efficiency=np.where(blank, np.nan,
                                                                       envelope_efficiency),
                   verdict=verdict, flags=flags, achieved_bytes_per_s=achieved_bytes,
                   achieved_ops_per_s=achieved_ops)
+
+
+def wall_timing(timing: np.ndarray) -> np.ndarray:
+    """Rows timed by a host clock; a uniform column is compared once, not a million times."""
+    if timing.strides == (0,) and len(timing):
+        return np.broadcast_to(np.array(timing[0] == "wall"), timing.shape)
+    return timing == "wall"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,7 +18,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def console(err: bool = False) -> Console:
-    return Console(stderr=err, highlight=False, soft_wrap=False)
+    """Rich console; a pipe or a file gets a generous width instead of rich's 80 columns."""
+    stream = sys.stderr if err else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(stderr=err, highlight=False, soft_wrap=False, width=width)
 
 
 def machine_option(required: bool = False) -> Callable[[F], F]:

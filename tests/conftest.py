@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roofwise.profiles import builtin_machines
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = ROOT.parent / "shared" / "seed"
+
+
+@pytest.fixture(scope="session")
+def machines():
+    return builtin_machines()
+
+
+@pytest.fixture(scope="session")
+def h200(machines):
+    return machines["h200"]
+
+
+@pytest.fixture
+def examples() -> Path:
+    return ROOT / "examples"

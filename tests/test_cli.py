@@ -1,0 +1,131 @@
+"""The command: each subcommand runs, and bad input is one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofwise.cli import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_machines_lists_builtins(capsys):
+    code, out, _ = run(capsys, "machines", "--json")
+    assert code == 0
+    names = [json.loads(line)["name"] for line in out.splitlines()]
+    assert names == ["a100-sxm", "ascend-a5-vector", "h100-sxm", "h20", "h200"]
+
+
+def test_machine_shows_regimes_mixes_balance_and_sources(capsys):
+    code, out, _ = run(capsys, "machine", "h200")
+    assert code == 0
+    for text in ("0.9380", "read (envelope)", "burst (envelope)", "161.97 FLOP/B",
+                 "TileOPs h200.yaml", "assumed"):
+        assert text in out
+    code, out, _ = run(capsys, "machine", "h200", "--json")
+    data = json.loads(out)
+    assert data["memory"]["hbm"]["effective_bytes_per_s"] == pytest.approx(4502.4e9)
+    assert data["units"]["sfu.fp32"]["calibration_by_regime"] == {}
+
+
+def test_price_json_per_stage_and_total(capsys, examples):
+    code, out, _ = run(capsys, "price", str(examples / "qk_norm_rope_quant_split.yaml"),
+                       "--machine", "h200", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["bytes"] == 151_650_816
+    assert [s["bytes"] for s in data["stages"]] == [88_080_896, 63_569_920]
+    assert data["bound"] == "memory"
+    assert data["sol_time_s"] == pytest.approx(151_650_816 / 4502.4e9)
+
+
+def test_price_table_names_tensors(capsys, examples):
+    code, out, _ = run(capsys, "price", str(examples / "qk_norm_rope_quant.yaml"), "-m", "h200")
+    assert code == 0
+    assert "cos" in out and "lookup" in out and "15.051 us" in out
+
+
+def test_analyze_json_one_object_per_record(capsys, examples):
+    code, out, _ = run(capsys, "analyze", str(examples / "records.jsonl"), "--json")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 8
+    assert {r["verdict"] for r in rows} == {"at_ceiling", "below", "anomaly", "latency_bound",
+                                            "impossible", "blank"}
+
+
+def test_analyze_table_worst_first(capsys, examples):
+    code, out, _ = run(capsys, "analyze", str(examples / "records.jsonl"))
+    assert code == 0
+    table = out.split("\n", 1)[1]  # after the title, which counts verdicts
+    assert table.index("impossible") < table.index("at_ceiling")
+
+
+def test_misuse_only(capsys):
+    code, out, _ = run(capsys, "misuse", "--only", "6")
+    assert code == 0 and "79.8%" in out
+
+
+def one_line_error(capsys, *args, expect=()):
+    code, _, err = run(capsys, *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for text in expect:
+        assert text in lines[0]
+    return lines[0]
+
+
+def test_unknown_machine(capsys, examples):
+    one_line_error(capsys, "analyze", str(examples / "records.jsonl"), "-m", "tpu-v9",
+                   expect=("--machine", "unknown machine 'tpu-v9'", "h200"))
+
+
+def test_unknown_command_and_option(capsys):
+    one_line_error(capsys, "analyse", expect=("No such command",))
+    one_line_error(capsys, "misuse", "--only", "9", expect=("--only",))
+
+
+def test_malformed_profile_file(capsys, tmp_path, examples):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmemory: {hbm: {theoretical_bytes_per_s: -1}}\nunits: {}\n")
+    one_line_error(capsys, "price", str(examples / "qk_norm_rope_quant.yaml"), "-m", str(bad),
+                   expect=(str(bad), "memory.hbm.theoretical_bytes_per_s", "positive number"))
+
+
+def test_malformed_ledger_file(capsys, tmp_path):
+    bad = tmp_path / "l.yaml"
+    bad.write_text("name: x\nroof: cuda_core.fp32\ntensors:\n  - {name: a, shape: [2], "
+                   "dtype: fp32, role: sideways}\n")
+    one_line_error(capsys, "price", str(bad), "-m", "h200",
+                   expect=(str(bad), "tensors[0].role", "expected one of"))
+
+
+def test_unknown_mix(capsys, examples):
+    one_line_error(capsys, "analyze", str(examples / "records.jsonl"), "-m", "h200", "--mix",
+                   "scatter", expect=("--mix", "no measured 'scatter' mix"))
+
+
+def test_bad_record_skipped_then_strict(capsys, tmp_path, examples):
+    path = tmp_path / "r.jsonl"
+    lines = (examples / "records.jsonl").read_text().splitlines()
+    path.write_text("\n".join([lines[0], "{oops", lines[1]]) + "\n")
+    code, out, err = run(capsys, "analyze", str(path), "--json")
+    assert code == 0
+    assert len(out.splitlines()) == 2
+    assert f"{path}:2" in err and "skipped 1 malformed record(s) of 3" in err
+    one_line_error(capsys, "analyze", str(path), "--strict", expect=(f"{path}:2", "not valid JSON"))
+
+
+def test_missing_field_names_it(capsys, tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"op": "x", "flops": 1, "bytes": 1, "time_s": 1}) + "\n")
+    one_line_error(capsys, "analyze", str(path), "--strict",
+                   expect=(f"{path}:1: roof", "missing required field"))
