@@ -75,3 +75,9 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
         write_records(path, [{"op": object()}])
     assert read_records(path).columns.op.tolist() == ["a"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]
+
+
+def test_written_files_are_readable_by_others(tmp_path):
+    path = tmp_path / "r.jsonl"
+    write_records(path, [GOOD])
+    assert path.stat().st_mode & 0o777 == 0o644

@@ -1,5 +1,7 @@
 """roofwise: how far a kernel is from the speed of light, never told wrongly."""
 
+from typing import Any
+
 from .analysis import Analysis, analyze
 from .errors import InputError
 from .ledger import Ledger, Role, Tensor, Work, fuse, separate
@@ -10,9 +12,18 @@ from .verdict import VERDICTS, judge
 
 __version__ = "0.1.0"
 
+
+def bench(*args: Any, **kwargs: Any) -> Any:
+    """`roofwise.measure.bench.bench`, imported on first use so torch stays optional."""
+    from .measure.bench import bench as _bench
+
+    return _bench(*args, **kwargs)
+
+
 __all__ = [
     "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloor", "Ledger",
     "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze",
-    "builtin_machines", "cycles_by_unit", "fuse", "judge", "load_machine", "match_device",
+    "bench", "builtin_machines", "cycles_by_unit", "fuse", "judge", "load_machine",
+    "match_device",
     "price_columns", "price_ledger", "resolve_machine", "separate",
 ]

@@ -127,8 +127,8 @@ def _blank_rows(n: int) -> tuple[Priced, Judged]:
     nan = np.full(n, np.nan)
     empty = np.full(n, "", dtype=object)
     flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int64)
-    priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, nan, {}, {}, nan, empty,
-                    nan, flags)
+    priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, nan, nan, {}, {}, nan,
+                    empty, nan, flags)
     judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan, nan)
     return priced, judged
 

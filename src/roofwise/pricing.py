@@ -7,8 +7,9 @@ One code path prices one ledger or a million records: `price_columns` is vectori
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -33,7 +34,8 @@ class Priced:
     bound_memory: np.ndarray  # bool; a tie is memory
     intensity_flops_per_byte: np.ndarray
     binding_unit: np.ndarray  # object: the slowest pipe
-    binding_ops: np.ndarray  # operations on the slowest pipe (for the physics check)
+    binding_ops: np.ndarray  # operations on the slowest pipe
+    theoretical_compute_time_s: np.ndarray  # the work at theoretical peaks: faster is impossible
     unit_ops: Mapping[str, np.ndarray]
     unit_time_s: Mapping[str, np.ndarray]
     bandwidth_bytes_per_s: np.ndarray
@@ -58,60 +60,43 @@ def price_columns(
     write_bytes: np.ndarray | None = None,
     roof_categories: tuple[np.ndarray, tuple[str, ...]] | None = None,
 ) -> Priced:
-    """Price every row. `roof_categories` (codes, names) spares sorting a column of strings."""
-    n = int(flops.shape[0])
-    flops_by_unit = flops_by_unit or {}
-    split = np.zeros(n, dtype=bool) if has_unit_split is None else has_unit_split
-    flags = np.zeros(n, dtype=np.int64)
-    # np.bitwise_or with `where` marks rows without gathering and scattering them
+    """Price every row. `roof_categories` (codes, names) spares sorting a column of strings.
 
+    A row without `flops_by_unit` does all its work on its roof, so its rates are gathered
+    per roof code in one pass; only rows that split their work loop over units.
+    """
+    n = int(flops.shape[0])
+    split = np.zeros(n, dtype=bool) if has_unit_split is None else has_unit_split
+    split_rows = np.flatnonzero(split)
     if roof_categories is None:
         unique, inverse = np.unique(roof.astype(str), return_inverse=True)
         roof_categories = (inverse.reshape(-1), tuple(str(k) for k in unique))
-    roof_index, roof_keys = roof_categories
-    unit_ops: dict[str, np.ndarray] = {}
-    for k, key in enumerate(roof_keys):
-        unit_ops[str(key)] = np.where(~split & (roof_index == k), flops, 0.0)
-    for key, ops in flops_by_unit.items():
-        unit_ops[key] = unit_ops.get(key, np.zeros(n)) + np.where(split, ops, 0.0)
+    codes, keys = roof_categories
 
-    for k, key in enumerate(roof_keys):
-        if machine.unit(str(key)) is None:
-            mark(flags, roof_index == k, Reason.UNKNOWN_ROOF)
+    rates = _unit_rates(machine, keys, regime)
+    flags = rates.flags_by_code[codes] if len(keys) else np.zeros(n, dtype=np.int64)
+    mark(flags, rates.uncalibrated_by_code[codes] & (flops > 0), Reason.UNCALIBRATED_UNIT)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute = flops / rates.rate_by_code[codes]
+        envelope_compute = (compute if rates.envelope_is_rate
+                            else flops / rates.envelope_by_code[codes])
+        theoretical_compute = flops / rates.theoretical_by_code[codes]
+    binding_ops = flops
+    serial = compute
+    binding_code = codes
+    names = list(keys)
 
-    unit_time: dict[str, np.ndarray] = {}
-    envelope_time: dict[str, np.ndarray] = {}
-    for key, ops in unit_ops.items():
-        unit = machine.unit(key)
-        used = ops > 0
-        if unit is None:
-            mark(flags, used & split, Reason.UNKNOWN_UNIT)
-            continue
-        rate = unit.effective_ops_per_s(regime)
-        envelope_rate = unit.effective_ops_per_s(None)
-        if rate is None or envelope_rate is None:
-            is_roof = roof_index == roof_keys.index(key) if key in roof_keys else False
-            mark(flags, used | is_roof, Reason.UNIT_RATE_GAP)
-            continue
-        if not unit.calibrated:
-            mark(flags, used, Reason.UNCALIBRATED_UNIT)
-        unit_time[key] = ops / rate
-        envelope_time[key] = ops / envelope_rate
-
-    names = list(unit_time)
-    if names:
-        stacked = np.vstack([unit_time[k] for k in names])
-        slowest = stacked.argmax(axis=0)
-        compute = np.take_along_axis(stacked, slowest[None, :], axis=0)[0]
-        serial = stacked.sum(axis=0)
-        binding_ops = np.take_along_axis(np.vstack([unit_ops[k] for k in names]),
-                                         slowest[None, :], axis=0)[0]
-        binding = (uniform(names[0], n) if len(names) == 1
-                   else np.array(names, dtype=object)[slowest])
-        envelope_compute = np.vstack([envelope_time[k] for k in names]).max(axis=0)
-    else:
-        compute = serial = envelope_compute = binding_ops = np.zeros(n)
-        binding = uniform("", n)
+    if len(split_rows):
+        compute, envelope_compute, theoretical_compute, serial, binding_ops, binding_code = (
+            compute.copy(), np.array(envelope_compute), theoretical_compute.copy(),
+            compute.copy(), flops.copy(), codes.astype(np.int32))
+        split_flags = np.zeros(len(split_rows), dtype=np.int64)
+        part = _price_split(machine, {u: v[split_rows] for u, v in (flops_by_unit or {}).items()},
+                            regime, split_flags, names)
+        compute[split_rows], envelope_compute[split_rows] = part[0], part[1]
+        theoretical_compute[split_rows], serial[split_rows] = part[2], part[3]
+        binding_ops[split_rows], binding_code[split_rows] = part[4], part[5]
+        flags[split_rows] = (flags[split_rows] & ~np.int64(_UNIT_REASONS)) | split_flags
 
     bandwidth, mix_used, envelope_bandwidth = _bandwidth(machine, n, mix, read_bytes, write_bytes)
     if machine.dram.theoretical_bytes_per_s is None:
@@ -122,15 +107,132 @@ def price_columns(
 
     with np.errstate(divide="ignore", invalid="ignore"):
         memory = bytes_ / bandwidth
-        intensity = np.where(bytes_ > 0, flops / np.where(bytes_ > 0, bytes_, 1.0), np.nan)
+        intensity = np.divide(flops, bytes_, out=np.full(n, np.nan), where=bytes_ > 0)
         envelope_sol = np.maximum(bytes_ / envelope_bandwidth, envelope_compute)
     sol = np.maximum(memory, compute)
+    label = np.array([*names, ""], dtype=object)
+    binding = uniform(names[0], n) if len(names) == 1 and not len(split_rows) else label[
+        binding_code]
     return Priced(
         memory_time_s=memory, compute_time_s=compute, compute_serial_time_s=serial,
         sol_time_s=sol, bound_memory=memory >= compute, intensity_flops_per_byte=intensity,
-        binding_unit=binding, binding_ops=binding_ops, unit_ops=unit_ops, unit_time_s=unit_time,
+        binding_unit=binding, binding_ops=binding_ops,
+        theoretical_compute_time_s=theoretical_compute,
+        unit_ops=UnitColumns(_unit_ops_builders(names, codes, flops, split, flops_by_unit)),
+        unit_time_s=UnitColumns(_unit_time_builders(machine, regime, names, codes, flops, split,
+                                                    flops_by_unit)),
         bandwidth_bytes_per_s=bandwidth, mix=mix_used, envelope_sol_time_s=envelope_sol,
         flags=flags)
+
+
+_UNIT_REASONS = Reason.UNKNOWN_ROOF | Reason.UNIT_RATE_GAP | Reason.UNCALIBRATED_UNIT
+
+
+@dataclass(frozen=True)
+class _Rates:
+    """Per roof code: the rates a row on that roof is priced with, and its flags."""
+
+    rate_by_code: np.ndarray
+    envelope_by_code: np.ndarray
+    theoretical_by_code: np.ndarray
+    flags_by_code: np.ndarray
+    uncalibrated_by_code: np.ndarray
+    envelope_is_rate: bool
+
+
+def _unit_rates(machine: Machine, keys: tuple[str, ...], regime: str | None) -> _Rates:
+    rate, envelope, theoretical, flags, uncalibrated = [], [], [], [], []
+    for key in keys:
+        unit = machine.unit(key)
+        known = None if unit is None else unit.effective_ops_per_s(regime)
+        rate.append(known or math.inf)
+        envelope.append((unit.effective_ops_per_s(None) if unit else None) or math.inf)
+        theoretical.append((unit.theoretical_ops_per_s if unit else None) or math.inf)
+        flags.append(Reason.UNKNOWN_ROOF if unit is None else
+                     Reason.UNIT_RATE_GAP if known is None else Reason.NONE)
+        uncalibrated.append(unit is not None and not unit.calibrated)
+    return _Rates(np.array(rate), np.array(envelope), np.array(theoretical),
+                  np.array([int(f) for f in flags], dtype=np.int64),
+                  np.array(uncalibrated, dtype=bool), rate == envelope)
+
+
+def _price_split(machine: Machine, ops_by_unit: Mapping[str, np.ndarray], regime: str | None,
+                 flags: np.ndarray, names: list[str]) -> tuple[np.ndarray, ...]:
+    """Rows whose work spans several pipes: the slowest pipe binds, the sum is serial issue."""
+    m = len(flags)
+    compute, envelope, theoretical, serial, binding_ops = (np.zeros(m) for _ in range(5))
+    binding_code = np.full(m, -1, dtype=np.int32)
+    for key, ops in ops_by_unit.items():
+        used = ops > 0
+        unit = machine.unit(key)
+        rate = None if unit is None else unit.effective_ops_per_s(regime)
+        if unit is None or rate is None:
+            mark(flags, used, Reason.UNKNOWN_UNIT if unit is None else Reason.UNIT_RATE_GAP)
+            continue
+        if not unit.calibrated:
+            mark(flags, used, Reason.UNCALIBRATED_UNIT)
+        if key not in names:
+            names.append(key)
+        time_s = ops / rate
+        slower = time_s > compute
+        np.copyto(compute, time_s, where=slower)
+        np.copyto(binding_ops, ops, where=slower)
+        np.copyto(binding_code, np.int32(names.index(key)), where=slower)
+        serial += time_s
+        np.maximum(envelope, ops / (unit.effective_ops_per_s(None) or rate), out=envelope)
+        np.maximum(theoretical, ops / (unit.theoretical_ops_per_s or math.inf), out=theoretical)
+    return compute, envelope, theoretical, serial, binding_ops, binding_code
+
+
+class UnitColumns(Mapping[str, np.ndarray]):
+    """Per-unit columns, each built on first use: most readers want one or two of them."""
+
+    def __init__(self, builders: Mapping[str, Callable[[], np.ndarray]]) -> None:
+        self._builders = dict(builders)
+        self._built: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self._built:
+            self._built[key] = self._builders[key]()
+        return self._built[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+
+def _unit_ops_builders(names: list[str], codes: np.ndarray, flops: np.ndarray,
+                       split: np.ndarray, flops_by_unit: Mapping[str, np.ndarray] | None
+                       ) -> dict[str, Callable[[], np.ndarray]]:
+    def build(key: str) -> np.ndarray:
+        on_roof = codes == names.index(key) if key in names else np.zeros(len(flops), bool)
+        ops = np.where(on_roof & ~split, flops, 0.0)
+        if flops_by_unit and key in flops_by_unit:
+            ops += np.where(split, flops_by_unit[key], 0.0)
+        return ops
+
+    keys = dict.fromkeys([*names, *(flops_by_unit or {})])
+    return {k: partial(build, k) for k in keys}
+
+
+def _unit_time_builders(machine: Machine, regime: str | None, names: list[str],
+                        codes: np.ndarray, flops: np.ndarray, split: np.ndarray,
+                        flops_by_unit: Mapping[str, np.ndarray] | None
+                        ) -> dict[str, Callable[[], np.ndarray]]:
+    ops = _unit_ops_builders(names, codes, flops, split, flops_by_unit)
+    builders: dict[str, Callable[[], np.ndarray]] = {}
+    for key, build in ops.items():
+        unit = machine.unit(key)
+        rate = None if unit is None else unit.effective_ops_per_s(regime)
+        if rate is not None:
+            builders[key] = partial(_divided, build, rate)
+    return builders
+
+
+def _divided(build: Callable[[], np.ndarray], rate: float) -> np.ndarray:
+    return build() / rate
 
 
 def _bandwidth(machine: Machine, n: int, mix: str | None, read_bytes: np.ndarray | None,
@@ -148,7 +250,7 @@ def _bandwidth(machine: Machine, n: int, mix: str | None, read_bytes: np.ndarray
     if mix != AUTO_MIX or read_bytes is None or write_bytes is None:
         chosen = envelope_mix if mix in (None, AUTO_MIX) else mix
         rate = level.effective_bytes_per_s(None if chosen == "theoretical" else chosen)
-        return np.full(n, rate), uniform(chosen, n), np.full(n, envelope)
+        return constant(rate or math.nan, n), uniform(chosen, n), constant(envelope, n)
     mixes = np.array(list(level.calibration_by_mix) or ["theoretical"], dtype=object)
     picks = _mix_for_split(list(level.calibration_by_mix), read_bytes, write_bytes)
     mix_names = np.where(picks >= 0, mixes[np.maximum(picks, 0)], envelope_mix)
@@ -160,6 +262,11 @@ def _bandwidth(machine: Machine, n: int, mix: str | None, read_bytes: np.ndarray
 def mark(flags: np.ndarray, rows: np.ndarray | bool, reason: Reason) -> None:
     """Set `reason` on the selected rows, in place."""
     np.bitwise_or(flags, np.int64(reason), out=flags, where=rows)
+
+
+def constant(value: float, n: int) -> np.ndarray:
+    """A read-only float column holding one value."""
+    return np.broadcast_to(np.float64(value), (n,))
 
 
 def uniform(value: str, n: int) -> np.ndarray:

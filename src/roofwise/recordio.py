@@ -89,6 +89,8 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    # mkstemp makes the file private (0600); outputs are meant to be shared like any other file.
+    os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
             yield handle

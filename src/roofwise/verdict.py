@@ -48,12 +48,7 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     theoretical_bw = machine.dram.theoretical_bytes_per_s
     if theoretical_bw is not None:
         mark(flags, achieved_bytes > theoretical_bw, Reason.ABOVE_THEORETICAL_BANDWIDTH)
-    for key, ops in priced.unit_ops.items():
-        unit = machine.unit(key)
-        if unit is not None and unit.theoretical_ops_per_s is not None:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                over = ops / safe_time > unit.theoretical_ops_per_s
-            mark(flags, over, Reason.ABOVE_THEORETICAL_RATE)
+    mark(flags, time_s < priced.theoretical_compute_time_s, Reason.ABOVE_THEORETICAL_RATE)
 
     floor = machine.latency_floor
     latency = (priced.sol_time_s < floor.sol_s) & (time_s < floor.measured_s)
@@ -70,12 +65,11 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     blank = (flags & np.int64(BLANK_REASONS)) != 0
     impossible = ~blank & ((flags & np.int64(IMPOSSIBLE_REASONS)) != 0)
     latency_bound = ~blank & ~impossible & latency
-    verdict = np.full(time_s.shape, BELOW, dtype=np.int8)
-    verdict[at_ceiling] = AT_CEILING
-    verdict[anomaly] = ANOMALY
-    verdict[latency_bound] = LATENCY_BOUND
-    verdict[impossible] = IMPOSSIBLE
-    verdict[blank] = BLANK
+    # lowest precedence first; each later label overrides
+    verdict = np.where(at_ceiling, np.int8(AT_CEILING), np.int8(BELOW))
+    for mask, label in ((anomaly, ANOMALY), (latency_bound, LATENCY_BOUND),
+                        (impossible, IMPOSSIBLE), (blank, BLANK)):
+        np.copyto(verdict, np.int8(label), where=mask)
     mark(flags, verdict == AT_CEILING, Reason.AT_CEILING)
     mark(flags, verdict == BELOW, Reason.BELOW)
     efficiency = np.where(blank, np.nan, efficiency)

@@ -9,9 +9,18 @@ import click
 
 from ..errors import InputError
 from .analyze import analyze_command
+from .audit import audit_command
+from .bench import bench_command
+from .calibrate import calibrate_command
+from .compare import compare_command
+from .lint import lint_command
 from .machines import machine_command, machines_command
 from .misuse import misuse_command
+from .ops import ops_command
+from .plot import plot_command
 from .price import price_command
+from .report import report_command
+from .trace import trace_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,8 +30,15 @@ def cli() -> None:
 
 
 for command in (machines_command, machine_command, price_command, analyze_command,
-                misuse_command):
+                misuse_command, plot_command, compare_command,
+                report_command):
     cli.add_command(command)
+cli.add_command(bench_command)
+cli.add_command(audit_command)
+cli.add_command(calibrate_command)
+cli.add_command(ops_command)
+cli.add_command(trace_command)
+cli.add_command(lint_command)
 
 
 def main(argv: list[str] | None = None) -> int:

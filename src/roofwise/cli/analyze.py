@@ -5,13 +5,16 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from pathlib import Path
 
 import click
 
 from ..analysis import Analysis, analyze
+from ..lint import Finding, lint_analysis, lint_rows
 from ..recordio import read_records
 from ..report.table import render_analysis, worst_first
 from .common import all_machines, console, load_machine_arg, machine_option, regime_mix_options
+from .lint import render_findings_brief
 
 
 @click.command("analyze")
@@ -23,9 +26,11 @@ from .common import all_machines, console, load_machine_arg, machine_option, reg
 @click.option("--strict", is_flag=True, help="Fail the whole file on the first bad record.")
 @click.option("--limit", default=50, show_default=True,
               help="Rows in the table, worst first (0 for all).")
+@click.option("--plot", "plot_path", default=None, metavar="PATH",
+              help="Also draw the roofline chart to PATH (.png, .svg or .pdf).")
 def analyze_command(records_path: str, machine_name: str | None, regime: str | None,
                     mix: str | None, as_json: bool, as_csv: bool, strict: bool,
-                    limit: int) -> None:
+                    limit: int, plot_path: str | None = None) -> None:
     """Judge benchmark records (JSONL, CSV or Parquet) against a machine profile.
 
     Without --machine, each record's `device` selects its profile; a record whose device
@@ -42,16 +47,22 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
     if as_json:
-        write_json(analysis)
+        write_json(analysis, lint_rows(analysis, path=records_path))
     elif as_csv:
         write_csv(analysis)
     else:
         render_analysis(analysis, console(), None if limit == 0 else limit)
+        render_findings_brief(lint_analysis(analysis, path=records_path), console())
+    if plot_path is not None:
+        from .plot import write_chart  # matplotlib only when a chart is asked for
+        write_chart([(Path(records_path).stem, analysis)], plot_path)
 
 
-def write_json(analysis: Analysis) -> None:
+def write_json(analysis: Analysis, lint: list[list[Finding]] | None = None) -> None:
     out = sys.stdout
-    for row in analysis.iter_rows():
+    for i, row in enumerate(analysis.iter_rows()):
+        if lint is not None:
+            row["lint"] = [f.brief() for f in lint[i]]
         out.write(json.dumps(row) + "\n")
 
 

@@ -1,15 +1,22 @@
-"""`roofwise price LEDGER.yaml --machine NAME`: what one call must cost, stage by stage."""
+"""`roofwise price LEDGER.yaml|OP --machine NAME`: what one call must cost, stage by stage.
+
+The target is a ledger file when it ends in .yaml/.yml or names an existing file; otherwise
+it is a library operator (`roofwise ops` lists them) priced at the `--shape key=value`s given.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.table import Table
 
+from ..errors import InputError
 from ..ledger import Ledger
 from ..ledgerio import load_ledger
 from ..machine import Machine
+from ..ops import build_op, parse_shape_args
 from ..pricing import LedgerPrice, price_ledger
 from ..profiles import resolve_machine
 from ..report import fmt
@@ -17,16 +24,28 @@ from .common import console, echo_json, machine_option, regime_mix_options
 
 
 @click.command("price")
-@click.argument("ledger_path", metavar="LEDGER.yaml")
+@click.argument("target", metavar="LEDGER.yaml|OP")
 @machine_option(required=True)
+@click.option("--shape", "shapes", multiple=True, metavar="KEY=VALUE[,KEY=VALUE...]",
+              help="An operator parameter (repeatable; see `roofwise ops`), "
+                   "e.g. --shape m=4096,n=4096,k=4096 --shape dtype=bf16.")
 @regime_mix_options
 @click.option("--json", "as_json", is_flag=True, help="The price as one JSON object.")
-def price_command(ledger_path: str, machine_name: str, regime: str | None, mix: str | None,
-                  as_json: bool) -> None:
-    """Price a ledger: bytes by tensor, work by unit and class, times, bound, per stage."""
+def price_command(target: str, machine_name: str, shapes: tuple[str, ...], regime: str | None,
+                  mix: str | None, as_json: bool) -> None:
+    """Price a ledger file or a library operator: bytes by tensor, work by unit and class,
+    times, bound, per stage."""
     machine = resolve_machine(machine_name)
-    ledger = load_ledger(ledger_path)
-    render_price(ledger, machine, regime, mix, as_json)
+    render_price(target_ledger(target, shapes), machine, regime, mix, as_json)
+
+
+def target_ledger(target: str, shapes: tuple[str, ...] = ()) -> Ledger:
+    """A ledger file (.yaml/.yml or an existing path) or an operator priced at `shapes`."""
+    if target.lower().endswith((".yaml", ".yml")) or Path(target).is_file():
+        if shapes:
+            raise InputError("--shape", f"applies to operators, not to the ledger file {target}")
+        return load_ledger(target)
+    return build_op(target, parse_shape_args(shapes))
 
 
 def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str | None,

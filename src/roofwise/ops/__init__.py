@@ -1,9 +1,32 @@
-"""Ledgers for common operators, one module per family."""
+"""Ledgers for common operators, one module per family, and a registry to price them by name."""
 
+from .activations import add, gelu, mul, silu, swiglu
+from .attention import attention, attention_decode, attention_prefill, causal_pairs
 from .case_study import (
     qk_norm_rope_quant,
     qk_norm_rope_quant_split,
     qk_norm_rope_quant_stages,
 )
+from .gemm import batched_gemm, gemm
+from .moe import expert_counts, moe
+from .norms import layernorm, rmsnorm, softmax
+from .quant import quant_fp8_per_block, quant_fp8_per_tensor, quant_fp8_per_token
+from .registry import (
+    OPS,
+    Param,
+    build_op,
+    op_function,
+    op_parameters,
+    parse_op_params,
+    parse_shape_args,
+)
+from .rope import rope
 
-__all__ = ["qk_norm_rope_quant", "qk_norm_rope_quant_split", "qk_norm_rope_quant_stages"]
+__all__ = [
+    "OPS", "Param", "add", "attention", "attention_decode", "attention_prefill",
+    "batched_gemm", "build_op", "causal_pairs", "expert_counts", "gelu", "gemm", "layernorm",
+    "moe", "mul", "op_function", "op_parameters", "parse_op_params", "parse_shape_args",
+    "qk_norm_rope_quant", "qk_norm_rope_quant_split", "qk_norm_rope_quant_stages",
+    "quant_fp8_per_block", "quant_fp8_per_tensor", "quant_fp8_per_token", "rmsnorm", "rope",
+    "silu", "softmax", "swiglu",
+]

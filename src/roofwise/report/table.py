@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..analysis import Analysis
 from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND
@@ -26,33 +30,77 @@ def worst_first(analysis: Analysis) -> np.ndarray:
     return np.lexsort((efficiency, severity))
 
 
+# (header, justify, lowest console width that still shows it): low-value columns drop first
+_COLUMNS = (("op", "left", 0), ("workload", "left", 120), ("machine", "left", 100),
+            ("verdict", "left", 0), ("eff.", "right", 0), ("time", "right", 0),
+            ("SOL", "right", 0), ("bound", "left", 100), ("AI", "right", 90),
+            ("why", "left", 0))
+WHY_WIDTH = 72  # characters of the first reason; --json carries them all
+
+
 def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50) -> None:
+    """Print the verdict table; columns of least value drop out on narrow consoles."""
     order = worst_first(analysis)
     shown = order if limit is None else order[:limit]
-    table = Table(title=_title(analysis), title_justify="left", show_lines=False)
-    for col, justify in (("op", "left"), ("workload", "left"), ("machine", "left"),
-                         ("verdict", "left"), ("eff.", "right"), ("time", "right"),
-                         ("SOL", "right"), ("bound", "left"), ("AI", "right"),
-                         ("why", "left")):
+    width = console.width
+    several = len({str(m) for m in analysis.machine_name if m}) > 1
+    keep = [c for c in _COLUMNS if width >= c[2] and (c[0] != "machine" or several)]
+    rows = [_cells(analysis, int(i)) for i in shown]
+    fixed = {c[0]: max([len(c[0])] + [len(Text.from_markup(r[c[0]]).plain) for r in rows])
+             for c in keep if c[0] != "why"}
+    if "workload" in fixed:
+        fixed["workload"] = min(fixed["workload"], 28)
+    # every column keeps its content's width; only `why` gives way, cut with "…"
+    why_width = max(12, min(WHY_WIDTH, width - sum(w + 3 for w in fixed.values()) - 2))
+    table = Table(title=_title(analysis), title_justify="left", show_lines=False,
+                  pad_edge=False, box=box.SIMPLE_HEAD)
+    for col, justify, _ in keep:
+        size = fixed.get(col, why_width)
         table.add_column(col, justify=justify,  # type: ignore[arg-type]
-                         overflow="fold", max_width=60 if col == "why" else None)
-    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
-    for i in shown:
-        verdict = analysis.verdict_name(int(i))
-        blank_or_latency = judged.verdict[i] in (BLANK, LATENCY_BOUND)
-        reasons = analysis.reasons(int(i))
-        bound = "" if judged.verdict[i] == BLANK else (
-            "memory" if priced.bound_memory[i] else f"compute ({priced.binding_unit[i]})")
-        table.add_row(
-            str(cols.op[i]), _workload(analysis, int(i)), str(analysis.machine_name[i] or "—"),
-            f"[{VERDICT_STYLE[verdict]}]{verdict}[/]",
-            "—" if blank_or_latency else fmt.percent(judged.efficiency[i]),
-            fmt.seconds(cols.time_s[i]), fmt.seconds(priced.sol_time_s[i]), bound,
-            f"{priced.intensity_flops_per_byte[i]:.2f}", reasons[0] if reasons else "")
+                         no_wrap=True, overflow="ellipsis", min_width=size, max_width=size)
+    for cells in rows:
+        table.add_row(*(cells[c[0]] for c in keep))
     console.print(table)
     if limit is not None and len(order) > limit:
         console.print(f"[dim]… {len(order) - limit} more rows (use --limit 0 for all, "
                       "--json or --csv for machines)[/]")
+
+
+def _cells(analysis: Analysis, i: int) -> dict[str, str]:
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    verdict = analysis.verdict_name(i)
+    code = judged.verdict[i]
+    reasons = analysis.reasons(i)
+    bound = "" if code == BLANK else (
+        "memory" if priced.bound_memory[i] else str(priced.binding_unit[i]))
+    why = reasons[0] if reasons else ""
+    return {
+        "op": str(cols.op[i]), "workload": _workload(analysis, i),
+        "machine": str(analysis.machine_name[i] or "—"),
+        "verdict": f"[{VERDICT_STYLE[verdict]}]{verdict}[/]",
+        "eff.": "—" if code in (BLANK, LATENCY_BOUND) else fmt.percent(judged.efficiency[i]),
+        "time": seconds3(float(cols.time_s[i])),
+        "SOL": seconds3(float(priced.sol_time_s[i])), "bound": bound,
+        "AI": intensity(float(priced.intensity_flops_per_byte[i])),
+        "why": escape(why if len(why) <= WHY_WIDTH else why[:WHY_WIDTH - 1] + "…"),
+    }
+
+
+def seconds3(value: float) -> str:
+    """Seconds to three significant figures with a unit prefix: 13.0 us, 1.35 ms, 3.79 ns."""
+    if not math.isfinite(value) or value <= 0:
+        return fmt.seconds(value)
+    scaled = next((value / s for s in (1.0, 1e-3, 1e-6, 1e-9) if value >= s), value / 1e-9)
+    return fmt.seconds(value, 0 if scaled >= 100 else (1 if scaled >= 10 else 2))
+
+
+def intensity(value: float) -> str:
+    """FLOP/byte with sensible precision: 0.25, 2.98, 12.7, 5461."""
+    if not math.isfinite(value):
+        return "—"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
 def _title(analysis: Analysis) -> str:

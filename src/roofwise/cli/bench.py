@@ -1,0 +1,125 @@
+"""`roofwise bench OP --shape k=v --sweep k=v1,v2 -o RECORDS`: time an operator, write records.
+
+A sweep is the product of every `--sweep` list; `--shard i/n` keeps every n-th point from i,
+so n jobs on n cards write n record files that together hold the sweep exactly once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import InputError
+from ..profiles import builtin_machines, match_device, resolve_machine
+from ..recordio import format_of, write_records
+from .common import console, machine_option
+
+
+def parse_assignments(values: Sequence[str], option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for text in values:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise InputError(option, f"expected KEY=VALUE, got {text!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def sweep_points(shape: Mapping[str, str], sweeps: Mapping[str, str]) -> list[dict[str, str]]:
+    """Every combination of the swept values (in the order given), over the fixed shape."""
+    keys = list(sweeps)
+    lists = []
+    for key in keys:
+        values = [v.strip() for v in sweeps[key].split(",") if v.strip()]
+        if not values:
+            raise InputError(f"--sweep {key}", "expected a comma-separated list of values")
+        lists.append(values)
+    return [{**shape, **dict(zip(keys, combo, strict=True))} for combo in itertools.product(*lists)]
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    if text is None:
+        return 0, 1
+    left, sep, right = text.partition("/")
+    try:
+        index, count = int(left), int(right)
+    except ValueError:
+        raise InputError("--shard", f"expected I/N such as 0/4, got {text!r}") from None
+    if not sep or count < 1 or not 0 <= index < count:
+        raise InputError("--shard", f"expected I/N with 0 <= I < N, got {text!r}")
+    return index, count
+
+
+def shard(points: Sequence[Any], index: int, count: int) -> list[Any]:
+    """Every `count`-th point starting at `index`: shards 0..count-1 partition the sweep."""
+    return list(points[index::count])
+
+
+def require_device(device: str) -> None:
+    """One clear line (exit 2) when the asked-for device is not there."""
+    try:
+        import torch
+    except ImportError:
+        raise InputError("--device", "timing needs torch: pip install 'roofwise[gpu]'") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda", "no CUDA GPU is visible on this machine "
+                                          "(torch.cuda.is_available() is False); "
+                                          "use --device cpu to time on the host")
+
+
+@click.command("bench")
+@click.argument("op")
+@click.option("--shape", "shape", multiple=True, metavar="KEY=VALUE",
+              help="A fixed parameter of the op (repeatable), e.g. --shape m=4096.")
+@click.option("--sweep", "sweep", multiple=True, metavar="KEY=V1,V2,...",
+              help="Sweep a parameter (repeatable; the sweep is the product).")
+@machine_option()
+@click.option("-o", "--out", "out", required=True, metavar="RECORDS.jsonl|.parquet",
+              help="Record file to append to (atomically).")
+@click.option("--shard", "shard_text", default=None, metavar="I/N",
+              help="Run every N-th point of the sweep, starting at I.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--reps", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=10, show_default=True)
+@click.option("--compile", "compile_fn", is_flag=True,
+              help="Time the op through torch.compile.")
+@click.option("--no-flush", is_flag=True, help="Do not flush the cache between calls.")
+def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
+                  machine_name: str | None, out: str, shard_text: str | None, device: str,
+                  reps: int, warmup: int, compile_fn: bool, no_flush: bool) -> None:
+    """Time a torch reference of OP (gemm, rmsnorm, softmax, qk_norm_rope_quant)."""
+    from ..measure.bench import bench
+    from ..measure.torch_ops import build_case, resolve_params
+
+    format_of(out)  # a bad suffix fails before any timing
+    index, count = parse_shard(shard_text)
+    points = shard(sweep_points(parse_assignments(shape, "--shape"),
+                                parse_assignments(sweep, "--sweep")), index, count)
+    for point in points:
+        resolve_params(op, point)  # every point is valid before the first is timed
+    machine = resolve_machine(machine_name) if machine_name else None
+    require_device(device)
+    records: list[dict[str, Any]] = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console(err=True), transient=True) as progress:
+        task = progress.add_task(f"bench {op}", total=len(points))
+        for point in points:
+            case = build_case(op, point, device, compile_fn=compile_fn)
+            result = bench(case.fn, *case.args, ledger=case.ledger, warmup=warmup, reps=reps,
+                           flush_l2=not no_flush, device=device)
+            profile = machine.name if machine is not None else (
+                match_device(result.device, builtin_machines().values()).machine)
+            name = profile if isinstance(profile, str) else (
+                profile.name if profile is not None else None)
+            record = result.to_record(case.ledger, name, op=op,
+                                      workload={**case.params, "compiled": compile_fn})
+            record["ledger_source"] = case.ledger_source
+            records.append(record)
+            progress.advance(task)
+    written = write_records(out, records, append=True)
+    click.echo(f"wrote {len(records)} record(s) to {out} ({written} in the file; "
+               f"shard {index}/{count} of the sweep)", err=True)

@@ -1,0 +1,68 @@
+"""`roofwise calibrate --out PROFILE.yaml`: measure this card and write a profile the core loads."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import yaml
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..errors import InputError
+from ..profiles import parse_machine, resolve_machine
+from ..recordio import atomic_writer
+from .common import console
+
+
+def require_gpu() -> None:
+    try:
+        import torch
+    except ImportError:
+        raise InputError("calibrate", "needs torch with CUDA: pip install 'roofwise[gpu]'"
+                         ) from None
+    if not torch.cuda.is_available():
+        raise InputError("calibrate", "no CUDA GPU is visible on this machine "
+                                      "(torch.cuda.is_available() is False); run it on the card "
+                                      "you want to calibrate")
+
+
+@click.command("calibrate")
+@click.option("--out", "out", required=True, metavar="PROFILE.yaml",
+              help="Where to write the calibrated profile (atomically).")
+@click.option("--quick", is_flag=True, help="Shorter windows and one GEMM dtype: under a minute.")
+@click.option("--theoretical-from", "theoretical_from", default="h200", show_default=True,
+              metavar="NAME|FILE", help="Profile whose theoretical (datasheet) rates the "
+                                        "measurements are divided by.")
+@click.option("--log", "log_path", default=None, metavar="LOG.txt",
+              help="Also write every measured window (clocks, spread) to this file.")
+def calibrate_command(out: str, quick: bool, theoretical_from: str, log_path: str | None) -> None:
+    """Measure HBM per mix, GEMM per dtype (burst, sustained), FMA, SFU, L2, the latency floor.
+
+    Refuses measurements above the theoretical rate, or whose clocks moved, or whose spread is
+    too wide; they are listed in the profile's notes instead of becoming calibrations.
+    """
+    if not out.endswith((".yaml", ".yml")):
+        raise InputError("--out", f"expected a .yaml path, got {out!r}")
+    theoretical = resolve_machine(theoretical_from)
+    require_gpu()
+    from ..measure.calibrate import run_calibration
+
+    command = "roofwise " + " ".join(sys.argv[1:]) if sys.argv[1:] else "roofwise calibrate"
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console(err=True), transient=True) as progress:
+        task = progress.add_task("calibrating", total=None)
+        profile, log = run_calibration(
+            theoretical, quick, command,
+            progress=lambda label: progress.update(task, description=f"calibrating: {label}"))
+    parse_machine(profile, out)  # never write a profile the core would refuse to load
+    text = yaml.safe_dump(profile, sort_keys=False, width=100)
+    with atomic_writer(out) as handle:
+        handle.write(text)
+    if log_path is not None:
+        with atomic_writer(log_path) as handle:
+            handle.write("\n".join(log.lines) + "\n")
+    for line in log.lines:
+        click.echo(line, err=True)
+    for note in profile.get("notes", []):
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"wrote {out}")

@@ -1,0 +1,113 @@
+"""`roofwise lint PATH...`: the eight misuses (M1-M8) over ledgers, profiles and records."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .. import schema
+from ..analysis import analyze
+from ..ledger import Ledger
+from ..ledgerio import load_ledger, parse_ledger
+from ..lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_machine
+from ..machine import Machine
+from ..profiles import parse_machine
+from ..recordio import read_records
+from .common import all_machines, console, load_machine_arg, machine_option
+
+_YAML_SUFFIXES = (".yaml", ".yml")
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
+
+
+@click.command("lint")
+@click.argument("paths", nargs=-1, metavar="PATH...")
+@machine_option()
+@click.option("--reference", "--ledger", "reference_paths", multiple=True,
+              metavar="LEDGER.yaml",
+              help="A ledger of the operator as it should be counted; records are matched to it "
+                   "by op name (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per finding.")
+def lint_command(paths: tuple[str, ...], machine_name: str | None,
+                 reference_paths: tuple[str, ...], as_json: bool) -> int:
+    """Flag the eight roofline misuses in ledgers (YAML), profiles (YAML) and records.
+
+    Records (JSONL, CSV, Parquet) are judged as `roofwise analyze` judges them. Exit code 1
+    when any finding is an error, 0 otherwise, 2 on bad input.
+    """
+    machine = load_machine_arg(machine_name)
+    references = [load_ledger(p) for p in reference_paths]
+    if not paths and machine is None:
+        raise click.UsageError("give ledger, profile or record files, or --machine to lint "
+                               "a profile")
+    findings: list[Finding] = []
+    if not paths and machine is not None:
+        findings = lint_machine(machine)
+    for path in paths:
+        findings += lint_path(path, machine, references)
+    if as_json:
+        for finding in findings:
+            click.echo(json.dumps(finding.to_dict()))
+    else:
+        render_findings(findings, console(), len(paths) or 1)
+    if machine is None and any(Path(p).suffix.lower() in _YAML_SUFFIXES for p in paths):
+        console(err=True).print("roofwise: no --machine: ledger checks M1, M5 and M7 need a "
+                                "machine and were skipped", markup=False)
+    return 1 if has_errors(findings) else 0
+
+
+def lint_path(path: str, machine: Machine | None, references: Sequence[Ledger]
+              ) -> list[Finding]:
+    """Findings for one file: a ledger or profile (YAML), else a record file."""
+    if Path(path).suffix.lower() in _YAML_SUFFIXES:
+        data = schema.load_yaml(path)
+        if isinstance(data, dict) and "units" in data and "memory" in data:
+            return lint_machine(parse_machine(data, path))
+        ledger = parse_ledger(data, path)
+        return lint_ledger(ledger, machine, _reference_for(ledger, references), where=path)
+    loaded = read_records(path, strict=True)
+    analysis = analyze(loaded.columns, all_machines(), machine)
+    return lint_analysis(analysis, references, path=path)
+
+
+def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | None:
+    if len(references) == 1:
+        return references[0]
+    return next((r for r in references if r.name.lower() == ledger.name.lower()), None)
+
+
+def render_findings(findings: Sequence[Finding], out: Console, files: int) -> None:
+    if not findings:
+        out.print(f"clean: no misuse found in {files} input(s)", markup=False)
+        return
+    errors = sum(f.severity == "error" for f in findings)
+    table = Table(title=f"{len(findings)} finding(s): {errors} error(s), "
+                        f"{len(findings) - errors} warning(s)", title_justify="left")
+    for col in ("code", "severity", "where", "reason", "fix"):
+        table.add_column(col, overflow="fold")
+    for f in findings:
+        table.add_row(f.code, f"[{_SEVERITY_STYLE.get(f.severity, '')}]{f.severity}[/]",
+                      f.where, f.reason, f.fix)
+    out.print(table)
+    seen = dict.fromkeys(f.code for f in findings)
+    out.print("; ".join(f"{code}: {CODES[code]}" for code in seen), style="dim",
+              markup=False)
+
+
+def render_findings_brief(findings: Sequence[Finding], out: Console, limit: int = 20) -> None:
+    """`code where: reason — fix`, one line per distinct finding (repeats folded), for analyze."""
+    if not findings:
+        return
+    groups: dict[tuple[str, str, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.code, f.reason, f.fix), []).append(f)
+    out.print(f"lint: {len(findings)} finding(s)", style="bold", markup=False)
+    for (code, reason, fix), members in list(groups.items())[:limit]:
+        more = f" (+{len(members) - 1} more)" if len(members) > 1 else ""
+        out.print(f"  {code} {members[0].where}{more}: {reason} — {fix}", markup=False)
+    if len(groups) > limit:
+        out.print(f"  … {len(groups) - limit} more (roofwise lint for all)", markup=False)

@@ -1,0 +1,49 @@
+"""`roofwise plot RECORDS... -o chart.png`: the roofline chart; several files are several runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..analysis import Analysis, analyze
+from ..recordio import read_records
+from ..report.chart import roofline_figure, save_figure
+from .common import all_machines, console, load_machine_arg, machine_option, regime_mix_options
+
+
+@click.command("plot")
+@click.argument("records_paths", metavar="RECORDS...", nargs=-1, required=True)
+@machine_option()
+@regime_mix_options
+@click.option("--output", "-o", "output", required=True, metavar="PATH",
+              help="Chart file; the format follows the extension (.png, .svg, .pdf).")
+@click.option("--title", default=None, help="Chart title (default: runs and machines).")
+@click.option("--strict", is_flag=True, help="Fail a file on its first bad record.")
+def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regime: str | None,
+                 mix: str | None, output: str, title: str | None, strict: bool) -> None:
+    """Draw records against the machine's roofs: one point per record, coloured by verdict.
+
+    Several RECORDS files share one chart, one marker shape per run (and per machine).
+    """
+    machine = load_machine_arg(machine_name)
+    runs: list[tuple[str, Analysis]] = []
+    for path in records_paths:
+        loaded = read_records(path, strict=strict)
+        if loaded.skipped:
+            console(err=True).print(f"roofwise: {path}: skipped {len(loaded.skipped)} "
+                                    "malformed record(s)", markup=False)
+        runs.append((_run_label(path, records_paths),
+                     analyze(loaded.columns, all_machines(), machine, regime, mix)))
+    write_chart(runs, output, title)
+
+
+def write_chart(runs: list[tuple[str, Analysis]], output: str, title: str | None = None) -> None:
+    save_figure(roofline_figure(runs, title=title), output)
+    console(err=True).print(f"roofwise: wrote {output}", markup=False)
+
+
+def _run_label(path: str, all_paths: tuple[str, ...]) -> str:
+    """The file's stem, or its path where two runs share a stem."""
+    stem = Path(path).stem
+    return path if sum(Path(p).stem == stem for p in all_paths) > 1 else stem

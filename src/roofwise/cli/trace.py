@@ -1,0 +1,183 @@
+"""`roofwise trace MODULE:FUNCTION --shape NAME=DIMS:DTYPE ...`: a ledger from a PyTorch reference.
+
+The function runs on meta tensors (no GPU, no memory), so any shape is cheap to trace.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any
+
+import click
+import yaml
+from rich.table import Table
+
+from ..errors import InputError
+from ..ledger import Ledger
+from ..ledgerio import ledger_to_yaml_data
+from ..profiles import resolve_machine
+from ..recordio import atomic_writer
+from ..report import fmt
+from .common import console, machine_option
+
+NEEDS_TORCH = "trace needs torch: pip install 'roofwise[gpu]'"
+_SHAPE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dims>\d+(?:x\d+)*)"
+                    r"(?::(?P<dtype>[A-Za-z0-9_]+))?$")
+_TORCH_DTYPES = {
+    "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
+    "half": "float16", "fp32": "float32", "float32": "float32", "float": "float32",
+    "fp64": "float64", "float64": "float64", "fp8_e4m3": "float8_e4m3fn",
+    "float8_e4m3fn": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "float8_e5m2": "float8_e5m2",
+    "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
+    "bool": "bool",
+}
+
+
+@click.command("trace")
+@click.argument("target", metavar="MODULE:FUNCTION")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS[:DTYPE]",
+              help="One per tensor argument, e.g. q=4096x32x128:bf16 (dtype default fp32).")
+@click.option("--lookup", "lookups", multiple=True, metavar="NAME",
+              help="An argument that is a lookup table (weights, cos/sin); repeatable.")
+@click.option("--output", "output_names", multiple=True, metavar="NAME",
+              help="Names for the returned tensors, in order; repeatable.")
+@click.option("--roof", default=None, metavar="UNIT",
+              help="The unit an optimal implementation would use (default: the unit with the "
+                   "most contraction work, else cuda_core.fp32).")
+@click.option("--tf32", is_flag=True, help="Count fp32 contractions on tensor_core.tf32.")
+@click.option("--unfused", is_flag=True,
+              help="The unfused ledger: one call per aten op, every intermediate paid for.")
+@click.option("-o", "--out", "out_path", default=None, metavar="LEDGER.yaml",
+              help="Write the ledger as YAML (readable by `roofwise price`).")
+@machine_option()
+def trace_command(target: str, shapes: tuple[str, ...], lookups: tuple[str, ...],
+                  output_names: tuple[str, ...], roof: str | None, tf32: bool, unfused: bool,
+                  out_path: str | None, machine_name: str | None) -> None:
+    """Trace a PyTorch function on meta tensors into a ledger (fused by default)."""
+    try:
+        import torch
+
+        from ..measure.trace import trace
+    except ImportError:
+        raise InputError("trace", NEEDS_TORCH) from None
+    fn = _load_function(target)
+    args, kwargs = _example_inputs(fn, target, shapes, torch)
+    try:
+        traced = trace(fn, *args, example_kwargs=kwargs, lookups=lookups,
+                       output_names=output_names or None, roof=roof, tf32=tf32,
+                       name=target.split(":", 1)[1])
+    except InputError:
+        raise
+    except Exception as exc:  # the user's function failed on meta tensors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InputError(f"trace {target}", f"the function raised {type(exc).__name__}: "
+                                            f"{first} (it runs on meta tensors)") from None
+    ledger = traced.unfused if unfused else traced.fused
+    if out_path:
+        with atomic_writer(out_path) as handle:
+            yaml.safe_dump(ledger_yaml(ledger), handle, sort_keys=False)
+        click.echo(f"wrote {out_path}", err=True)
+    if machine_name:
+        from .price import render_price
+
+        render_price(ledger, resolve_machine(machine_name), None, None, as_json=False)
+    elif not out_path:
+        _summary(ledger, traced.uncounted)
+
+
+def ledger_yaml(ledger: Ledger) -> dict[str, Any]:
+    """Fused: one call. Unfused: its calls as stages composed `separate`, so `calls` survives."""
+    notes = {"notes": list(ledger.notes)} if ledger.notes else {}
+    if ledger.calls == 1 or not ledger.stages:
+        return {**ledger_to_yaml_data(ledger), **notes}
+    return {"name": ledger.name, "roof": ledger.roof, "compose": "separate", **notes,
+            "stages": [ledger_to_yaml_data(s) for s in ledger.stages]}
+
+
+def _load_function(target: str) -> Callable[..., Any]:
+    module_name, _, func_name = target.partition(":")
+    if not module_name or not func_name:
+        raise InputError("trace MODULE:FUNCTION", f"expected module.path:function, got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(f"trace {target}", f"cannot import module {module_name!r}: {exc}") \
+            from None
+    except Exception as exc:
+        raise InputError(f"trace {target}", f"importing {module_name!r} raised "
+                                            f"{type(exc).__name__}: {exc}") from None
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise InputError(f"trace {target}", f"module {module_name!r} has no function "
+                                            f"{func_name!r}")
+    return fn
+
+
+def _example_inputs(fn: Callable[..., Any], target: str, specs: tuple[str, ...],
+                    torch: Any) -> tuple[list[Any], dict[str, Any]]:
+    """Meta tensors in signature order: positional while contiguous, then by keyword."""
+    given: dict[str, Any] = {}
+    for spec in specs:
+        match = _SHAPE.match(spec.strip())
+        if match is None:
+            raise InputError(f"--shape {spec}", "expected NAME=DIMS[:DTYPE], e.g. "
+                                                "q=4096x32x128:bf16")
+        name, dtype = match["name"], (match["dtype"] or "fp32").lower()
+        if name in given:
+            raise InputError(f"--shape {spec}", f"{name} is given twice")
+        if dtype not in _TORCH_DTYPES:
+            raise InputError(f"--shape {spec}", f"unknown dtype {dtype!r}; expected one of "
+                                                f"{', '.join(sorted(_TORCH_DTYPES))}")
+        dims = tuple(int(d) for d in match["dims"].split("x"))
+        given[name] = torch.empty(dims, dtype=getattr(torch, _TORCH_DTYPES[dtype]),
+                                  device="meta")
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    known = {p.name for p in params}
+    extra = sorted(set(given) - known)
+    if extra:
+        raise InputError(f"--shape {extra[0]}", f"{target} has no parameter {extra[0]!r}; "
+                                                f"parameters: {', '.join(known)}")
+    missing = [p.name for p in params if p.default is p.empty and p.name not in given]
+    if missing:
+        raise InputError("--shape", f"{target} needs a --shape for {', '.join(missing)}")
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for p in params:
+        if p.name not in given:
+            continue
+        if not kwargs and len(args) == params.index(p) and p.kind != p.KEYWORD_ONLY:
+            args.append(given[p.name])
+        else:
+            kwargs[p.name] = given[p.name]
+    return args, kwargs
+
+
+def _summary(ledger: Ledger, uncounted: tuple[str, ...]) -> None:
+    out = console()
+    out.print(f"[bold]{ledger.name}[/]: {ledger.calls} call(s), roof {ledger.roof}")
+    if ledger.calls == 1:
+        tensors = Table(title="Bytes by tensor", title_justify="left")
+        for col in ("tensor", "role", "shape", "dtype", "read", "write"):
+            tensors.add_column(col, justify="right" if col in ("read", "write") else "left")
+        for t in ledger.tensors:
+            tensors.add_row(t.name, t.role.value, "x".join(map(str, t.shape)), t.dtype,
+                            fmt.nbytes(t.read_bytes), fmt.nbytes(t.write_bytes))
+        out.print(tensors)
+    work = Table(title="Work by unit and class", title_justify="left")
+    for col in ("unit", "class", "ops"):
+        work.add_column(col, justify="right" if col == "ops" else "left")
+    totals: dict[tuple[str, str], float] = {}
+    for w in ledger.work:
+        totals[(w.unit, w.op_class)] = totals.get((w.unit, w.op_class), 0.0) + w.ops
+    for (unit, op_class), ops in totals.items():
+        work.add_row(unit, op_class, fmt.count(ops, "op"))
+    out.print(work)
+    out.print(f"bytes {ledger.bytes:,} (read {ledger.read_bytes:,}, write "
+              f"{ledger.write_bytes:,}, lookups {ledger.lookup_bytes:,}); FLOPs "
+              f"{ledger.flops:,.0f}; AI {ledger.intensity_flops_per_byte:.2f} FLOP/B")
+    if uncounted:
+        out.print(f"[yellow]uncounted aten ops (no FLOPs counted):[/] {', '.join(uncounted)}")

@@ -1,0 +1,204 @@
+"""The bytes audit: a ledger's read bytes against Nsight Compute's DRAM counters.
+
+Only reads are judged. Writes still resident in L2 when a kernel ends never reach the DRAM
+counter inside that kernel's window, so a low write count proves nothing; writes are reported
+beside the reads and left unjudged. FAIL: DRAM reads below 0.95x the ledger's (the ledger
+counts bytes the kernel does not move, or the inputs were served from L2: flush it). WARN:
+above 1.5x (re-reads, uncoalesced access, spills, or lookups the ledger charges once).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..errors import InputError
+
+READ_METRIC = "dram__bytes_read.sum"
+WRITE_METRIC = "dram__bytes_write.sum"
+FAIL_BELOW = 0.95
+WARN_ABOVE = 1.5
+
+# Nsight Compute prints decimal (SI) prefixes: 1 Kbyte = 1000 bytes.
+UNIT_BYTES = {"byte": 1.0, "bytes": 1.0, "b": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9,
+              "tbyte": 1e12}
+
+PASS, FAIL, WARN, UNJUDGED = "PASS", "FAIL", "WARN", "UNJUDGED"
+
+
+@dataclass(frozen=True)
+class KernelCounters:
+    """One profiled kernel launch and its DRAM counters in bytes (None: missing or n/a)."""
+
+    launch_id: str
+    kernel: str
+    read_bytes: float | None
+    write_bytes: float | None
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    kernel: str
+    launch_ids: tuple[str, ...]
+    ledger_read_bytes: float
+    dram_read_bytes: float | None
+    read_ratio: float | None
+    verdict: str  # PASS, FAIL, WARN or UNJUDGED
+    reason: str
+    ledger_write_bytes: float | None = None
+    dram_write_bytes: float | None = None  # reported, never judged
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kernel": self.kernel, "launch_ids": list(self.launch_ids),
+                "ledger_read_bytes": self.ledger_read_bytes,
+                "dram_read_bytes": self.dram_read_bytes, "read_ratio": self.read_ratio,
+                "verdict": self.verdict, "reason": self.reason,
+                "ledger_write_bytes": self.ledger_write_bytes,
+                "dram_write_bytes": self.dram_write_bytes}
+
+
+def to_bytes(value: str, unit: str, where: str = "Metric Value") -> float:
+    """'2,816' byte -> 2816.0; '1.5' Gbyte -> 1.5e9. Unknown units raise, never guess."""
+    try:
+        scale = UNIT_BYTES[unit.strip().lower()]
+    except KeyError:
+        raise InputError(where, f"unknown byte unit {unit!r}; expected one of byte, Kbyte, "
+                                "Mbyte, Gbyte, Tbyte") from None
+    text = value.strip().replace(",", "")
+    try:
+        return float(text) * scale
+    except ValueError:
+        raise InputError(where, f"expected a number, got {value!r}") from None
+
+
+def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]:
+    """Kernels of an `ncu --csv` report in the long format (one row per kernel and metric).
+
+    Lines before the header (`==PROF==` progress, program output) are skipped.
+    """
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if line.lstrip().startswith('"ID"') and '"Metric Name"' in line), None)
+    if start is None:
+        raise InputError(origin, 'no ncu --csv header found; expected a line starting with '
+                                 '"ID" and naming "Metric Name", "Metric Unit", "Metric Value" '
+                                 "(run ncu with --csv, long format)")
+    reader = csv.DictReader(io.StringIO("\n".join(lines[start:])))
+    missing = [c for c in ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
+               if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(origin, f"header lacks column(s) {', '.join(missing)}")
+    order: list[str] = []
+    names: dict[str, str] = {}
+    values: dict[str, dict[str, float | None]] = {}
+    problems: dict[str, list[str]] = {}
+    for number, row in enumerate(reader, start + 2):
+        launch = (row.get("ID") or "").strip()
+        if not launch or row.get("Metric Name") is None:
+            continue  # trailing program output after the table
+        if launch not in names:
+            order.append(launch)
+            names[launch] = (row.get("Kernel Name") or "").strip()
+            values[launch] = {}
+            problems[launch] = []
+        metric = (row["Metric Name"] or "").strip()
+        if metric not in (READ_METRIC, WRITE_METRIC):
+            continue
+        raw = (row.get("Metric Value") or "").strip()
+        if raw.lower() in ("", "n/a"):
+            values[launch][metric] = None
+            problems[launch].append(f"{metric} is {raw or 'empty'} (counter not available)")
+            continue
+        values[launch][metric] = to_bytes(raw, row.get("Metric Unit") or "",
+                                          f"{origin}:{number}: Metric Value")
+    return [KernelCounters(launch, names[launch], values[launch].get(READ_METRIC),
+                           values[launch].get(WRITE_METRIC), tuple(problems[launch]))
+            for launch in order]
+
+
+def judge_reads(ledger_read_bytes: float, dram_read_bytes: float) -> tuple[str, float, str]:
+    """(verdict, ratio, reason) for DRAM reads against the ledger's read bytes."""
+    if not ledger_read_bytes > 0:
+        return UNJUDGED, float("nan"), "the ledger reads no bytes; nothing to compare"
+    ratio = dram_read_bytes / ledger_read_bytes
+    if ratio < FAIL_BELOW:
+        return FAIL, ratio, (f"DRAM read {ratio:.3f}x the ledger (< {FAIL_BELOW}): the ledger "
+                             "counts bytes never read from DRAM, or the inputs sat in L2")
+    if ratio > WARN_ABOVE:
+        return WARN, ratio, (f"DRAM read {ratio:.3f}x the ledger (> {WARN_ABOVE}): re-reads, "
+                             "uncoalesced access, spills, or lookups charged once")
+    return PASS, ratio, f"DRAM read {ratio:.3f}x the ledger"
+
+
+def audit(kernels: Sequence[KernelCounters], ledger_read_bytes: float,
+          ledger_write_bytes: float | None = None, kernel_pattern: str | None = None,
+          sum_kernels: bool = False) -> list[AuditRow]:
+    """One row per matched kernel launch, or one row for their sum (`sum_kernels`: one call
+    of the operator launches several kernels)."""
+    matched = _match(kernels, kernel_pattern)
+    if not matched:
+        what = f"matching {kernel_pattern!r}" if kernel_pattern else "in the report"
+        return [AuditRow("(none)", (), float(ledger_read_bytes), None, None, UNJUDGED,
+                         f"no kernel {what}: kernel not matched", ledger_write_bytes)]
+    groups: Iterable[Sequence[KernelCounters]] = [matched] if sum_kernels else (
+        [k] for k in matched)
+    return [_row(group, ledger_read_bytes, ledger_write_bytes) for group in groups]
+
+
+def _row(group: Sequence[KernelCounters], ledger_read: float,
+         ledger_write: float | None) -> AuditRow:
+    names = sorted({k.kernel for k in group})
+    label = names[0] if len(group) == 1 else f"sum of {len(group)} launches ({', '.join(names)})"
+    ids = tuple(k.launch_id for k in group)
+    reads = [k.read_bytes for k in group]
+    writes = [k.write_bytes for k in group]
+    write_total = None if any(w is None for w in writes) else float(sum(w or 0.0 for w in writes))
+    if any(r is None for r in reads):
+        lacking = [k for k in group if k.read_bytes is None]
+        detail = "; ".join(p for k in lacking for p in k.problems) or (
+            f"{READ_METRIC} missing from the report")
+        return AuditRow(label, ids, float(ledger_read), None, None, UNJUDGED,
+                        f"metric missing: {detail}", ledger_write, write_total)
+    total = float(sum(r or 0.0 for r in reads))
+    verdict, ratio, reason = judge_reads(float(ledger_read), total)
+    return AuditRow(label, ids, float(ledger_read), total, ratio, verdict, reason, ledger_write,
+                    write_total)
+
+
+def _match(kernels: Sequence[KernelCounters], pattern: str | None) -> list[KernelCounters]:
+    if not pattern:
+        return list(kernels)
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise InputError("--kernel", f"not a regular expression ({exc})") from None
+    return [k for k in kernels if regex.search(k.kernel)]
+
+
+def ncu_available() -> str | None:
+    return shutil.which("ncu")
+
+
+def run_ncu(command: Sequence[str], kernel_pattern: str | None = None,
+            timeout_s: float = 600.0) -> str:
+    """Profile `command` under ncu (DRAM counters only, clocks left alone); its CSV text."""
+    ncu = ncu_available()
+    if ncu is None:
+        raise InputError("--run", "ncu (Nsight Compute) is not on PATH; profile elsewhere and "
+                                  "pass the report with --ncu-csv")
+    argv = [ncu, "--csv", "--page", "details", "--metrics", f"{READ_METRIC},{WRITE_METRIC}",
+            "--clock-control", "none", "--cache-control", "all"]
+    if kernel_pattern:
+        argv += ["--kernel-name", f"regex:{kernel_pattern}"]
+    done = subprocess.run([*argv, *command], capture_output=True, text=True, timeout=timeout_s,
+                          check=False)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise InputError("--run", f"ncu exited {done.returncode}: {tail[0]}")
+    return done.stdout

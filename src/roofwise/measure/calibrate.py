@@ -1,0 +1,357 @@
+"""Measure the card in front of us (GPU side; only runs where torch sees a CUDA device).
+
+What is measured, and how (see shared/REFERENCES.md, "How ceilings are measured well"):
+- HBM per access mix (copy, triad, read, write) over arrays far above L2, non-constant data,
+  through torch's vectorised kernels and, when Triton is importable, grid-stride Triton
+  kernels at several block sizes; each mix keeps its best method;
+- GEMM per dtype (fp16, bf16, tf32, fp8 via torch._scaled_mm), burst (after an idle pause,
+  a short window) and sustained (after the clocks settle under load), random data;
+- CUDA-core FP32 FMA and the special-function unit (exp2, rsqrt): Triton kernels with many
+  independent chains per thread (skipped, and said so, without Triton);
+- the latency floor: an empty kernel eagerly and inside a CUDA graph;
+- L2 bandwidth: repeated reads of a buffer a quarter of L2.
+Clocks, power limit and driver are read at the start and the end of every timed window.
+The arithmetic and the refusals live in `calibration_math`, tested without a GPU.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..machine import Machine
+from .calibration_math import Clocks, Measurement, build_profile, bytes_moved, gemm_flops
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long each part runs; `quick` fits in under a minute on an H200."""
+
+    array_bytes: int
+    gemm_n: int
+    gemm_dtypes: tuple[str, ...]
+    idle_s: float
+    settle_s: float
+    window_s: float
+    block_sizes: tuple[int, ...]
+
+    @classmethod
+    def of(cls, quick: bool) -> Plan:
+        if quick:
+            return cls(array_bytes=GiB // 2, gemm_n=8192, gemm_dtypes=("bf16",), idle_s=1.0,
+                       settle_s=3.0, window_s=0.3, block_sizes=(2048,))
+        return cls(array_bytes=GiB, gemm_n=8192, gemm_dtypes=("fp16", "bf16", "tf32", "fp8"),
+                   idle_s=3.0, settle_s=10.0, window_s=1.0, block_sizes=(1024, 2048, 4096))
+
+
+@dataclass
+class Log:
+    lines: list[str] = field(default_factory=list)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def read_clocks() -> Clocks:
+    """SM and memory clock (MHz), power limit (W) and driver: NVML when importable, else
+    nvidia-smi, else nothing (the clock check is then skipped, and the log says so)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return Clocks(
+            sm_mhz=float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            mem_mhz=float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+            power_limit_w=pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+            driver=driver.decode() if isinstance(driver, bytes) else str(driver))
+    except Exception:
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return Clocks()
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=clocks.sm,clocks.mem,power.limit,driver_version",
+             "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        sm, mem, power, driver = (x.strip() for x in out.splitlines()[0].split(","))
+        return Clocks(_num(sm), _num(mem), _num(power), driver)
+    except Exception:
+        return Clocks()
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def timed_window(call: Callable[[], Any], window_s: float, min_reps: int = 10,
+                 ) -> tuple[tuple[float, ...], Clocks, Clocks]:
+    """Per-call CUDA-event times over a window of about `window_s`, the clocks read while
+    the queue is busy near its start and its end."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    torch.cuda.synchronize()
+    one_s = max(start.elapsed_time(end) * 1e-3, 1e-7)
+    reps = max(min_reps, math.ceil(window_s / one_s))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    clocks_start = Clocks()
+    for i in range(reps):
+        starts[i].record()
+        call()
+        ends[i].record()
+        if i == min(reps - 1, max(1, reps // 10)):
+            clocks_start = read_clocks()
+    clocks_end = read_clocks()
+    torch.cuda.synchronize()
+    times = tuple(s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=True))
+    return times, clocks_start, clocks_end
+
+
+def _measure(log: Log, kind: str, key: str, variant: str, amount: float, method: str,
+             call: Callable[[], Any], window_s: float) -> Measurement:
+    times, c0, c1 = timed_window(call, window_s)
+    m = Measurement(kind, key, variant, amount, times, c0, c1, method)
+    log.windows.append({"key": key, "variant": variant, "method": method, "reps": len(times),
+                        "time_s": m.time_s, "rate_per_s": m.rate_per_s, "spread": m.spread,
+                        "clocks_start": c0.__dict__, "clocks_end": c1.__dict__})
+    log.say(f"{key:18s} {variant:9s} {method:28s} {m.rate_per_s:12.4g}/s  "
+            f"median {m.time_s * 1e3:9.4f} ms  spread {m.spread:.3f}  "
+            f"SM {c0.sm_mhz}->{c1.sm_mhz} MHz  mem {c0.mem_mhz}->{c1.mem_mhz} MHz")
+    return m
+
+
+# ---- HBM ----
+
+def hbm_measurements(plan: Plan, log: Log) -> list[Measurement]:
+    import torch
+
+    n = plan.array_bytes // 4
+    a = torch.rand(n, device="cuda")
+    b = torch.rand(n, device="cuda")
+    c = torch.rand(n, device="cuda")
+    partial = torch.empty(4096, device="cuda")
+    best: dict[str, Measurement] = {}
+
+    def keep(m: Measurement) -> None:
+        if m.variant not in best or m.rate_per_s > best[m.variant].rate_per_s:
+            best[m.variant] = m
+
+    torch_calls: dict[str, Callable[[], Any]] = {
+        "copy": lambda: b.copy_(a), "triad": lambda: torch.add(b, c, alpha=1.5, out=a),
+        "read": lambda: torch.sum(a), "write": lambda: a.fill_(1.25)}
+    for mix, call in torch_calls.items():
+        keep(_measure(log, "memory", "hbm", mix, bytes_moved(mix, plan.array_bytes),
+                      "torch", call, plan.window_s))
+    try:
+        from . import triton_kernels
+
+        kernels = triton_kernels.STREAM
+    except Exception as exc:  # no Triton, or it failed to compile here: torch's numbers stand
+        log.say(f"hbm: Triton kernels unavailable ({type(exc).__name__}: {exc}); torch only")
+        kernels = None
+    if kernels is not None:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        for block in plan.block_sizes:
+            grid = (sms * 8,)
+            calls = {"copy": _launch(kernels["copy"], grid, block, a, b, n),
+                     "triad": _launch(kernels["triad"], grid, block, b, c, a, 1.5, n),
+                     "read": _launch(kernels["read"], grid, block, a, partial, n),
+                     "write": _launch(kernels["write"], grid, block, a, n)}
+            for mix, call in calls.items():
+                try:
+                    keep(_measure(log, "memory", "hbm", mix, bytes_moved(mix, plan.array_bytes),
+                                  f"triton grid-stride block {block}", call, plan.window_s))
+                except Exception as exc:
+                    log.say(f"hbm {mix} triton block {block} failed: {exc}")
+    return list(best.values())
+
+
+def _launch(kernel: Any, grid: tuple[int, ...], block: int, *args: Any) -> Callable[[], Any]:
+    return lambda: kernel[grid](*args, BLOCK=block)
+
+
+# ---- GEMM ----
+
+GEMM_UNITS = {"fp16": "tensor_core.fp16", "bf16": "tensor_core.bf16",
+              "tf32": "tensor_core.tf32", "fp8": "tensor_core.fp8"}
+
+
+def gemm_call(dtype: str, n: int) -> Callable[[], Any]:
+    import torch
+
+    if dtype == "fp8":
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major
+        one = torch.tensor(1.0, device="cuda")
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                        out_dtype=torch.bfloat16)
+    torch_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[dtype]
+    x = torch.randn(n, n, device="cuda", dtype=torch_dtype)
+    y = torch.randn(n, n, device="cuda", dtype=torch_dtype)
+    return lambda: torch.matmul(x, y)
+
+
+def gemm_measurements(plan: Plan, log: Log) -> list[Measurement]:
+    import torch
+
+    out: list[Measurement] = []
+    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        for dtype in plan.gemm_dtypes:
+            try:
+                call = gemm_call(dtype, plan.gemm_n)
+                call()
+                torch.cuda.synchronize()
+            except Exception as exc:
+                log.say(f"gemm {dtype}: not run ({type(exc).__name__}: {exc})")
+                continue
+            flops = gemm_flops(plan.gemm_n, plan.gemm_n, plan.gemm_n)
+            unit = GEMM_UNITS[dtype]
+            time.sleep(plan.idle_s)  # idle: the next short window sees the burst clocks
+            out.append(_measure(log, "unit", unit, "burst", flops, f"torch {dtype} {plan.gemm_n}",
+                                call, min(plan.window_s, 0.1)))
+            deadline = time.perf_counter() + plan.settle_s
+            while time.perf_counter() < deadline:  # load until the clocks settle
+                for _ in range(20):
+                    call()
+                torch.cuda.synchronize()
+            out.append(_measure(log, "unit", unit, "sustained", flops,
+                                f"torch {dtype} {plan.gemm_n}", call, plan.window_s))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
+        torch.cuda.empty_cache()
+    return out
+
+
+# ---- CUDA cores and SFU (Triton) ----
+
+CHAINS = 8
+FMA_ITERS = 4096
+SFU_ITERS = 512
+
+
+def alu_measurements(plan: Plan, log: Log) -> list[Measurement]:
+    import torch
+
+    try:
+        from . import triton_kernels
+
+        kernels = triton_kernels.ALU
+    except Exception as exc:
+        log.say(f"cuda_core.fp32 / sfu.fp32: not measured, Triton unavailable ({exc})")
+        return []
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    block, programs = 1024, sms * 16
+    out_buf = torch.empty(block * programs, device="cuda")
+    elements = block * programs
+    found: list[Measurement] = []
+    specs = (("fma", "cuda_core.fp32", FMA_ITERS, 2.0 * CHAINS * FMA_ITERS),
+             ("sfu", "sfu.fp32", SFU_ITERS, 2.0 * 4 * SFU_ITERS))
+    for name, unit, iters, ops_per_element in specs:
+        kernel = kernels[name]
+
+        def call(k: Any = kernel, it: int = iters) -> Any:
+            return k[(programs,)](out_buf, it, BLOCK=block, num_warps=8)
+
+        try:
+            call()
+            torch.cuda.synchronize()
+            found.append(_measure(log, "unit", unit, "sustained", elements * ops_per_element,
+                                  f"triton {name} {CHAINS if name == 'fma' else 4} chains",
+                                  call, plan.window_s))
+        except Exception as exc:
+            log.say(f"{unit}: not measured ({type(exc).__name__}: {exc})")
+    return found
+
+
+# ---- latency floor and L2 ----
+
+def latency_floor(log: Log, launches: int = 100) -> tuple[float, float]:
+    """(graph replay time per empty kernel, eager event time of one empty kernel)."""
+    import numpy as np
+    import torch
+
+    def empty() -> None:
+        torch.cuda._sleep(0)  # a kernel that spins zero cycles: launch cost only
+
+    eager, _, _ = timed_window(empty, 0.05, min_reps=200)
+    graph = torch.cuda.CUDAGraph()
+    empty()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            empty()
+    replays, _, _ = timed_window(graph.replay, 0.05, min_reps=50)
+    graph_s = float(np.median(replays)) / launches
+    eager_s = float(np.median(eager))
+    log.say(f"latency floor: empty kernel {eager_s * 1e6:.2f} us eager (events), "
+            f"{graph_s * 1e6:.3f} us per launch in a CUDA graph of {launches}")
+    return graph_s, eager_s
+
+
+def l2_measurement(plan: Plan, log: Log) -> Measurement:
+    import torch
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    nbytes = max(l2 // 4, 1 << 20)
+    x = torch.rand(nbytes // 4, device="cuda")
+    torch.sum(x)
+    return _measure(log, "memory", "l2", "read", float(nbytes), f"torch sum of {nbytes} B",
+                    lambda: torch.sum(x), plan.window_s)
+
+
+# ---- the whole run ----
+
+def run_calibration(theoretical: Machine, quick: bool, command: str,
+                    progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], Log]:
+    """Measure everything, judge it, and return the profile mapping and the log."""
+    import torch
+
+    plan = Plan.of(quick)
+    log = Log()
+    card = torch.cuda.get_device_name(0)
+    first = read_clocks()
+    steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
+        ("HBM per mix", lambda: hbm_measurements(plan, log)),
+        ("L2 read", lambda: [l2_measurement(plan, log)]),
+        ("CUDA-core FMA and SFU", lambda: alu_measurements(plan, log)),
+        ("GEMM burst and sustained", lambda: gemm_measurements(plan, log)),
+    ]
+    measurements: list[Measurement] = []
+    for label, step in steps:
+        if progress is not None:
+            progress(label)
+        measurements.extend(step())
+        torch.cuda.empty_cache()  # each step's buffers are gone once it returns
+    if progress is not None:
+        progress("latency floor")
+    floor = latency_floor(log)
+    provenance = {
+        "card": card, "driver": first.driver or "unknown",
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": command, "torch": torch.__version__, "quick": quick,
+        "power_limit_w": first.power_limit_w, "theoretical_from": theoretical.name,
+        "windows": log.windows,
+    }
+    profile = build_profile(card, measurements, theoretical, provenance, latency_floor=floor)
+    return profile, log

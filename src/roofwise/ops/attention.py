@@ -1,0 +1,111 @@
+"""Scaled dot-product attention: prefill and decode; MHA, GQA, MQA; causal; paged and fp8 KV.
+
+Convention:
+- q (batch, q_len, q_heads, d) and the output are in the compute dtype; K and V
+  (kv_heads each: MHA q_heads == kv_heads, GQA fewer, MQA one) are read once per call in the
+  KV dtype, however many query heads share them;
+- causal masking is bottom-right aligned (as FlashAttention for q_len != kv_len): the queries
+  are the last q_len positions, so query row i (0-based) sees min(i + 1 + offset, kv_len)
+  keys with offset = kv_len - q_len (clamped at 0 keys). Only those unmasked (query, key)
+  pairs are counted; a masked pair costs nothing, as in a kernel that skips masked tiles;
+- QK^T and PV are 2*d flops per counted pair per query head, on the tensor cores of the
+  *compute* dtype (fp8 KV is converted on load; its per-tensor k/v scales fold into the
+  softmax scale and the output, so they add lookups but no work);
+- online softmax on cuda_core.fp32: per score a scale multiply, a running-max compare, the
+  subtraction of the max and the sum accumulate (3 arithmetic + 1 compare), one exp on
+  sfu.fp32; per query row one reciprocal of the sum (sfu.fp32) and d output multiplies;
+- paged KV: K and V live in pages of `page_size` tokens; the call reads the pages its
+  sequences use (ceil(kv_len/page_size) per sequence, whole pages) plus the page table
+  (batch, pages per sequence) and the sequence lengths (batch,), int32 lookups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import InputError
+from ..ledger import Ledger, Role, Tensor, Work
+from . import _common as c
+
+
+def causal_pairs(q_len: int, kv_len: int) -> int:
+    """Unmasked (query, key) pairs of one head under bottom-right-aligned causal masking."""
+    offset = kv_len - q_len
+    seen = np.clip(np.arange(q_len, dtype=np.int64) + 1 + offset, 0, kv_len)
+    return int(seen.sum())
+
+
+def attention(batch: int = 1, q_len: int = 4096, kv_len: int = 4096, q_heads: int = 32,
+              kv_heads: int = 8, head_dim: int = 128, causal: bool = True,
+              dtype: str = "bf16", kv_dtype: str = "auto", out_dtype: str = "auto",
+              page_size: int = 0) -> Ledger:
+    """Attention of q_len queries over kv_len keys; page_size 0 means a contiguous KV cache."""
+    where = "attention"
+    for name, size in (("batch", batch), ("q_len", q_len), ("kv_len", kv_len),
+                       ("q_heads", q_heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
+        c.positive(size, f"{where}.{name}")
+    c.non_negative(page_size, f"{where}.page_size")
+    if q_heads % kv_heads:
+        raise InputError(f"{where}.kv_heads", f"q_heads ({q_heads}) must be a multiple of "
+                                              f"kv_heads ({kv_heads})")
+    compute = c.dtype(dtype, f"{where}.dtype")
+    unit = c.contraction_unit(compute, f"{where}.dtype")
+    kv = compute if kv_dtype == "auto" else c.dtype(kv_dtype, f"{where}.kv_dtype")
+    out = compute if out_dtype == "auto" else c.dtype(out_dtype, f"{where}.out_dtype")
+
+    pairs_per_head = causal_pairs(q_len, kv_len) if causal else q_len * kv_len
+    scores = batch * q_heads * pairs_per_head
+    rows = batch * q_heads * q_len
+    tensors = [Tensor("q", (batch, q_len, q_heads, head_dim), compute, Role.INPUT)]
+    if page_size:
+        pages_per_seq = -(-kv_len // page_size)
+        pages = batch * pages_per_seq
+        tensors += [Tensor("k_cache", (pages, page_size, kv_heads, head_dim), kv, Role.INPUT),
+                    Tensor("v_cache", (pages, page_size, kv_heads, head_dim), kv, Role.INPUT),
+                    Tensor("page_table", (batch, pages_per_seq), "int32", Role.LOOKUP),
+                    Tensor("seq_lens", (batch,), "int32", Role.LOOKUP)]
+    else:
+        tensors += [Tensor("k", (batch, kv_len, kv_heads, head_dim), kv, Role.INPUT),
+                    Tensor("v", (batch, kv_len, kv_heads, head_dim), kv, Role.INPUT)]
+    if c.is_fp8(kv) and not c.is_fp8(compute):
+        tensors += [Tensor("k_scale", (1,), "fp32", Role.LOOKUP),
+                    Tensor("v_scale", (1,), "fp32", Role.LOOKUP)]
+    tensors.append(Tensor("out", (batch, q_len, q_heads, head_dim), out, Role.OUTPUT))
+    work = (
+        Work(unit, "contraction", 2 * head_dim * scores, "QK^T, 2*d per unmasked pair"),
+        Work(unit, "contraction", 2 * head_dim * scores, "PV, 2*d per unmasked pair"),
+        Work(c.CUDA, "arithmetic", 3 * scores, "softmax: scale, subtract max, sum; 3/score"),
+        Work(c.CUDA, "compare", scores, "softmax: running max, 1/score"),
+        Work(c.SFU, "transcendental", scores, "softmax: exp, 1/score"),
+        Work(c.SFU, "transcendental", rows, "1/row sum, 1/query row"),
+        Work(c.CUDA, "arithmetic", rows * head_dim, "output normalisation, d/query row"),
+    )
+    mask = (f"causal: {pairs_per_head} of {q_len * kv_len} pairs per head" if causal
+            else "no mask")
+    return Ledger(name=where, roof=unit, tensors=tuple(tensors), work=work,
+                  notes=(mask, f"compute {compute}, KV {kv}, "
+                               f"{'paged ' + str(page_size) if page_size else 'contiguous'}"))
+
+
+def attention_prefill(batch: int = 1, seq_len: int = 4096, q_heads: int = 32,
+                      kv_heads: int = 8, head_dim: int = 128, causal: bool = True,
+                      dtype: str = "bf16", kv_dtype: str = "auto",
+                      out_dtype: str = "auto") -> Ledger:
+    """Prefill: every position of seq_len attends to the sequence (q_len = kv_len)."""
+    return _renamed(attention(batch, seq_len, seq_len, q_heads, kv_heads, head_dim, causal,
+                              dtype, kv_dtype, out_dtype), "attention_prefill")
+
+
+def attention_decode(batch: int = 64, kv_len: int = 4096, q_heads: int = 32,
+                     kv_heads: int = 8, head_dim: int = 128, q_len: int = 1,
+                     dtype: str = "bf16", kv_dtype: str = "auto", out_dtype: str = "auto",
+                     page_size: int = 16) -> Ledger:
+    """Decode: q_len new tokens (1, or a few when speculating) over a cached kv_len context."""
+    return _renamed(attention(batch, q_len, kv_len, q_heads, kv_heads, head_dim, True, dtype,
+                              kv_dtype, out_dtype, page_size), "attention_decode")
+
+
+def _renamed(ledger: Ledger, name: str) -> Ledger:
+    return replace(ledger, name=name)

@@ -1,0 +1,73 @@
+"""Row-wise normalisations: softmax, RMSNorm, LayerNorm over the last dimension.
+
+Convention (per element of a row of `hidden`, softmax's `cols`; the row is held on chip, so
+x is read once):
+- softmax: max (1 compare), x - max (1), exp (1 on sfu.fp32), sum (1), times 1/sum (1):
+  3 arithmetic + 1 compare + 1 exp; per row one reciprocal on sfu.fp32;
+- RMSNorm: sum of squares as an FMA (2), times rstd (1), times weight (1, if any); per row
+  mean-of-squares scale and + eps (2 arithmetic) and one rsqrt on sfu.fp32;
+- LayerNorm (two passes over the row in registers): sum (1), x - mean (1), square-accumulate
+  FMA (2), times rstd (1), times weight (1, if any), plus bias (1, if any); per row the two
+  1/hidden scales and + eps (3 arithmetic) and one rsqrt on sfu.fp32;
+- weight and bias (hidden,) are lookups in the input dtype.
+"""
+
+from __future__ import annotations
+
+from ..ledger import Ledger, Role, Tensor, Work
+from . import _common as c
+
+
+def _io(where: str, rows: int, hidden: int, dtype: str, out_dtype: str,
+        width: str = "hidden") -> tuple[str, list[Tensor]]:
+    c.positive(rows, f"{where}.rows")
+    c.positive(hidden, f"{where}.{width}")
+    in_dtype = c.dtype(dtype, f"{where}.dtype")
+    out = in_dtype if out_dtype == "auto" else c.dtype(out_dtype, f"{where}.out_dtype")
+    return in_dtype, [Tensor("x", (rows, hidden), in_dtype, Role.INPUT),
+                      Tensor("y", (rows, hidden), out, Role.OUTPUT)]
+
+
+def softmax(rows: int = 4096, cols: int = 8192, dtype: str = "bf16",
+            out_dtype: str = "auto") -> Ledger:
+    """Softmax over rows of `cols` scores."""
+    _, tensors = _io("softmax", rows, cols, dtype, out_dtype, "cols")
+    elems = rows * cols
+    return Ledger(name="softmax", roof=c.CUDA, tensors=tuple(tensors), work=(
+        Work(c.CUDA, "compare", elems, "row max, 1/elem"),
+        Work(c.CUDA, "arithmetic", 3 * elems, "subtract max, sum, times 1/sum; 3/elem"),
+        Work(c.SFU, "transcendental", elems, "exp, 1/elem"),
+        Work(c.SFU, "transcendental", rows, "1/sum, 1/row")))
+
+
+def rmsnorm(rows: int = 4096, hidden: int = 4096, dtype: str = "bf16", weight: bool = True,
+            out_dtype: str = "auto") -> Ledger:
+    """RMSNorm: x * rsqrt(mean(x^2) + eps) (* weight)."""
+    in_dtype, tensors = _io("rmsnorm", rows, hidden, dtype, out_dtype)
+    if weight:
+        tensors.append(Tensor("weight", (hidden,), in_dtype, Role.LOOKUP))
+    elems = rows * hidden
+    per_elem = 3 + int(weight)
+    return Ledger(name="rmsnorm", roof=c.CUDA, tensors=tuple(tensors), work=(
+        Work(c.CUDA, "arithmetic", per_elem * elems,
+             f"sum of squares (FMA), times rstd{', times weight' if weight else ''}; "
+             f"{per_elem}/elem"),
+        Work(c.CUDA, "arithmetic", 2 * rows, "mean scale and + eps, 2/row"),
+        Work(c.SFU, "transcendental", rows, "rsqrt, 1/row")))
+
+
+def layernorm(rows: int = 4096, hidden: int = 4096, dtype: str = "bf16", weight: bool = True,
+              bias: bool = True, out_dtype: str = "auto") -> Ledger:
+    """LayerNorm: (x - mean) * rsqrt(var + eps) (* weight) (+ bias)."""
+    in_dtype, tensors = _io("layernorm", rows, hidden, dtype, out_dtype)
+    if weight:
+        tensors.append(Tensor("weight", (hidden,), in_dtype, Role.LOOKUP))
+    if bias:
+        tensors.append(Tensor("bias", (hidden,), in_dtype, Role.LOOKUP))
+    elems = rows * hidden
+    per_elem = 5 + int(weight) + int(bias)
+    return Ledger(name="layernorm", roof=c.CUDA, tensors=tuple(tensors), work=(
+        Work(c.CUDA, "arithmetic", per_elem * elems,
+             f"sum, centre, square (FMA), times rstd, affine; {per_elem}/elem"),
+        Work(c.CUDA, "arithmetic", 3 * rows, "two 1/hidden scales and + eps, 3/row"),
+        Work(c.SFU, "transcendental", rows, "rsqrt, 1/row")))

@@ -1,0 +1,410 @@
+"""The roofline chart: records as points against each machine's calibrated and theoretical roofs.
+
+It renders verdicts and prices that `analyze` already computed; nothing here judges a row.
+Every artist carries a `gid` (and a label) so tests and tools can find roofs, points and
+labels through matplotlib's objects instead of pixels:
+
+- `roof:<machine>:memory:<level>` the envelope memory roof (solid); `...:mix:<mix>` each
+  measured access mix (faint); `...:theoretical` the datasheet bandwidth (dashed)
+- `roof:<machine>:unit:<key>` one flat roof per compute unit the records use, at its
+  effective rate (solid); `...:theoretical` the datasheet peak (dashed)
+- `label:<machine>:...` the text beside each roof; `ridge:<machine>:<key>` balance points
+- `points:<series>:<verdict>` one scatter per run/machine and verdict;
+  `annotation:<verdict>:<row>` the callouts on impossible and anomalous rows
+- `latency_floor:<machine>` the shaded latency-floor bars; `note:blank` the blank-row count
+
+The latency floor, faithfully: whether a row is latency-bound depends on its size (its SOL time
+and its measured time against the floor), not on where it sits in this plane, so no single
+region of the plane is "below the floor" for every row. The chart therefore shades, for every
+row whose SOL time is below the machine's SOL floor, a vertical bar at its intensity from
+`flops / measured_floor` (the rate it reaches taking exactly the measured floor) up to its roof.
+A point inside its bar finished faster than the floor: launch and scheduling, not the roofs, set
+its rate, so its distance from the roof is not inefficiency.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from ..analysis import Analysis
+from ..errors import InputError
+from ..machine import Machine
+from ..recordio import atomic_writer
+from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+from . import fmt
+
+VERDICT_COLOR = {
+    "at_ceiling": "#2ca02c", "below": "#f0a202", "latency_bound": "#17a2b8",
+    "anomaly": "#d61fd6", "impossible": "#d62728",
+}
+# Drawn in this order, so the rows that need a person's eyes sit on top.
+_DRAW_ORDER = (AT_CEILING, BELOW, LATENCY_BOUND, ANOMALY, IMPOSSIBLE)
+_SERIES_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "h", "*", "p")
+_MACHINE_COLORS = ("#222222", "#1f4e9e", "#8c564b", "#6a3d9a", "#0b6e4f", "#b15928")
+MANY_POINTS = 2000  # above this many points: small translucent rasterized markers
+MAX_CALLOUTS = 10  # per verdict; beyond, the legend count still tells the whole story
+SAVE_FORMATS = ("png", "svg", "pdf")
+
+
+@dataclass(frozen=True)
+class _Series:
+    """The plotted rows of one (run, machine) pair."""
+
+    label: str
+    marker: str
+    rows: np.ndarray  # indices into the analysis
+    analysis: Analysis
+
+
+def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None = None,
+                    width_in: float = 11.5, height_in: float = 6.8) -> Figure:
+    """One log-log roofline chart for several runs (each `(label, Analysis)`), roofs per machine."""
+    fig = Figure(figsize=(width_in, height_in))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    # fixed margins (not a layout engine), so slopes measured now stay true once drawn
+    fig.subplots_adjust(left=0.075, right=0.74, bottom=0.09, top=0.94)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved rate (FLOP/s)")
+    ax.grid(True, which="major", alpha=0.25)
+    ax.grid(True, which="minor", alpha=0.07)
+
+    machines = _machines(analyses)
+    series = _series(analyses)
+    xs, ys = _point_coords(series)
+    n_points = int(sum(len(s.rows) for s in series))
+    xlim, ylim = _limits(xs, ys, machines, analyses)
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+
+    for k, (name, machine) in enumerate(machines.items()):
+        _draw_roofs(ax, machine, _used_units(analyses, name, machine),
+                    _MACHINE_COLORS[k % len(_MACHINE_COLORS)], xlim, ylim,
+                    prefix=len(machines) > 1)
+        _draw_latency_floor(ax, analyses, name, machine)
+    counts = _draw_points(ax, series, n_points)
+    blank = sum(int(np.count_nonzero(a.judged.verdict == BLANK)) for _, a in analyses)
+    unplottable = sum(len(a) for _, a in analyses) - blank - n_points
+    _draw_note(ax, blank, unplottable)
+    _draw_legend(fig, ax, counts, series, machines)
+    runs = ", ".join(label for label, _ in analyses)
+    on = ", ".join(m.display_name for m in machines.values()) or "no machine"
+    ax.set_title(title or f"Roofline: {runs} on {on}", fontsize=11, loc="left")
+    return fig
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> None:
+    """Write the chart atomically; the format follows the extension (png, svg, pdf)."""
+    fmt_name = Path(path).suffix.lower().lstrip(".")
+    if fmt_name not in SAVE_FORMATS:
+        raise InputError(str(path), f"unknown chart format {fmt_name!r}; expected a file "
+                                    "ending in .png, .svg or .pdf")
+    with atomic_writer(path, "wb") as handle:
+        fig.savefig(handle, format=fmt_name, dpi=dpi)
+
+
+def figure_svg(fig: Figure) -> str:
+    """The chart as an `<svg>` element (no XML prolog), for inlining in HTML."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+# ----------------------------------------------------------------------------- data
+
+def _machines(analyses: Sequence[tuple[str, Analysis]]) -> dict[str, Machine]:
+    out: dict[str, Machine] = {}
+    for _, analysis in analyses:
+        for name, machine in analysis.machines.items():
+            out.setdefault(name, machine)
+    return out
+
+
+def _used_units(analyses: Sequence[tuple[str, Analysis]], name: str,
+                machine: Machine) -> list[str]:
+    """Units the rows priced on `name` use: their roofs and any unit split with work on it."""
+    used: set[str] = set()
+    for _, analysis in analyses:
+        mine = analysis.machine_name == name
+        used.update(str(r) for r in np.unique(analysis.columns.roof[mine].astype(str)))
+        for key, ops in analysis.priced.unit_ops.items():
+            if np.any(mine & (ops > 0)):
+                used.add(key)
+    return [k for k in machine.units if k in used]  # profile order, known units only
+
+
+def _series(analyses: Sequence[tuple[str, Analysis]]) -> list[_Series]:
+    pairs: list[tuple[str, str, Analysis, np.ndarray]] = []
+    for label, analysis in analyses:
+        plotted = analysis.judged.verdict != BLANK
+        for name in dict.fromkeys(str(n) for n in analysis.machine_name[plotted]):
+            rows = np.flatnonzero(plotted & (analysis.machine_name == name))
+            pairs.append((label, name, analysis, rows))
+    several_runs = len({p[0] for p in pairs}) > 1
+    several_machines = len({p[1] for p in pairs}) > 1
+    out = []
+    for k, (label, name, analysis, rows) in enumerate(pairs):
+        text = (f"{label} on {name}" if several_runs and several_machines
+                else name if several_machines else label)
+        xs, ys = _coords(analysis, rows)
+        keep = rows[np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)]
+        out.append(_Series(text, _SERIES_MARKERS[k % len(_SERIES_MARKERS)], keep, analysis))
+    return out
+
+
+def _coords(analysis: Analysis, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cols = analysis.columns
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = analysis.priced.intensity_flops_per_byte[rows].astype(float)
+        y = cols.flops[rows] / cols.time_s[rows]
+    return x, y
+
+
+def _point_coords(series: Sequence[_Series]) -> tuple[np.ndarray, np.ndarray]:
+    parts = [_coords(s.analysis, s.rows) for s in series]
+    if not parts:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
+            analyses: Sequence[tuple[str, Analysis]]
+            ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Axis limits from the points, the ridges and the roofs, padded in log space."""
+    x_vals = list(xs)
+    y_vals = list(ys)
+    for name, machine in machines.items():
+        bandwidth = machine.dram.effective_bytes_per_s()
+        for key in _used_units(analyses, name, machine):
+            unit = machine.units[key]
+            for rate in (unit.effective_ops_per_s(), unit.theoretical_ops_per_s):
+                if rate:
+                    y_vals.append(rate)
+                    if bandwidth:
+                        x_vals.append(rate / bandwidth)
+    x_arr = np.array([v for v in x_vals if v > 0 and math.isfinite(v)] or [1.0])
+    y_arr = np.array([v for v in y_vals if v > 0 and math.isfinite(v)] or [1e12])
+    x_lo, x_hi = float(x_arr.min()) / 4, float(x_arr.max()) * 4
+    y_lo, y_hi = float(y_arr.min()) / 4, float(y_arr.max()) * 3
+    return (x_lo, x_hi), (y_lo, y_hi)
+
+
+# ----------------------------------------------------------------------------- roofs
+
+def _draw_roofs(ax: Axes, machine: Machine, units: Sequence[str], color: str,
+                xlim: tuple[float, float], ylim: tuple[float, float], prefix: bool) -> None:
+    tag = f"{machine.name}: " if prefix else ""
+    level = machine.dram
+    bandwidth = level.effective_bytes_per_s()
+    theory_bw = level.theoretical_bytes_per_s
+    rates = {k: machine.units[k].effective_ops_per_s() for k in units}
+    top = max((r for r in rates.values() if r), default=ylim[1])
+    x_lo, x_hi = xlim
+    base = f"roof:{machine.name}:memory:{level.name}"
+    if bandwidth:
+        # the envelope, up to where it meets the highest calibrated roof
+        x_end = min(x_hi, top / bandwidth)
+        ax.plot([x_lo, x_end], [bandwidth * x_lo, bandwidth * x_end], color=color, lw=2.2,
+                gid=base, label=f"{level.name} envelope", zorder=3)
+        regime = f"{level.envelope_mix}, envelope" if level.envelope_mix else "uncalibrated"
+        _roof_text(ax, x_lo * 1.6, bandwidth * x_lo * 2.6,
+                   f"{tag}{level.name} {fmt.rate(bandwidth, 'B/s', 2)} ({regime})", color,
+                   gid=f"label:{machine.name}:memory:{level.name}", slope=True)
+        for mix in level.calibration_by_mix:
+            if mix == level.envelope_mix:
+                continue
+            mix_bw = level.effective_bytes_per_s(mix) or 0.0
+            ax.plot([x_lo, min(x_hi, top / mix_bw)], [mix_bw * x_lo, min(top, mix_bw * x_hi)],
+                    color=color, lw=0.9, alpha=0.3, gid=f"{base}:mix:{mix}",
+                    label=f"{level.name} {mix} mix {fmt.rate(mix_bw, 'B/s', 2)}", zorder=2)
+    if theory_bw and theory_bw != bandwidth:
+        theory_top = max((machine.units[k].theoretical_ops_per_s or 0.0 for k in units),
+                         default=0.0) or ylim[1]
+        x_end = min(x_hi, theory_top / theory_bw)
+        ax.plot([x_lo, x_end], [theory_bw * x_lo, theory_bw * x_end], color=color, lw=1.0,
+                ls="--", alpha=0.6, gid=f"{base}:theoretical",
+                label=f"{level.name} theoretical {fmt.rate(theory_bw, 'B/s', 2)}", zorder=2)
+
+    for key in units:
+        unit = machine.units[key]
+        rate = rates[key]
+        op_unit = "FLOP/s" if not key.startswith(("sfu", "ascend_vector")) else "op/s"
+        if rate:
+            x_start = max(x_lo, rate / bandwidth) if bandwidth else x_lo
+            ax.plot([x_start, x_hi], [rate, rate], color=color, lw=1.8,
+                    gid=f"roof:{machine.name}:unit:{key}", label=f"{key} effective", zorder=3)
+            regime = unit.envelope_regime or "uncalibrated"
+            _roof_text(ax, x_start * 1.6, rate / 1.12,
+                       f"{tag}{key} {fmt.rate(rate, op_unit)} ({regime})", color,
+                       gid=f"label:{machine.name}:unit:{key}", va="top")
+            if bandwidth and x_lo < rate / bandwidth < x_hi:
+                ridge = rate / bandwidth
+                ax.plot([ridge], [rate], marker="o", ms=5, color=color, mfc="white", ls="none",
+                        gid=f"ridge:{machine.name}:{key}", label=f"{key} balance point",
+                        zorder=4)
+                ax.annotate(f"{ridge:.3g} FLOP/B", (ridge, rate), textcoords="offset points",
+                            xytext=(-6, 2), ha="right", va="bottom", fontsize=7, color=color,
+                            gid=f"label:{machine.name}:ridge:{key}")
+        theory = unit.theoretical_ops_per_s
+        if theory and theory != rate:
+            x_start = max(x_lo, theory / theory_bw) if theory_bw else x_lo
+            ax.plot([x_start, x_hi], [theory, theory], color=color, lw=1.0, ls="--", alpha=0.6,
+                    gid=f"roof:{machine.name}:unit:{key}:theoretical",
+                    label=f"{key} theoretical", zorder=2)
+            _roof_text(ax, x_start * 1.6, theory * 1.08,
+                       f"{tag}{key} theoretical {fmt.rate(theory, op_unit)}", color,
+                       gid=f"label:{machine.name}:unit:{key}:theoretical",
+                       va="bottom", alpha=0.7)
+
+
+def _roof_text(ax: Axes, x: float, y: float, text: str, color: str, gid: str,
+               align: str = "left", va: str = "bottom", alpha: float = 1.0,
+               slope: bool = False) -> None:
+    artist = ax.text(x, y, text, color=color, fontsize=7.5, ha=align, va=va, alpha=alpha,
+                     gid=gid, zorder=5, clip_on=True, rotation_mode="anchor",
+                     rotation=_screen_slope_degrees(ax) if slope else 0.0)
+    artist.set_label(text)
+
+
+def _screen_slope_degrees(ax: Axes) -> float:
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    bbox = ax.get_position()
+    fig_w, fig_h = ax.get_figure(root=True).get_size_inches()  # type: ignore[union-attr]
+    dx = bbox.width * fig_w / math.log10(x1 / x0)
+    dy = bbox.height * fig_h / math.log10(y1 / y0)
+    return math.degrees(math.atan2(dy, dx))
+
+
+def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name: str,
+                        machine: Machine) -> None:
+    """Bars from flops/measured_floor up to the roof, for rows whose SOL is below the floor."""
+    floor = machine.latency_floor
+    bars = []
+    for _, analysis in analyses:
+        rows = np.flatnonzero((analysis.machine_name == name)
+                              & (analysis.judged.verdict != BLANK)
+                              & (analysis.priced.sol_time_s < floor.sol_s))
+        if not len(rows):
+            continue
+        x = analysis.priced.intensity_flops_per_byte[rows]
+        flops = analysis.columns.flops[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low = flops / floor.measured_s
+            high = flops / analysis.priced.sol_time_s[rows]  # the row's own roof at its AI
+        half = 10 ** 0.05
+        for xi, lo, hi in zip(x, low, high, strict=True):
+            if all(math.isfinite(v) and v > 0 for v in (xi, lo, hi)) and hi > lo:
+                bars.append([(xi / half, lo), (xi * half, lo), (xi * half, hi), (xi / half, hi)])
+    if not bars:
+        return
+    assumed = " (assumed)" if floor.assumed else ""
+    collection = PolyCollection(bars, facecolors="#9aa5ad", edgecolors="none", alpha=0.28,
+                                zorder=1, rasterized=len(bars) > MANY_POINTS,
+                                label=f"latency floor{assumed}: measured < "
+                                      f"{fmt.seconds(floor.measured_s, 0)}")
+    collection.set_gid(f"latency_floor:{machine.name}")
+    ax.add_collection(collection)
+
+
+# ----------------------------------------------------------------------------- points
+
+def _draw_points(ax: Axes, series: Sequence[_Series], n_points: int) -> dict[str, int]:
+    many = n_points > MANY_POINTS
+    counts = {name: 0 for name in VERDICTS}
+    callouts = {IMPOSSIBLE: 0, ANOMALY: 0}
+    for s in series:
+        verdicts = s.analysis.judged.verdict[s.rows]
+        for code in _DRAW_ORDER:
+            rows = s.rows[verdicts == code]
+            if not len(rows):
+                continue
+            name = VERDICTS[code]
+            counts[name] += len(rows)
+            x, y = _coords(s.analysis, rows)
+            loud = code in (IMPOSSIBLE, ANOMALY)
+            marker = "X" if code == IMPOSSIBLE else ("D" if code == ANOMALY else s.marker)
+            size = (150 if code == IMPOSSIBLE else 80) if loud else (9 if many else 42)
+            ax.scatter(x, y, s=size, c=VERDICT_COLOR[name], marker=marker,
+                       alpha=1.0 if loud else (0.35 if many else 0.9),
+                       edgecolors="black" if loud else ("none" if many else "white"),
+                       linewidths=1.0 if loud else 0.5, zorder=7 if loud else 6,
+                       rasterized=many, gid=f"points:{s.label}:{name}",
+                       label=f"{s.label}: {name}")
+            if loud:
+                for i, xi, yi in zip(rows, x, y, strict=True):
+                    if callouts[code] >= MAX_CALLOUTS:
+                        break
+                    callouts[code] += 1
+                    right = _axes_fraction(ax, xi) > 0.6  # call out leftwards near the edge
+                    ax.annotate(f"{name.upper()}: {s.analysis.columns.op[i]}", (xi, yi),
+                                textcoords="offset points",
+                                xytext=(-10 if right else 10, 16 if code == IMPOSSIBLE else -26),
+                                ha="right" if right else "left", fontsize=8,
+                                fontweight="bold", color=VERDICT_COLOR[name], zorder=8,
+                                gid=f"annotation:{name}:{int(i)}",
+                                bbox={"boxstyle": "round,pad=0.2", "fc": "white",
+                                      "ec": VERDICT_COLOR[name], "alpha": 0.85})
+    return counts
+
+
+def _axes_fraction(ax: Axes, x: float) -> float:
+    """Where `x` sits across the (log) x axis, 0 at the left edge and 1 at the right."""
+    x0, x1 = ax.get_xlim()
+    return math.log(x / x0) / math.log(x1 / x0)
+
+
+def _draw_note(ax: Axes, blank: int, unplottable: int) -> None:
+    parts = []
+    if blank:
+        parts.append(f"{blank} blank row{'s' if blank != 1 else ''} not plotted "
+                     "(the model cannot price them; see the table)")
+    if unplottable:
+        parts.append(f"{unplottable} row{'s' if unplottable != 1 else ''} with no finite "
+                     "intensity or rate not plotted")
+    if parts:
+        ax.text(0.01, 0.01, "; ".join(parts), transform=ax.transAxes, fontsize=8,
+                color="#555555", ha="left", va="bottom", gid="note:blank", zorder=9)
+
+
+def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
+                 series: Sequence[_Series], machines: Mapping[str, Machine]) -> None:
+    handles: list[object] = []
+    for name in ("impossible", "anomaly", "below", "latency_bound", "at_ceiling"):
+        if counts.get(name):
+            marker = {"impossible": "X", "anomaly": "D"}.get(name, "o")
+            handles.append(Line2D([], [], ls="none", marker=marker, ms=8 if marker != "o" else 6,
+                                  color=VERDICT_COLOR[name], mec="black" if marker != "o"
+                                  else "white", label=f"{name} ({counts[name]})"))
+    if len(series) > 1:
+        for s in series:
+            handles.append(Line2D([], [], ls="none", marker=s.marker, color="#777777",
+                                  label=s.label))
+    for k, machine in enumerate(machines.values()):
+        color = _MACHINE_COLORS[k % len(_MACHINE_COLORS)]
+        who = f"{machine.name} " if len(machines) > 1 else ""
+        handles.append(Line2D([], [], color=color, lw=2, label=f"{who}calibrated roof"))
+        handles.append(Line2D([], [], color=color, lw=1, ls="--", alpha=0.6,
+                              label=f"{who}theoretical peak"))
+        if machine.dram.calibration_by_mix:
+            handles.append(Line2D([], [], color=color, lw=0.9, alpha=0.3,
+                                  label=f"{who}other access mixes"))
+    if any(isinstance(c, PolyCollection) for c in ax.collections):
+        handles.append(Line2D([], [], color="#9aa5ad", lw=6, alpha=0.5,
+                              label="latency floor (per row)"))
+    legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       fontsize=8, frameon=False, borderaxespad=0)
+    legend.set_gid("legend")

@@ -1,0 +1,130 @@
+"""The bytes audit on ncu --csv fixtures: unit conversion, PASS/FAIL/WARN, unjudged rows, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roofwise.cli import main
+from roofwise.errors import InputError
+from roofwise.measure.audit import audit, judge_reads, parse_ncu_csv, to_bytes
+from roofwise.measure.torch_ops import rmsnorm_ledger
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+SYNTHETIC = FIXTURES / "synthetic_rmsnorm_h200.csv"
+REAL = FIXTURES / "branch_cc75_real.csv"
+
+# rmsnorm 8192 x 4096 bf16: x 8192*4096*2 = 67,108,864 B plus the weight 4096*2 = 8,192 B.
+LEDGER_READ = 67_117_056
+LEDGER_WRITE = 67_108_864
+
+
+def kernels():
+    return {k.kernel: k for k in parse_ncu_csv(SYNTHETIC.read_text(), str(SYNTHETIC))}
+
+
+def test_ledger_of_the_fixture_reads_what_the_comment_says():
+    ledger = rmsnorm_ledger(8192, 4096, "bf16")
+    assert (ledger.read_bytes, ledger.write_bytes) == (LEDGER_READ, LEDGER_WRITE)
+
+
+@pytest.mark.parametrize(("value", "unit", "expected"), [
+    ("2,816", "byte", 2816.0), ("65,544", "Kbyte", 65_544_000.0), ("67.12", "Mbyte", 67_120_000.0),
+    ("0.134217728", "Gbyte", 134_217_728.0), ("1,073,741,824", "byte", 1_073_741_824.0),
+])
+def test_units_are_decimal_and_separators_dropped(value, unit, expected):
+    assert to_bytes(value, unit) == pytest.approx(expected, rel=1e-12)
+
+
+def test_unknown_unit_is_refused_not_guessed():
+    with pytest.raises(InputError, match="unknown byte unit"):
+        to_bytes("5", "sector")
+
+
+def test_parse_skips_prof_lines_and_reads_every_launch():
+    found = kernels()
+    assert list(found) == ["rmsnorm_pass", "rmsnorm_l2_resident", "rmsnorm_reread",
+                           "rmsnorm_kbyte", "rmsnorm_no_counter", "split_stage1", "split_stage2",
+                           "rmsnorm_time_only"]
+    assert found["rmsnorm_l2_resident"].read_bytes == 41_943_040
+    assert found["rmsnorm_l2_resident"].write_bytes == pytest.approx(20_970_000)
+    assert found["rmsnorm_no_counter"].read_bytes is None
+    assert found["rmsnorm_time_only"].read_bytes is None
+
+
+def test_real_ncu_output_parses():
+    (branch,) = parse_ncu_csv(REAL.read_text())
+    assert (branch.launch_id, branch.kernel, branch.read_bytes, branch.write_bytes) == (
+        "0", "branch()", 2816.0, 0.0)
+    (row,) = audit([branch], ledger_read_bytes=2816)
+    assert (row.verdict, row.read_ratio) == ("PASS", 1.0)
+
+
+def test_verdicts_with_hand_computed_ratios():
+    rows = {r.kernel: r for r in audit(list(kernels().values()), LEDGER_READ, LEDGER_WRITE)}
+    expected = {
+        "rmsnorm_pass": ("PASS", 67_120_000 / 67_117_056),          # 1.0000439
+        "rmsnorm_l2_resident": ("FAIL", 41_943_040 / 67_117_056),   # 0.6249
+        "rmsnorm_reread": ("WARN", 134_217_728 / 67_117_056),       # 1.9998
+        "rmsnorm_kbyte": ("PASS", 65_544_000 / 67_117_056),         # 0.9766
+    }
+    for name, (verdict, ratio) in expected.items():
+        assert rows[name].verdict == verdict, name
+        assert rows[name].read_ratio == pytest.approx(ratio, rel=1e-12), name
+    assert rows["rmsnorm_l2_resident"].read_ratio == pytest.approx(0.624924, abs=1e-6)
+    assert rows["rmsnorm_reread"].read_ratio == pytest.approx(1.999756, abs=1e-6)
+    assert rows["rmsnorm_no_counter"].verdict == "UNJUDGED"
+    assert "metric missing" in rows["rmsnorm_no_counter"].reason
+    assert "n/a" in rows["rmsnorm_no_counter"].reason
+    assert rows["rmsnorm_time_only"].verdict == "UNJUDGED"
+    # writes are reported, never judged: a low write count leaves the verdict alone
+    assert rows["rmsnorm_l2_resident"].dram_write_bytes == pytest.approx(20_970_000)
+
+
+def test_boundaries():
+    assert judge_reads(100, 95)[0] == "PASS"
+    assert judge_reads(100, 94.9)[0] == "FAIL"
+    assert judge_reads(100, 150)[0] == "PASS"
+    assert judge_reads(100, 150.1)[0] == "WARN"
+    assert judge_reads(0, 10)[0] == "UNJUDGED"
+
+
+def test_one_call_over_two_kernels_is_summed_when_asked():
+    ks = list(kernels().values())
+    (row,) = audit(ks, LEDGER_READ, kernel_pattern="^split_", sum_kernels=True)
+    assert row.launch_ids == ("5", "6")
+    assert row.dram_read_bytes == 33_558_528 * 2
+    assert (row.verdict, row.read_ratio) == ("PASS", 1.0)
+    separately = audit(ks, LEDGER_READ, kernel_pattern="^split_")
+    assert [r.verdict for r in separately] == ["FAIL", "FAIL"]  # each half is 0.5x
+
+
+def test_unmatched_kernel_is_unjudged_with_a_reason():
+    (row,) = audit(list(kernels().values()), LEDGER_READ, kernel_pattern="gemm")
+    assert row.verdict == "UNJUDGED"
+    assert "kernel not matched" in row.reason
+
+
+def test_not_a_report():
+    with pytest.raises(InputError, match="no ncu --csv header"):
+        parse_ncu_csv("==PROF== nothing profiled\n")
+
+
+def test_cli_json(capsys):
+    code = main(["audit", "--ncu-csv", str(SYNTHETIC), "--op", "rmsnorm", "--shape", "rows=8192",
+                 "--shape", "hidden=4096", "--kernel", "rmsnorm_reread", "--json"])
+    assert code == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (row["verdict"], row["ledger_read_bytes"], row["dram_read_bytes"]) == (
+        "WARN", LEDGER_READ, 134_217_728)
+
+
+def test_cli_bad_report_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("hello\n")
+    code = main(["audit", "--ncu-csv", str(bad), "--op", "rmsnorm"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "no ncu --csv header" in err

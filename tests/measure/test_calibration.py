@@ -1,0 +1,136 @@
+"""Calibration arithmetic, plausibility refusals, and the profile it writes."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from roofwise.cli import main
+from roofwise.measure.calibration_math import (
+    Clocks,
+    Measurement,
+    RefusedMeasurement,
+    bandwidth_bytes_per_s,
+    build_profile,
+    bytes_moved,
+    check_plausible,
+    envelope,
+    fraction,
+    gemm_flops,
+)
+from roofwise.profiles import builtin_machines, parse_machine
+
+GiB = 1 << 30
+STEADY = Clocks(sm_mhz=1980, mem_mhz=3201, power_limit_w=700, driver="580.159.04")
+
+
+def test_bytes_per_mix():
+    assert bytes_moved("copy", GiB) == 2 * 1_073_741_824
+    assert bytes_moved("triad", GiB) == 3 * 1_073_741_824
+    assert bytes_moved("read", GiB) == 1_073_741_824
+    assert bytes_moved("write", GiB) == 1_073_741_824
+    with pytest.raises(ValueError):
+        bytes_moved("scale", GiB)
+
+
+def test_bandwidth_uses_the_median():
+    # copy of 2 GiB arrays moves 4 GiB = 4,294,967,296 B; median of (1.1, 1.0, 5.0) ms is 1.1 ms
+    assert bandwidth_bytes_per_s(bytes_moved("copy", 2 * GiB), [1.1e-3, 1.0e-3, 5.0e-3]) == (
+        pytest.approx(4_294_967_296 / 1.1e-3, rel=1e-12))  # 3.904515724e12 B/s
+
+
+def test_gemm_flops_and_fraction():
+    assert gemm_flops(8192, 8192, 8192) == 1_099_511_627_776.0  # 2 * 8192^3
+    # 1.0995e12 FLOP in 1.5 ms = 733.0078e12 FLOP/s; over 989.5e12 = 0.740786
+    rate = gemm_flops(8192, 8192, 8192) / 1.5e-3
+    assert fraction(rate, 989.5e12) == pytest.approx(0.740786, abs=1e-6)
+
+
+def test_envelope_is_the_max():
+    assert envelope({"copy": 0.81, "triad": 0.84, "read": 0.93, "write": 0.89}) == ("read", 0.93)
+
+
+def hbm(mix, seconds, start=STEADY, end=STEADY, array=2 * GiB):
+    return Measurement("memory", "hbm", mix, bytes_moved(mix, array), tuple(seconds), start, end,
+                       "test")
+
+
+def test_plausible_measurement_gives_its_fraction():
+    m = hbm("read", [0.5e-3] * 9)  # 2 GiB / 0.5 ms = 4.295e12 B/s; / 4.8e12 = 0.894785
+    assert check_plausible(m, 4.8e12) == pytest.approx(2 * GiB / 0.5e-3 / 4.8e12, rel=1e-12)
+
+
+def test_refuses_a_fraction_above_one():
+    m = hbm("read", [0.4e-3] * 9)  # 5.37e12 B/s over a 4.8e12 theoretical: 1.118
+    with pytest.raises(RefusedMeasurement, match=r"1\.118x the theoretical"):
+        check_plausible(m, 4.8e12)
+
+
+def test_refuses_clocks_that_moved():
+    hot = Clocks(sm_mhz=1980, mem_mhz=3201)
+    throttled = Clocks(sm_mhz=1755, mem_mhz=3201)
+    with pytest.raises(RefusedMeasurement, match="SM clock moved 1980 -> 1755"):
+        check_plausible(hbm("read", [0.5e-3] * 9, hot, throttled), 4.8e12)
+    nudged = Clocks(sm_mhz=1985, mem_mhz=3201)  # 5 MHz: within "a few"
+    assert check_plausible(hbm("read", [0.5e-3] * 9, hot, nudged), 4.8e12) is not None
+
+
+def test_refuses_a_wide_spread():
+    # p10..p90 of 1.0..2.0 ms is 1.1..1.9 around a 1.5 ms median: 0.533 > 0.10
+    times = [1.0e-3 + i * 0.125e-3 for i in range(9)]
+    with pytest.raises(RefusedMeasurement, match="spread"):
+        check_plausible(hbm("read", times), 4.8e12)
+
+
+def measurements():
+    gemm = gemm_flops(8192, 8192, 8192)
+    return [
+        hbm("read", [0.5e-3] * 9),                        # 0.894785
+        hbm("copy", [1.1e-3] * 9),                        # 3.905e12 / 4.8e12 = 0.813439
+        Measurement("unit", "tensor_core.bf16", "burst", gemm, (1.45e-3,) * 9, STEADY, STEADY),
+        Measurement("unit", "tensor_core.bf16", "sustained", gemm, (1.55e-3,) * 9, STEADY,
+                    STEADY),
+        Measurement("unit", "tensor_core.fp16", "sustained", gemm, (0.9e-3,) * 9, STEADY,
+                    STEADY),                              # 1.2217e15 > 989.5e12: refused
+        # 40 GB / 4 ms = 1e13 B/s; the l2 level has no theoretical rate
+        Measurement("memory", "l2", "read", 40e9, (4e-3,) * 9, STEADY, STEADY),
+    ]
+
+
+def test_built_profile_loads_and_gives_back_the_measured_rates(tmp_path):
+    h200 = builtin_machines()["h200"]
+    profile = build_profile("NVIDIA H200", measurements(), h200,
+                            {"card": "NVIDIA H200", "driver": "580.159.04",
+                             "date": "2026-11-20", "command": "roofwise calibrate"},
+                            latency_floor=(2.1e-6, 6.5e-6))
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    machine = parse_machine(yaml.safe_load(path.read_text()), str(path))
+    assert machine.matches("NVIDIA H200")
+    assert machine.dram.effective_bytes_per_s("read") == pytest.approx(2 * GiB / 0.5e-3,
+                                                                      rel=1e-12)
+    assert machine.dram.effective_bytes_per_s("copy") == pytest.approx(4 * GiB / 1.1e-3,
+                                                                      rel=1e-12)
+    assert machine.dram.envelope_mix == "read"
+    bf16 = machine.units["tensor_core.bf16"]
+    assert bf16.effective_ops_per_s("burst") == pytest.approx(2 * 8192**3 / 1.45e-3, rel=1e-12)
+    assert bf16.effective_ops_per_s("sustained") == pytest.approx(2 * 8192**3 / 1.55e-3,
+                                                                  rel=1e-12)
+    # refused: fp16 keeps no calibration (its theoretical rate stands), and a note says why
+    assert not machine.units["tensor_core.fp16"].calibrated
+    assert any("refused: tensor_core.fp16 sustained" in n for n in machine.notes)
+    # L2 has no theoretical rate: the measurement is a note, not a fraction
+    assert machine.memory["l2"].calibration_by_mix == {}
+    assert any("measured l2 read: 1e+13/s" in n for n in machine.notes)
+    floor = machine.latency_floor
+    assert (floor.sol_s, floor.measured_s, floor.assumed) == (2.1e-6, 6.5e-6, False)
+    assert profile["provenance"]["driver"] == "580.159.04"
+
+
+def test_calibrate_without_gpu_is_one_line(tmp_path, capsys):
+    out = tmp_path / "p.yaml"
+    code = main(["calibrate", "--out", str(out), "--quick"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "GPU" in err
+    assert not out.exists()

@@ -1,0 +1,18 @@
+"""Shared fixtures: the shipped example records, analysed against the built-in profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roofwise.analysis import Analysis, analyze
+from roofwise.profiles import builtin_machines
+from roofwise.recordio import read_records
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
+
+
+@pytest.fixture()
+def example_analysis() -> Analysis:
+    return analyze(read_records(EXAMPLES).columns, builtin_machines())

@@ -1,0 +1,410 @@
+"""The linter: for each misuse M1..M8, a wrong case that fires and a right case that is silent.
+
+Numbers in the assertions are hand-computed from the seed (shared/seed/NOTES.md):
+case study 67,764,736 B = payload 63,569,920 B + lookups 4,194,816 B; 189,235,200 FLOPs;
+the natural split 151,650,816 B; the decode step (1 token) 17,056 B; H200 HBM envelope
+4800e9 x 0.9380 = 4502.4 GB/s.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from roofwise.analysis import Analysis, analyze
+from roofwise.cli import main
+from roofwise.ledger import Ledger, Role, Tensor, Work
+from roofwise.ledgerio import ledger_to_yaml_data
+from roofwise.lint import (
+    ERROR,
+    LEDGER_CHECKS,
+    ROW_CHECKS,
+    WARNING,
+    Finding,
+    decompositions,
+    lint_analysis,
+    lint_ledger,
+    lint_machine,
+)
+from roofwise.machine import ComputeUnit, Machine
+from roofwise.ops import qk_norm_rope_quant, qk_norm_rope_quant_split, qk_norm_rope_quant_stages
+from roofwise.profiles import builtin_machines
+from roofwise.recordio import write_records
+from roofwise.records import columns_from_valid, validate_record
+
+MACHINES = builtin_machines()
+H200 = MACHINES["h200"]
+FUSED = qk_norm_rope_quant()
+SPLIT = qk_norm_rope_quant_split()
+DECODE = qk_norm_rope_quant(tokens=1)
+ROWS = 4096 * (32 + 8)
+ELEMS = ROWS * 128
+LOOKUP_BYTES = 2 * 128 * 2 + 2 * 4096 * 128 * 4  # two bf16 weight vectors + fp32 cos and sin
+
+
+def codes(findings: list[Finding], code: str) -> list[Finding]:
+    return [f for f in findings if f.code == code]
+
+
+def analysis_of(records: list[dict[str, Any]], machine: Machine = H200) -> Analysis:
+    rows = [validate_record(r, f"test:{n}") for n, r in enumerate(records, 1)]
+    return analyze(columns_from_valid(rows), MACHINES, machine)
+
+
+def test_the_case_study_is_the_seed_operator() -> None:
+    assert FUSED.bytes == 67_764_736 == ELEMS * 2 + ELEMS + ROWS * 4 + LOOKUP_BYTES
+    assert FUSED.lookup_bytes == LOOKUP_BYTES == 4_194_816
+    assert FUSED.flops == 189_235_200 == 1155 * ROWS
+    assert SPLIT.bytes == 151_650_816
+    assert DECODE.bytes == 17_056 == 40 * 128 * 3 + 40 * 4 + 2 * 128 * 2 + 2 * 128 * 4
+
+
+def test_every_code_is_registered() -> None:
+    assert list(ROW_CHECKS) == [f"M{k}" for k in range(1, 9)]
+    assert set(LEDGER_CHECKS) == {f"M{k}" for k in range(1, 8)}  # M8 needs a measured time
+
+
+# ---------------------------------------------------------------------------- M1
+
+
+def test_m1_fires_on_a_datasheet_bandwidth() -> None:
+    found = codes(lint_ledger(FUSED, MACHINES["h100-sxm"]), "M1")
+    assert [f.severity for f in found] == [WARNING]
+    assert "3350 GB/s" in found[0].reason
+    # 67,764,736 B / 3.35e12 B/s = 20.228 us: the whole SOL rests on the datasheet figure
+    assert "20.228 us" in found[0].reason and "100%" in found[0].reason
+
+
+def test_m1_fires_on_a_sparse_peak_and_a_sparse_source() -> None:
+    doubled = ComputeUnit("tensor_core.fp16", 1979.0e12, {"burst": 0.7370}, source="datasheet")
+    worded = ComputeUnit("tensor_core.bf16", 989.5e12, source="datasheet 2:4 sparse peak")
+    machine = replace(H200, units={**H200.units, doubled.key: doubled, worded.key: worded})
+    found = [f for f in lint_machine(machine) if f.severity == ERROR]
+    assert [f.where for f in found] == ["h200 tensor_core.fp16", "h200 tensor_core.bf16"]
+    assert "1979.0 T/s is 2x" in found[0].reason and "989.5 T/s" in found[0].reason
+    assert "sparse" in found[1].reason
+    gemm = Ledger("gemm", "tensor_core.fp16", (Tensor("a", (4096, 4096), "fp16", Role.INPUT),),
+                  (Work("tensor_core.fp16", "contraction", 2 * 4096**3),))
+    assert [f.severity for f in codes(lint_ledger(gemm, machine), "M1")] == [ERROR]
+
+
+def test_m1_silent_on_calibrated_h200_ceilings() -> None:
+    assert codes(lint_ledger(FUSED, H200), "M1") == []
+    # the only datasheet ceiling the h200 profile holds is the special-function pipe
+    assert [f.where for f in lint_machine(H200)] == ["h200 sfu.fp32"]
+    assert "4.18 T/s" in lint_machine(H200)[0].reason
+
+
+def test_m1_on_records_priced_on_an_uncalibrated_machine() -> None:
+    analysis = analysis_of([FUSED.to_record(time_s=25e-6)], MACHINES["h100-sxm"])
+    assert [f.code for f in lint_analysis(analysis)] == ["M1"]
+    assert codes(lint_analysis(analysis_of([FUSED.to_record(time_s=17.5e-6)])), "M1") == []
+
+
+# ---------------------------------------------------------------------------- M2
+
+
+def test_m2_fires_on_an_elementwise_op_on_the_tensor_core_roof() -> None:
+    found = codes(lint_ledger(replace(FUSED, roof="tensor_core.fp16"), H200), "M2")
+    assert [f.severity for f in found] == [ERROR]
+    # balance: 989.5e12 x 0.7370 / 4502.4e9 = 161.97; 67.0e12 x 0.8548 / 4502.4e9 = 12.72
+    assert "189,235,200" in found[0].reason
+    assert "161.97" in found[0].reason and "12.72" in found[0].reason
+    assert found[0].fix.endswith("cuda_core.fp32")
+
+
+def test_m2_silent_on_the_cuda_core_roof() -> None:
+    assert codes(lint_ledger(FUSED, H200), "M2") == []
+
+
+def test_m2_on_records() -> None:
+    wrong = {**FUSED.to_record(time_s=20e-6), "roof": "tensor_core.fp16"}
+    found = codes(lint_analysis(analysis_of([wrong, FUSED.to_record(time_s=20e-6)])), "M2")
+    assert [f.where for f in found] == ["qk_norm_rope_quant (record 1)"]
+    assert "cuda_core.fp32 189,071,360" in found[0].reason  # 1155*ROWS less the ROWS rsqrts
+    # a record without flops_by_unit is judged against a reference ledger of its op
+    bare = {"op": "qk_norm_rope_quant", "flops": FUSED.flops, "bytes": FUSED.bytes,
+            "roof": "tensor_core.bf16", "time_s": 20e-6}
+    assert len(codes(lint_analysis(analysis_of([bare]), [FUSED]), "M2")) == 1
+    assert codes(lint_analysis(analysis_of([bare])), "M2") == []  # undecidable without one
+
+
+# ---------------------------------------------------------------------------- M3
+
+KV_LEN, HEADS, DIM = 4096, 32, 128
+QK_OPS = 2 * HEADS * KV_LEN * DIM  # one decode query per head: QK^T then PV, 2 FLOP per MAC
+
+
+def fp8_kv_decode(roof: str) -> Ledger:
+    """An fp8-KV attention decode step whose contractions run in bf16 (KV upcast on load)."""
+    return Ledger(
+        "attention_decode_fp8kv", roof,
+        (Tensor("q", (HEADS, DIM), "bf16", Role.INPUT),
+         Tensor("k_cache", (KV_LEN, 8, DIM), "fp8_e4m3", Role.INPUT),
+         Tensor("v_cache", (KV_LEN, 8, DIM), "fp8_e4m3", Role.INPUT),
+         Tensor("out", (HEADS, DIM), "bf16", Role.OUTPUT)),
+        (Work("tensor_core.bf16", "contraction", QK_OPS, "QK^T"),
+         Work("tensor_core.bf16", "contraction", QK_OPS, "PV"),
+         Work("cuda_core.fp32", "arithmetic", 4 * HEADS * KV_LEN, "softmax"),
+         Work("sfu.fp32", "transcendental", HEADS * KV_LEN, "exp")))
+
+
+def test_m3_fires_on_a_roof_that_follows_the_fp8_kv_dtype() -> None:
+    found = codes(lint_ledger(fp8_kv_decode("tensor_core.fp8"), H200), "M3")
+    assert [f.severity for f in found] == [ERROR]
+    assert 2 * QK_OPS == 67_108_864
+    assert "(67,108,864 ops)" in found[0].reason
+    assert "k_cache (fp8_e4m3)" in found[0].reason and "tensor_core.bf16" in found[0].reason
+    assert codes(lint_ledger(fp8_kv_decode("tensor_core.fp8"), H200), "M2") == []
+
+
+def test_m3_silent_on_the_algorithms_roof() -> None:
+    assert codes(lint_ledger(fp8_kv_decode("tensor_core.bf16"), H200), "M3") == []
+
+
+def test_m3_on_records() -> None:
+    record = {"op": "attn", "flops": 1e12, "bytes": 1e9, "roof": "tensor_core.fp8",
+              "time_s": 1e-3, "flops_by_unit": {"tensor_core.bf16": 1e12}}
+    found = codes(lint_analysis(analysis_of([record])), "M3")
+    assert len(found) == 1 and "1,000,000,000,000" in found[0].reason
+    right = {**record, "roof": "tensor_core.bf16"}
+    assert codes(lint_analysis(analysis_of([right])), "M3") == []
+
+
+# ---------------------------------------------------------------------------- M4
+
+
+def test_m4_fires_on_one_call_priced_with_the_split_total() -> None:
+    found = codes(lint_ledger(replace(SPLIT, calls=1), H200), "M4")
+    assert [f.severity for f in found] == [ERROR]
+    # AI 189,235,200 / 151,650,816 = 1.25 against 189,235,200 / 67,764,736 = 2.79
+    assert "151,650,816" in found[0].reason and "67,764,736" in found[0].reason
+    assert "AI 1.25" in found[0].reason and "2.79" in found[0].reason
+
+
+def test_m4_fires_on_a_composed_ledger_that_carries_one_stages_tensors() -> None:
+    norm, _, _ = qk_norm_rope_quant_stages()
+    wrong = Ledger(FUSED.name, FUSED.roof, norm.tensors, FUSED.work, stages=FUSED.stages)
+    found = codes(lint_ledger(wrong, H200), "M4")
+    # norm stage: q and k read and written in bf16, plus two bf16 weight vectors of 128
+    assert norm.bytes == 2 * ELEMS * 2 + 2 * 128 * 2 == 83_886_592
+    assert len(found) == 1 and "83,886,592" in found[0].reason and "qk_norm" in found[0].reason
+
+
+def test_m4_silent_on_fused_and_on_split() -> None:
+    assert codes(lint_ledger(FUSED, H200), "M4") == []
+    assert codes(lint_ledger(SPLIT, H200), "M4") == []
+
+
+def test_decompositions_recount_the_split() -> None:
+    fused, readings = decompositions(FUSED)
+    assert fused is not None and fused.bytes == FUSED.bytes
+    two_call = [r for r in readings if r.calls == 2]
+    # both ways to cut three stages in two move the same bytes: one label, 151,650,816 B
+    assert [r.bytes for r in two_call] == [151_650_816]
+    three_call = [r for r in readings if r.calls == 3]
+    assert [r.bytes for r in three_call] == [83_886_592 + 88_080_384 + 63_569_920]
+
+
+def test_m4_on_records_with_a_reference() -> None:
+    wrong = {**FUSED.to_record(time_s=40e-6), "bytes": SPLIT.bytes}
+    del wrong["read_bytes"], wrong["write_bytes"]
+    analysis = analysis_of([wrong, FUSED.to_record(time_s=17.5e-6)])
+    found = codes(lint_analysis(analysis, [FUSED]), "M4")
+    assert [f.where for f in found] == ["qk_norm_rope_quant (record 1)"]
+    assert "151,650,816" in found[0].reason and "2-call total" in found[0].reason
+
+
+# ---------------------------------------------------------------------------- M5
+
+SCORES = 8192
+
+
+def softmax(unit_alu: str, unit_exp: str) -> Ledger:
+    return Ledger("softmax_row", unit_alu,
+                  (Tensor("x", (SCORES,), "fp32", Role.INPUT),
+                   Tensor("y", (SCORES,), "fp32", Role.OUTPUT)),
+                  (Work(unit_alu, "arithmetic", 4 * SCORES, "scale, max, subtract, sum"),
+                   Work(unit_exp, "transcendental", SCORES, "exp")))
+
+
+def test_m5_fires_when_the_exp_pipe_binds_per_pipe_on_ascend() -> None:
+    found = codes(lint_ledger(softmax("ascend_vector.alu", "ascend_vector.sfu"),
+                              MACHINES["ascend-a5-vector"]), "M5")
+    # seed: 4 x 8192 / 51 = 642.5 cycles, 8192 / 8 = 1024 cycles, serial 1666.5
+    assert [f.severity for f in found] == [WARNING]
+    assert "1,024.0 cycles" in found[0].reason and "642.5 cycles" in found[0].reason
+    assert "1,666.5 cycles" in found[0].reason
+
+
+def test_m5_fires_when_transcendentals_are_charged_like_a_multiply() -> None:
+    found = codes(lint_ledger(softmax("cuda_core.fp32", "cuda_core.fp32"), H200), "M5")
+    assert [f.severity for f in found] == [ERROR]
+    # on sfu.fp32: 8192 / 4.18176e12 = 1.959 ns; all on cuda: 40,960 / (67e12 x 0.8548) = 0.715 ns
+    assert "8,192" in found[0].reason and "sfu.fp32" in found[0].reason
+    assert "1.959 ns" in found[0].reason and "0.715 ns" in found[0].reason
+
+
+def test_m5_silent_when_the_sfu_does_not_bind() -> None:
+    # case study: 163,840 rsqrt on sfu.fp32 take 39 ns against 3.3 us on cuda_core.fp32
+    assert codes(lint_ledger(FUSED, H200), "M5") == []
+
+
+def test_m5_on_records() -> None:
+    record = {"op": "softmax", "flops": 5 * SCORES * 1000, "bytes": 8 * SCORES * 1000,
+              "roof": "cuda_core.fp32", "time_s": 1e-4,
+              "flops_by_unit": {"cuda_core.fp32": 4 * SCORES * 1000, "sfu.fp32": SCORES * 1000}}
+    found = codes(lint_analysis(analysis_of([record])), "M5")
+    assert len(found) == 1 and "8,192,000" in found[0].reason
+    assert codes(lint_analysis(analysis_of([FUSED.to_record(time_s=17.5e-6)])), "M5") == []
+
+
+# ---------------------------------------------------------------------------- M6
+
+
+def test_m6_fires_on_the_case_study_without_its_lookups() -> None:
+    payload_only = replace(FUSED, tensors=tuple(t for t in FUSED.tensors
+                                                if t.role is not Role.LOOKUP))
+    found = codes(lint_ledger(payload_only, H200, reference=FUSED), "M6")
+    assert [f.severity for f in found] == [ERROR]
+    assert "63,569,920" in found[0].reason and "4,194,816" in found[0].reason
+    assert "exactly its lookups" in found[0].reason and "cos" in found[0].reason
+
+
+def test_m6_silent_on_the_full_ledger() -> None:
+    assert codes(lint_ledger(FUSED, H200, reference=FUSED), "M6") == []
+    assert codes(lint_ledger(SPLIT, H200, reference=FUSED), "M6") == []  # more, not less
+
+
+def test_m6_on_records() -> None:
+    wrong = {**FUSED.to_record(time_s=20e-6), "bytes": FUSED.bytes - LOOKUP_BYTES}
+    del wrong["read_bytes"], wrong["write_bytes"]
+    found = codes(lint_analysis(analysis_of([wrong]), [FUSED]), "M6")
+    assert len(found) == 1 and "4,194,816 B below" in found[0].reason
+    # another shape of the same op (other FLOPs) is not judged against this reference
+    decode = DECODE.to_record(time_s=4e-6)
+    assert codes(lint_analysis(analysis_of([decode]), [FUSED]), "M6") == []
+    assert codes(lint_analysis(analysis_of([FUSED.to_record(time_s=20e-6)]), [FUSED]),
+                 "M6") == []
+
+
+# ---------------------------------------------------------------------------- M7
+
+
+def test_m7_fires_on_the_decode_step() -> None:
+    found = codes(lint_analysis(analysis_of([DECODE.to_record(time_s=4e-6)])), "M7")
+    assert [f.severity for f in found] == [WARNING]
+    # SOL 17,056 B / 4502.4 GB/s = 3.788 ns; efficiency 3.788 ns / 4 us = 0.1%
+    assert "3.788 ns" in found[0].reason and "4.000 us" in found[0].reason
+    assert "0.1%" in found[0].reason
+    assert len(codes(lint_ledger(DECODE, H200), "M7")) == 1
+
+
+def test_m7_silent_on_the_prefill() -> None:
+    assert codes(lint_analysis(analysis_of([FUSED.to_record(time_s=17.5e-6)])), "M7") == []
+    assert codes(lint_ledger(FUSED, H200), "M7") == []
+
+
+# ---------------------------------------------------------------------------- M8
+
+
+def test_m8_fires_above_theoretical_bandwidth() -> None:
+    found = codes(lint_analysis(analysis_of([FUSED.to_record(time_s=14.0e-6)])), "M8")
+    # 67,764,736 B / 14.0 us = 4840.3 GB/s > 4800 GB/s
+    assert [f.severity for f in found] == [ERROR]
+    assert "4840.3 GB/s" in found[0].reason and "4800 GB/s" in found[0].reason
+
+
+def test_m8_fires_above_105_percent() -> None:
+    found = codes(lint_analysis(analysis_of([FUSED.to_record(time_s=14.2e-6)])), "M8")
+    # SOL 15.051 us / 14.2 us = 106.0%; 4772 GB/s is still below 4800
+    assert len(found) == 1 and "106.0%" in found[0].reason and "15.051 us" in found[0].reason
+
+
+def test_m8_silent_at_17_5_us() -> None:
+    analysis = analysis_of([FUSED.to_record(time_s=17.5e-6)])
+    assert analysis.verdict_name(0) == "at_ceiling"  # 15.051 / 17.5 = 86%
+    assert lint_analysis(analysis) == []
+
+
+def test_where_names_file_and_line() -> None:
+    analysis = analysis_of([FUSED.to_record(time_s=17.5e-6), FUSED.to_record(time_s=14e-6)])
+    found = lint_analysis(analysis, path="runs.jsonl")
+    assert [f.where for f in found] == ["runs.jsonl:2 (qk_norm_rope_quant)"]
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    out = {"bad": tmp_path / "bad.jsonl", "good": tmp_path / "good.jsonl",
+           "ledger": tmp_path / "tc.yaml", "reference": tmp_path / "ref.yaml",
+           "broken": tmp_path / "broken.jsonl"}
+    write_records(out["bad"], [FUSED.to_record(time_s=14e-6, device="NVIDIA H200"),
+                               DECODE.to_record(time_s=4e-6, device="NVIDIA H200")])
+    write_records(out["good"], [FUSED.to_record(time_s=17.5e-6, device="NVIDIA H200")])
+    out["ledger"].write_text(yaml.safe_dump(ledger_to_yaml_data(
+        replace(FUSED, roof="tensor_core.fp16"))))
+    out["reference"].write_text(yaml.safe_dump(ledger_to_yaml_data(FUSED)))
+    out["broken"].write_text("{not json\n")
+    return out
+
+
+def json_lines(text: str) -> list[dict[str, str]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_cli_exit_1_on_errors(files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+                              ) -> None:
+    assert main(["lint", "--json", str(files["bad"])]) == 1
+    found = json_lines(capsys.readouterr().out)
+    assert [(f["code"], f["severity"]) for f in found] == [("M8", "error"), ("M7", "warning")]
+    assert found[0]["where"] == f"{files['bad']}:1 (qk_norm_rope_quant)"
+
+
+def test_cli_exit_0_when_clean(files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+                               ) -> None:
+    assert main(["lint", str(files["good"])]) == 0
+    assert "clean" in capsys.readouterr().out
+    assert main(["lint", "--machine", "h200", str(files["reference"])]) == 0
+
+
+def test_cli_ledger_yaml_and_reference(files: dict[str, Path],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--json", "-m", "h200", str(files["ledger"])]) == 1
+    assert [f["code"] for f in json_lines(capsys.readouterr().out)] == ["M2"]
+    assert main(["lint", "--json", "--reference", str(files["reference"]),
+                 str(files["good"])]) == 0
+
+
+def test_cli_machine_only_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--json", "--machine", "h100-sxm"]) == 0
+    found = json_lines(capsys.readouterr().out)
+    assert {f["code"] for f in found} == {"M1"} and len(found) == 7  # hbm + six units
+
+
+@pytest.mark.parametrize("name", ["broken", "missing", "unknown"])
+def test_cli_exit_2_on_bad_input(files: dict[str, Path], tmp_path: Path, name: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = {"broken": files["broken"], "missing": tmp_path / "nope.jsonl",
+            "unknown": tmp_path / "x.txt"}[name]
+    assert main(["lint", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("roofwise: error:") and len(err.strip().splitlines()) == 1
+
+
+def test_analyze_shows_lint(files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+                            ) -> None:
+    assert main(["analyze", "--json", str(files["bad"])]) == 0
+    rows = json_lines(capsys.readouterr().out)
+    assert [[f["code"] for f in row["lint"]] for row in rows] == [["M8"], ["M7"]]
+    assert "4840.3 GB/s" in rows[0]["lint"][0]["reason"]
+    assert main(["analyze", str(files["bad"])]) == 0
+    out = capsys.readouterr().out
+    assert "lint: 2 finding(s)" in out and "M8 " in out and "M7 " in out
