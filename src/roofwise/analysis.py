@@ -129,7 +129,7 @@ def _blank_rows(n: int) -> tuple[Priced, Judged]:
     flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int64)
     priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, nan, nan, {}, {}, nan,
                     empty, nan, flags)
-    judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan, nan)
+    judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan)
     return priced, judged
 
 

@@ -170,7 +170,7 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         bytes=np.fromiter((r["bytes"] for r in good), np.float64, n),
         roof=roof,
         time_s=np.fromiter((r["time_s"] for r in good), np.float64, n),
-        timing=np.array([r.get("timing") or "" for r in good], dtype=object),
+        timing=_column_of_strings([r.get("timing") or "" for r in good]),
         device=device,
         read_bytes=np.fromiter((r.get("read_bytes", nan) for r in good), np.float64, n),
         write_bytes=np.fromiter((r.get("write_bytes", nan) for r in good), np.float64, n),
@@ -183,6 +183,13 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         roof_codes=roof_codes, roof_names=roof_names,
         device_codes=device_codes, device_names=device_names,
     )
+
+
+def _column_of_strings(values: list[str]) -> np.ndarray:
+    """An object column; a read-only broadcast when every row holds the same value."""
+    if values and values.count(values[0]) == len(values):
+        return np.broadcast_to(np.array(values[0], dtype=object), (len(values),))
+    return np.array(values, dtype=object)
 
 
 def _number(value: Any, where: str) -> float:

@@ -29,7 +29,6 @@ class Judged:
     verdict: np.ndarray  # int8 index into VERDICTS
     flags: np.ndarray  # int64 Reason bits, pricing's included
     achieved_bytes_per_s: np.ndarray
-    achieved_ops_per_s: np.ndarray  # on the binding unit
 
 
 def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarray,
@@ -43,7 +42,6 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
         efficiency = priced.sol_time_s / safe_time
         envelope_efficiency = priced.envelope_sol_time_s / safe_time
         achieved_bytes = bytes_ / safe_time
-        achieved_ops = priced.binding_ops / safe_time
 
     theoretical_bw = machine.dram.theoretical_bytes_per_s
     if theoretical_bw is not None:
@@ -75,8 +73,7 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     efficiency = np.where(blank, np.nan, efficiency)
     return Judged(efficiency=efficiency, envelope_efficiency=np.where(blank, np.nan,
                                                                       envelope_efficiency),
-                  verdict=verdict, flags=flags, achieved_bytes_per_s=achieved_bytes,
-                  achieved_ops_per_s=achieved_ops)
+                  verdict=verdict, flags=flags, achieved_bytes_per_s=achieved_bytes)
 
 
 def wall_timing(timing: np.ndarray) -> np.ndarray:
