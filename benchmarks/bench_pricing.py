@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from roofwise.analysis import analyze
+from roofwise.pricing import uniform
 from roofwise.profiles import builtin_machines
 from roofwise.recordio import read_records, write_records
 from roofwise.records import RecordColumns
@@ -30,7 +31,7 @@ def synthetic(n: int, seed: int = 0) -> RecordColumns:
     return RecordColumns(
         op=np.full(n, "op", dtype=object), flops=rng.uniform(1e6, 1e13, n),
         bytes=rng.uniform(1e3, 1e10, n), roof=roofs,
-        time_s=rng.uniform(1e-6, 1e-1, n), timing=np.broadcast_to(np.array("device", dtype=object), (n,)),
+        time_s=rng.uniform(1e-6, 1e-1, n), timing=uniform("device", n),
         device=np.full(n, "NVIDIA H200", dtype=object), read_bytes=nan, write_bytes=nan,
         time_p10_s=nan, time_p90_s=nan, flops_by_unit={}, has_unit_split=np.zeros(n, bool),
         line=np.arange(n), rows=None, roof_codes=roof_codes, roof_names=names,
