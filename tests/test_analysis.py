@@ -35,9 +35,9 @@ def test_verdicts_row_by_row(example):
     assert rows[0]["efficiency"] == pytest.approx(0.8600, abs=1e-4)
     # the two-kernel split: 151,650,816 B, measured 60 us
     assert rows[1]["efficiency"] == pytest.approx(151_650_816 / BW / 60e-6)
-    # payload-only bytes at 13 us imply 4890 GB/s > 4800 GB/s theoretical
-    assert 63_569_920 / 13e-6 > 4800e9
-    assert "exceeds hbm theoretical 4800 GB/s" in rows[3]["reasons"][0]
+    # payload-only bytes at 13 us imply 63,569,920 / 13e-6 = 4890.0 GB/s > 4800 GB/s
+    assert "bytes/time 4890.0 GB/s exceeds hbm theoretical 4800 GB/s" in rows[3]["reasons"][0]
+    assert rows[3]["efficiency"] is None  # never shown as a fast kernel
     # GEMM 2^40 FLOP at burst bf16: 1.4469 ms SOL against 1.35 ms measured = 107%
     assert rows[4]["efficiency"] == pytest.approx(2**40 / BF16_BURST / 1.35e-3)
     assert rows[4]["bound"] == "compute"
@@ -57,9 +57,14 @@ def test_forced_machine_overrides_device(examples, machines):
     loaded = read_records(examples / "records.jsonl")
     result = analyze(loaded.columns, machines, machine=machines["h100-sxm"])
     assert result.row(7)["verdict"] != "blank"
-    # on the uncalibrated H100 the fused prefill prices at 3.35 TB/s
-    assert result.row(0)["efficiency"] == pytest.approx(67_764_736 / 3.35e12 / 17.5e-6)
-    assert any("uncalibrated" in r for r in result.row(0)["reasons"])
+    # on the H100 (3.35 TB/s) 67,764,736 B in 17.5 us would be 3872 GB/s: impossible, and its
+    # 115.6% "efficiency" is never reported as a reading
+    row = result.row(0)
+    assert row["verdict"] == "impossible" and row["efficiency"] is None
+    assert "bytes/time 3872.3 GB/s exceeds hbm theoretical 3350 GB/s" in row["reasons"][0]
+    assert any("uncalibrated" in r for r in row["reasons"])
+    # the split's 151,650,816 B in 60 us is possible there: 45.3 us SOL, 75.4%
+    assert result.row(1)["efficiency"] == pytest.approx(151_650_816 / 3.35e12 / 60e-6)
 
 
 def _one(record, machines, **kw):
@@ -95,3 +100,50 @@ def test_fp8_roof_on_a100_is_blank(machines):
     row = _one({"op": "x", "flops": 1e9, "bytes": 1e6, "roof": "tensor_core.fp8",
                 "time_s": 1e-3, "device": "NVIDIA A100-SXM4-80GB"}, machines)
     assert row["verdict"] == "blank"
+
+
+# Precedence: blank > impossible > latency_bound > anomaly > at_ceiling / below.
+BASE = {"op": "x", "roof": "cuda_core.fp32", "device": "h200", "flops": 0.0}
+
+
+def test_blank_beats_impossible(machines):
+    row = _one({**BASE, "roof": "tensor_core.fp4", "bytes": 1e9, "time_s": 1e-6}, machines)
+    assert row["verdict"] == "blank"
+
+
+def test_impossible_beats_latency_bound(machines):
+    # 1 MB in 0.1 us is 1e13 B/s > 4.8e12, although SOL (0.22 us) and time are under the floor
+    row = _one({**BASE, "bytes": 1e6, "time_s": 1e-7}, machines)
+    assert row["verdict"] == "impossible"
+    assert any("below the latency floor" in r for r in row["reasons"])
+
+
+def test_latency_bound_beats_anomaly(machines):
+    # 9,004,800 B is 2.000 us at 4502.4 GB/s; measured 1.88 us is 106.4% of SOL but 4790 GB/s
+    # stays under 4800 GB/s, and both times are under the assumed floor
+    row = _one({**BASE, "bytes": 9_004_800, "time_s": 1.88e-6}, machines)
+    assert row["verdict"] == "latency_bound" and row["efficiency"] is None
+
+
+def test_anomaly_above_105_percent(machines):
+    row = _one({**BASE, "bytes": 4502.4e9 * 100e-6, "time_s": 100e-6 / 1.06}, machines)
+    assert row["verdict"] == "anomaly"
+    assert any("efficiency 106.0% of the envelope ceiling" in r for r in row["reasons"])
+
+
+def test_reason_names_the_mix_when_above_it_within_the_envelope(machines):
+    copy_bw = 4800e9 * 0.8183
+    record = {**BASE, "bytes": 2e9, "read_bytes": 1e9, "write_bytes": 1e9,
+              "time_s": 2e9 / copy_bw / 1.10}
+    row = _one(record, machines, mix="auto")
+    assert row["mix"] == "copy" and row["verdict"] == "at_ceiling"
+    assert row["efficiency"] == pytest.approx(1.10)
+    assert any("hbm copy mix it was priced with, but within the envelope" in r
+               for r in row["reasons"])
+
+
+def test_unknown_regime_is_bad_input(machines):
+    from roofwise.errors import InputError
+
+    with pytest.raises(InputError, match="--regime: expected one of sustained, burst"):
+        _one({**BASE, "bytes": 1e9, "time_s": 1e-3}, machines, regime="turbo")

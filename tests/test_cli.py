@@ -129,3 +129,52 @@ def test_missing_field_names_it(capsys, tmp_path):
     path.write_text(json.dumps({"op": "x", "flops": 1, "bytes": 1, "time_s": 1}) + "\n")
     one_line_error(capsys, "analyze", str(path), "--strict",
                    expect=(f"{path}:1: roof", "missing required field"))
+
+
+def test_bare_command_prints_help(capsys):
+    code, out, err = run(capsys)
+    assert code == 0 and "Commands:" in out and not err
+    commands = [line.split()[0] for line in out.split("Commands:")[1].strip().splitlines()]
+    assert commands[:2] == ["machines", "machine"]  # the data-flow order, not alphabetical
+    assert commands.index("price") < commands.index("analyze") < commands.index("calibrate")
+
+
+def test_price_refuses_a_unit_the_machine_lacks(capsys, tmp_path):
+    ledger = tmp_path / "l.yaml"
+    ledger.write_text("name: x\nroof: cuda_core.fp32\ntensors:\n  - {name: a, shape: [4], "
+                      "dtype: fp32, role: input}\nwork:\n  - {unit: tpu.x, class: arithmetic, "
+                      "ops: 8}\n")
+    one_line_error(capsys, "price", str(ledger), "-m", "h200",
+                   expect=("--machine", "h200 has no unit tpu.x, which x uses"))
+    one_line_error(capsys, "price", str(ledger).replace("l.yaml", "l.yaml"), "-m", "a100-sxm",
+                   expect=("a100-sxm has no unit tpu.x",))
+
+
+def test_price_on_a_clockless_machine_is_in_cycles(capsys, tmp_path):
+    ledger = tmp_path / "softmax.yaml"
+    ledger.write_text("name: softmax_row\nroof: ascend_vector.alu\ntensors:\n"
+                      "  - {name: s, shape: [8192], dtype: fp32, role: input}\n"
+                      "  - {name: p, shape: [8192], dtype: fp32, role: output}\n"
+                      "work:\n  - {unit: ascend_vector.sfu, class: transcendental, ops: 8192}\n"
+                      "  - {unit: ascend_vector.alu, class: arithmetic, ops: 32768}\n")
+    code, out, _ = run(capsys, "price", str(ledger), "-m", "ascend-a5-vector", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["priced_in"] == "cycles"
+    assert data["cycles_by_unit"] == {"ascend_vector.sfu": 1024.0,
+                                      "ascend_vector.alu": pytest.approx(642.5098, abs=1e-4)}
+    assert data["compute_serial_cycles"] == pytest.approx(1666.5098, abs=1e-4)
+    assert data["binding_unit"] == "ascend_vector.sfu"
+    assert data["memory_cycles"] == pytest.approx(8192 * 4 / 100)  # GM-UB 100 B/cycle
+    code, out, _ = run(capsys, "price", str(ledger), "-m", "ascend-a5-vector")
+    assert "1,024.0" in out and "1,666.5" in out
+
+
+def test_bad_regime_is_one_line(capsys, examples):
+    one_line_error(capsys, "analyze", str(examples / "records.jsonl"), "--regime", "turbo",
+                   expect=("--regime", "expected one of sustained, burst, unspecified"))
+
+
+def test_empty_record_file_is_one_line(capsys, tmp_path):
+    path = tmp_path / "e.jsonl"
+    path.write_text("")
+    one_line_error(capsys, "analyze", str(path), expect=(str(path), "no records"))

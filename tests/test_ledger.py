@@ -125,3 +125,27 @@ def test_bad_ledger_names_the_field(data, where, expected):
         parse_ledger(data, "l.yaml")
     assert f"l.yaml: {where}" in str(info.value) or f"l.yaml.{where}" in str(info.value)
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(("data", "where", "expected"), [
+    ({"name": "x", "roof": "cuda_core.fp32", "tensors": [
+        {"name": "a", "shape": [1.5, 4], "dtype": "fp32", "role": "input"}]},
+     "tensors[0].shape[0]", "whole number"),
+    ({"name": "x", "roof": "cuda_core.fp32", "tensors": [
+        {"name": "a", "shape": [4], "dtype": "fp32", "role": "input"},
+        {"name": "a", "shape": [4], "dtype": "fp32", "role": "output"}]},
+     "tensors[1].name", "listed twice"),
+])
+def test_more_bad_ledgers(data, where, expected):
+    with pytest.raises(InputError) as info:
+        parse_ledger(data, "l.yaml")
+    assert f"l.yaml: {where}" in str(info.value) and expected in str(info.value)
+
+
+def test_a_profile_is_not_a_ledger(h200):
+    from roofwise.profiles import builtin_paths
+    from roofwise.schema import load_yaml
+
+    path = next(p for p in builtin_paths() if p.name == "h200.yaml")
+    with pytest.raises(InputError, match="machine profile, not a ledger"):
+        parse_ledger(load_yaml(path), str(path))

@@ -1,4 +1,5 @@
-"""The linter: for each misuse M1..M8, a wrong case that fires and a right case that is silent.
+"""The linter: for each misuse M1..M8 and R1, a wrong case that fires and a right case that is
+silent.
 
 Numbers in the assertions are hand-computed from the seed (shared/seed/NOTES.md):
 case study 67,764,736 B = payload 63,569,920 B + lookups 4,194,816 B; 189,235,200 FLOPs;
@@ -21,6 +22,7 @@ from roofwise.cli import main
 from roofwise.ledger import Ledger, Role, Tensor, Work
 from roofwise.ledgerio import ledger_to_yaml_data
 from roofwise.lint import (
+    CODES,
     ERROR,
     LEDGER_CHECKS,
     ROW_CHECKS,
@@ -30,9 +32,17 @@ from roofwise.lint import (
     lint_analysis,
     lint_ledger,
     lint_machine,
+    lint_rows,
 )
 from roofwise.machine import ComputeUnit, Machine
-from roofwise.ops import qk_norm_rope_quant, qk_norm_rope_quant_split, qk_norm_rope_quant_stages
+from roofwise.ops import (
+    attention_decode,
+    gemm,
+    qk_norm_rope_quant,
+    qk_norm_rope_quant_split,
+    qk_norm_rope_quant_stages,
+    rmsnorm,
+)
 from roofwise.profiles import builtin_machines
 from roofwise.recordio import write_records
 from roofwise.records import columns_from_valid, validate_record
@@ -65,8 +75,17 @@ def test_the_case_study_is_the_seed_operator() -> None:
 
 
 def test_every_code_is_registered() -> None:
-    assert list(ROW_CHECKS) == [f"M{k}" for k in range(1, 9)]
-    assert set(LEDGER_CHECKS) == {f"M{k}" for k in range(1, 8)}  # M8 needs a measured time
+    assert list(ROW_CHECKS) == [*(f"M{k}" for k in range(1, 9)), "R1"]
+    # M8 needs a measured time
+    assert list(LEDGER_CHECKS) == [*(f"M{k}" for k in range(1, 8)), "R1"]
+    assert set(CODES) == {*ROW_CHECKS}
+
+
+def test_the_package_keeps_the_public_imports() -> None:
+    import roofwise.lint as lint
+
+    for name in ("lint_analysis", "lint_ledger", "lint_machine", "Finding", "lint_rows"):
+        assert callable(getattr(lint, name))
 
 
 # ---------------------------------------------------------------------------- M1
@@ -157,7 +176,8 @@ def fp8_kv_decode(roof: str) -> Ledger:
 def test_m3_fires_on_a_roof_that_follows_the_fp8_kv_dtype() -> None:
     found = codes(lint_ledger(fp8_kv_decode("tensor_core.fp8"), H200), "M3")
     assert [f.severity for f in found] == [ERROR]
-    assert 2 * QK_OPS == 67_108_864
+    # QK^T and PV: 2 x (2 x 32 heads x 4096 keys x 128) = 67,108,864
+    assert fp8_kv_decode("tensor_core.fp8").ops_by_class["contraction"] == 67_108_864
     assert "(67,108,864 ops)" in found[0].reason
     assert "k_cache (fp8_e4m3)" in found[0].reason and "tensor_core.bf16" in found[0].reason
     assert codes(lint_ledger(fp8_kv_decode("tensor_core.fp8"), H200), "M2") == []
@@ -174,6 +194,77 @@ def test_m3_on_records() -> None:
     assert len(found) == 1 and "1,000,000,000,000" in found[0].reason
     right = {**record, "roof": "tensor_core.bf16"}
     assert codes(lint_analysis(analysis_of([right])), "M3") == []
+
+
+# attention_decode defaults: batch 64, 32 q heads, 4096 cached keys, d 128, one query: 64 x 32
+# x 4096 = 8,388,608 scores; QK^T and PV 2 x 128 each per score: 4,294,967,296 contraction ops
+DECODE_CONTRACTION = 2 * (2 * 128 * 64 * 32 * 4096)
+FP8_KV = attention_decode(kv_dtype="fp8_e4m3")
+
+
+def fp8_everywhere(ledger: Ledger) -> Ledger:
+    """The seed's M3: roof AND contraction work rewritten to follow the fp8 KV dtype."""
+    return replace(ledger, roof="tensor_core.fp8", work=tuple(
+        replace(w, unit="tensor_core.fp8") if w.op_class == "contraction" else w
+        for w in ledger.work))
+
+
+def test_m3_fires_against_the_reference_when_the_work_follows_the_kv_dtype() -> None:
+    assert FP8_KV.roof == "tensor_core.bf16"
+    assert FP8_KV.ops_by_class["contraction"] == DECODE_CONTRACTION == 4_294_967_296
+    wrong = fp8_everywhere(FP8_KV)
+    found = codes(lint_ledger(wrong, H200, reference=FP8_KV), "M3")
+    assert [f.severity for f in found] == [ERROR]
+    assert "k_cache (fp8_e4m3)" in found[0].reason
+    assert "counted on tensor_core.fp8" in found[0].reason
+    assert "(4,294,967,296 ops) runs on tensor_core.bf16" in found[0].reason
+    # seed balance points: fp8 1979e12 x 0.6977 / 4502.4e9 = 306.67, bf16 x 0.7680 = 168.78
+    assert "306.67 vs 168.78" in found[0].reason
+    assert found[0].fix.endswith("tensor_core.bf16")
+    # without a reference the rewritten ledger agrees with itself: nothing can tell
+    assert codes(lint_ledger(wrong, H200), "M3") == []
+
+
+def test_m3_silent_when_the_ledger_agrees_with_its_reference() -> None:
+    assert codes(lint_ledger(FP8_KV, H200, reference=FP8_KV), "M3") == []
+    assert codes(lint_ledger(FP8_KV, H200), "M3") == []
+
+
+def test_m3_fires_on_a_roof_named_after_the_input_dtype() -> None:
+    norm = rmsnorm()  # bf16 x and weight; all arithmetic on cuda_core.fp32, rsqrt on sfu.fp32
+    found = codes(lint_ledger(replace(norm, roof="cuda_core.bf16"), None), "M3")
+    # 4 ops per element of 4096 x 4096, plus 2 per row: 67,117,056 on cuda_core.fp32
+    assert len(found) == 1 and "follows input(s) x (bf16)" in found[0].reason
+    assert "(67,117,056 ops) runs on cuda_core.fp32" in found[0].reason
+    assert codes(lint_ledger(norm, None), "M3") == []
+    # a contracting op priced on the vector unit named after its q dtype
+    found = codes(lint_ledger(replace(FP8_KV, roof="cuda_core.bf16"), None), "M3")
+    assert len(found) == 1 and "runs on tensor_core.bf16" in found[0].reason
+
+
+def test_m3_fires_on_roof_and_work_named_after_the_dtype_against_the_reference() -> None:
+    norm = rmsnorm()
+    moved = replace(norm, roof="cuda_core.bf16", work=tuple(
+        replace(w, unit="cuda_core.bf16") if w.unit == "cuda_core.fp32" else w
+        for w in norm.work))
+    assert codes(lint_ledger(moved, None), "M3") == []  # consistent with itself
+    found = codes(lint_ledger(moved, None, reference=norm), "M3")
+    assert len(found) == 1 and "reference rmsnorm's work" in found[0].reason
+    assert found[0].fix.endswith("cuda_core.fp32")
+    assert codes(lint_ledger(norm, None, reference=norm), "M3") == []
+
+
+def test_m3_on_records_against_a_reference() -> None:
+    split = fp8_everywhere(FP8_KV).to_record(time_s=10e-3)
+    bare = {k: v for k, v in split.items() if k != "flops_by_unit"}
+    right = FP8_KV.to_record(time_s=10e-3)
+    analysis = analysis_of([split, bare, right])
+    found = codes(lint_analysis(analysis, [FP8_KV]), "M3")
+    assert [f.where for f in found] == ["attention_decode (record 1)",
+                                        "attention_decode (record 2)"]
+    assert "matrix work counted on tensor_core.fp8" in found[0].reason
+    assert all("(4,294,967,296 ops) runs on tensor_core.bf16" in f.reason for f in found)
+    assert codes(lint_analysis(analysis), "M3") == []  # undecidable without the reference
 
 
 # ---------------------------------------------------------------------------- M4
@@ -218,6 +309,35 @@ def test_m4_on_records_with_a_reference() -> None:
     found = codes(lint_analysis(analysis, [FUSED]), "M4")
     assert [f.where for f in found] == ["qk_norm_rope_quant (record 1)"]
     assert "151,650,816" in found[0].reason and "2-call total" in found[0].reason
+
+
+QUANT_STAGE = qk_norm_rope_quant_stages()[2]
+
+
+def test_m4_on_records_needs_a_stages_bytes_and_flops() -> None:
+    # payload only: 2 B in + 1 B out per element + a 4 B scale per row: the same bytes as
+    # the quant stage (bf16 in, fp8 out, scales), but the whole op's FLOPs
+    payload = ELEMS * 2 + ELEMS + ROWS * 4
+    assert QUANT_STAGE.bytes == payload == 63_569_920
+    assert QUANT_STAGE.flops == 386 * ROWS == 63_242_240  # 3/elem + 2/row
+    payload_only = {"op": FUSED.name, "flops": FUSED.flops, "bytes": payload,
+                    "roof": FUSED.roof, "time_s": 20e-6}
+    stage = {**payload_only, "flops": QUANT_STAGE.flops}
+    per_row = lint_rows(analysis_of([payload_only, stage]), [FUSED])
+    assert [f.code for f in per_row[0]] == ["M6"]  # left out its lookups: not a stage
+    assert [f.code for f in per_row[1]] == ["M4"]
+    assert "stage fp8_quant's" in per_row[1][0].reason
+    assert "63,242,240" in per_row[1][0].reason
+
+
+def test_m4_silent_on_a_payload_only_ledger() -> None:
+    payload_only = replace(FUSED, tensors=tuple(t for t in FUSED.tensors
+                                                if t.role is not Role.LOOKUP))
+    assert payload_only.bytes == QUANT_STAGE.bytes
+    assert codes(lint_ledger(payload_only, H200), "M4") == []
+    # the quant stage's own bytes and FLOPs in the composed op's name are M4
+    found = codes(lint_ledger(replace(payload_only, work=QUANT_STAGE.work), H200), "M4")
+    assert len(found) == 1 and "bytes and FLOPs are stage fp8_quant's" in found[0].reason
 
 
 # ---------------------------------------------------------------------------- M5
@@ -293,6 +413,40 @@ def test_m6_on_records() -> None:
                  "M6") == []
 
 
+RMS_NAMES = {"x": "input", "y": "out", "weight": "gamma"}
+
+
+def renamed_rmsnorm() -> Ledger:
+    norm = rmsnorm()
+    return replace(norm, tensors=tuple(replace(t, name=RMS_NAMES[t.name])
+                                       for t in norm.tensors))
+
+
+def test_m6_is_decided_on_bytes_not_names() -> None:
+    assert [t.name for t in rmsnorm().tensors] == list(RMS_NAMES)
+    assert codes(lint_ledger(renamed_rmsnorm(), None, reference=rmsnorm()), "M6") == []
+
+
+def test_m6_fires_on_a_renamed_ledger_without_its_weight() -> None:
+    no_gamma = replace(renamed_rmsnorm(), tensors=tuple(
+        t for t in renamed_rmsnorm().tensors if t.name != "gamma"))
+    found = codes(lint_ledger(no_gamma, None, reference=rmsnorm()), "M6")
+    # x is 4096 x 4096 bf16 = 33,554,432 B read; the bf16 weight of 4096 is 8,192 B
+    assert len(found) == 1
+    assert "reads 33,554,432 B" in found[0].reason and "8,192 B below" in found[0].reason
+    assert "exactly its lookups" in found[0].reason
+    assert found[0].reason.endswith("not found here by name or size: weight")
+
+
+def test_m6_fires_on_lookups_read_as_inputs() -> None:
+    as_input = replace(FUSED, tensors=tuple(
+        replace(t, role=Role.INPUT) if t.role is Role.LOOKUP else t for t in FUSED.tensors))
+    assert as_input.read_bytes == FUSED.read_bytes
+    found = codes(lint_ledger(as_input, None, reference=FUSED), "M6")
+    assert len(found) == 1 and found[0].reason.startswith("lookups 0 B")
+    assert "4,194,816 B in 4 lookup tensor(s)" in found[0].reason
+
+
 # ---------------------------------------------------------------------------- M7
 
 
@@ -332,6 +486,63 @@ def test_m8_silent_at_17_5_us() -> None:
     assert lint_analysis(analysis) == []
 
 
+GEMM = gemm(8192, 8192, 8192)  # 2 x 8192^3 = 2^40 FLOP on tensor_core.bf16
+
+
+def test_m8_fires_above_a_theoretical_compute_rate() -> None:
+    assert GEMM.flops == 2**40
+    doubled = {**GEMM.to_record(time_s=2e-3), "flops": 2.0**41}
+    found = codes(lint_analysis(analysis_of([doubled])), "M8")
+    # 2^41 / 2 ms = 1099.51 T/s, above the 989.5 T/s datasheet rate
+    assert [f.severity for f in found] == [ERROR]
+    assert found[0].reason == ("tensor_core.bf16 at 1099.51 T/s, above its theoretical "
+                               "989.50 T/s")
+
+
+def test_m8_silent_below_the_compute_ceiling() -> None:
+    # 2^40 / 1.5 ms = 733.0 T/s; SOL 2^40 / (989.5e12 x 0.7680) = 1.447 ms: 96.5%
+    analysis = analysis_of([GEMM.to_record(time_s=1.5e-3)])
+    assert analysis.verdict_name(0) == "at_ceiling"
+    assert codes(lint_analysis(analysis), "M8") == []
+
+
+# ---------------------------------------------------------------------------- R1
+
+
+def tpu_typo() -> Ledger:
+    return replace(FUSED, work=tuple(replace(w, unit="tpu.x") if w.unit == "cuda_core.fp32"
+                                     else w for w in FUSED.work), stages=())
+
+
+@pytest.mark.parametrize(("ledger", "machine", "missing"), [
+    (tpu_typo(), "h200", "unit tpu.x is"),
+    (gemm(dtype="fp8_e4m3"), "a100-sxm", "unit tensor_core.fp8 is"),
+    (rmsnorm(), "h20", "units cuda_core.fp32, sfu.fp32 are"),
+])
+def test_r1_fires_on_a_unit_the_machine_lacks(ledger: Ledger, machine: str,
+                                              missing: str) -> None:
+    found = codes(lint_ledger(ledger, MACHINES[machine]), "R1")
+    assert [f.severity for f in found] == [ERROR]
+    assert found[0].reason.startswith(f"{missing} not on {machine} (its units: ")
+    assert found[0].fix == "declare a unit the profile has, or use a profile that has it"
+
+
+def test_r1_silent_on_units_the_machine_has() -> None:
+    assert codes(lint_ledger(FUSED, H200), "R1") == []
+    assert codes(lint_ledger(gemm(dtype="fp8_e4m3"), H200), "R1") == []
+    assert codes(lint_ledger(tpu_typo(), None), "R1") == []  # no machine, nothing to check
+
+
+def test_r1_on_records() -> None:
+    typo = {**FUSED.to_record(time_s=20e-6), "roof": "tpu.x"}
+    split = {**FUSED.to_record(time_s=20e-6),
+             "flops_by_unit": {"cuda_core.fp32": 1.0e8, "tpu.y": FUSED.flops - 1.0e8}}
+    per_row = lint_rows(analysis_of([typo, split, FUSED.to_record(time_s=20e-6)]))
+    assert [[f.code for f in row] for row in per_row] == [["R1"], ["R1"], []]
+    assert per_row[0][0].reason.startswith("unit tpu.x is not on h200")
+    assert per_row[1][0].reason.startswith("unit tpu.y is not on h200")
+
+
 def test_where_names_file_and_line() -> None:
     analysis = analysis_of([FUSED.to_record(time_s=17.5e-6), FUSED.to_record(time_s=14e-6)])
     found = lint_analysis(analysis, path="runs.jsonl")
@@ -356,7 +567,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def json_lines(text: str) -> list[dict[str, str]]:
+def json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
@@ -408,3 +619,55 @@ def test_analyze_shows_lint(files: dict[str, Path], capsys: pytest.CaptureFixtur
     assert main(["analyze", str(files["bad"])]) == 0
     out = capsys.readouterr().out
     assert "lint: 2 finding(s)" in out and "M8 " in out and "M7 " in out
+
+
+def test_cli_says_what_was_skipped_only_for_ledgers(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = tmp_path / "h200.yaml"
+    profile.write_text(Path(H200.path or "").read_text())
+    assert main(["lint", "--json", str(profile)]) == 0
+    out, err = capsys.readouterr()
+    assert [f["where"] for f in json_lines(out)] == ["h200 sfu.fp32"]
+    assert err == ""
+    assert main(["lint", str(files["reference"])]) == 0
+    assert "M1, M5, M7 and R1 of 1 ledger(s) need a machine" in capsys.readouterr().err
+
+
+def test_cli_r1_on_a_typo_unit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(ledger_to_yaml_data(tpu_typo())))
+    assert main(["lint", "--json", "-m", "h200", str(path)]) == 1
+    found = json_lines(capsys.readouterr().out)
+    assert [(f["code"], f["where"]) for f in found] == [("R1", str(path))]
+    assert main(["lint", "--json", "-m", "h200", str(EXAMPLES / "qk_norm_rope_quant.yaml")]) == 0
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_lint_examples_with_the_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    records = str(EXAMPLES / "records.jsonl")
+    reference = str(EXAMPLES / "qk_norm_rope_quant.yaml")
+    assert main(["lint", "--json", "--reference", reference, records]) == 1
+    by_line: dict[int, list[str]] = {}
+    for f in json_lines(capsys.readouterr().out):
+        by_line.setdefault(int(f["where"].split(":")[-1].split(" ")[0]), []).append(f["code"])
+    # line 2: the two-kernel split total; line 4: payload only (bytes = the quant stage's,
+    # FLOPs the whole op's) read in 13 us, 4890.0 GB/s: M6 and M8, not M4
+    assert by_line[2] == ["M4"] and by_line[4] == ["M6", "M8"]
+
+
+def test_analyze_reference_feeds_lint(capsys: pytest.CaptureFixture[str]) -> None:
+    records = str(EXAMPLES / "records.jsonl")
+    reference = str(EXAMPLES / "qk_norm_rope_quant.yaml")
+    assert main(["analyze", "--json", "--reference", reference, records]) == 0
+    rows = json_lines(capsys.readouterr().out)
+    assert [f["code"] for f in rows[1]["lint"]] == ["M4"]
+    assert [f["code"] for f in rows[3]["lint"]] == ["M6", "M8"]
+    assert main(["analyze", "--json", records]) == 0  # without it, no reference checks
+    rows = json_lines(capsys.readouterr().out)
+    assert rows[1]["lint"] == [] and [f["code"] for f in rows[3]["lint"]] == ["M8"]
+    assert main(["analyze", "--reference", reference, records]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "lint: 6 finding(s)" in out
+    assert "M4 " in out and "M6 " in out and "exactly its lookups" in out

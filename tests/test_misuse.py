@@ -11,14 +11,28 @@ from roofwise.misuse import render
 
 SEED = Path(__file__).resolve().parents[2] / "shared" / "seed"
 
-# Citations in the seed's prose (file:line ranges, an arXiv id, a chapter) are not figures.
-CITATION = re.compile(r"\w+\.(?:yaml|md):\d+(?:-\d+)?|arXiv [\d.]+|code/\d+|H200,")
+# Citations in the seed's prose (file:line ranges, an arXiv id, a chapter) and the card's
+# name are not figures.
+CITATION = re.compile(r"\w+\.(?:yaml|md):\d+(?:-\d+)?|arXiv [\d.]+|code/\d+|H200\b")
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
-def seed_figures() -> list[str]:
+def seed_sections() -> dict[int, str]:
+    """The seed's output split into its header (0) and its eight sections (1..8)."""
     text = CITATION.sub(" ", (SEED / "expected_output.txt").read_text())
+    parts = re.split(r"^={20,}\nM(\d) .*\n={20,}$", text, flags=re.M)
+    sections = {0: parts[0]}
+    for number, body in zip(parts[1::2], parts[2::2], strict=True):
+        sections[int(number)] = body
+    return sections
+
+
+def figures(text: str) -> list[str]:
     return sorted({n.rstrip(",") for n in NUMBER.findall(text)})
+
+
+CASES = [(section, figure) for section, body in seed_sections().items()
+         for figure in figures(body)]
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +40,21 @@ def output() -> str:
     return render()
 
 
-def test_seed_output_has_figures():
-    figures = seed_figures()
-    assert {"4502.4", "15.051", "161.97", "134.87", "2.075", "79.8", "0.655"} <= set(figures)
+def test_seed_has_eight_sections_and_their_figures():
+    sections = seed_sections()
+    assert sorted(sections) == list(range(9))
+    assert {"4502.4", "163840"} <= set(figures(sections[0]))
+    assert {"134.87", "1.99"} <= set(figures(sections[4]))
+    assert {"2.075", "6.38"} <= set(figures(sections[5]))
 
 
-@pytest.mark.parametrize("figure", seed_figures())
-def test_every_seed_figure_appears(output, figure):
-    assert re.search(rf"(?<![\d.]){re.escape(figure)}(?!\d)", output), figure
+@pytest.mark.parametrize(("section", "figure"), CASES)
+def test_every_seed_figure_appears_in_its_own_section(section, figure):
+    """Each figure must appear where the seed printed it: in the same misuse's section."""
+    text = render(section) if section else render(1).split("=" * 84)[0]
+    if section:
+        text = text.split("=" * 84, 1)[1]  # the section alone, without the shared header
+    assert re.search(rf"(?<![\d.]){re.escape(figure)}(?!\d)", text), (section, figure)
 
 
 def test_corrections_show_honest_figures_beside_the_seeds(output):

@@ -74,3 +74,9 @@ def test_malformed_yaml_names_the_line(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(InputError, match="cannot read file"):
         load_machine(tmp_path / "nope.yaml")
+
+
+def test_unknown_regime_in_a_profile(tmp_path):
+    path = write(tmp_path, GOOD.replace("{sustained: 0.8}", "{turbo: 0.9}"))
+    with pytest.raises(InputError, match=r"calibration_by_regime\.turbo: unknown regime"):
+        load_machine(path)

@@ -14,7 +14,8 @@ from .pricing import Priced, price_columns, uniform
 from .profiles import match_device
 from .reasons import Reason
 from .records import RecordColumns
-from .verdict import BLANK, VERDICTS, Judged, judge
+from .report import fmt
+from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS, Judged, judge
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,9 @@ class Analysis:
                "intensity_flops_per_byte": _num(priced.intensity_flops_per_byte[i], False),
                "mix": priced.mix[i] or None,
                "regime": self.regime or "envelope",
-               "efficiency": _num(self.judged.efficiency[i], blank),
+               # never a reading where the model says efficiency is not the metric
+               "efficiency": _num(self.judged.efficiency[i], int(self.judged.verdict[i]) in (
+                   BLANK, IMPOSSIBLE, LATENCY_BOUND)),
                "verdict": self.verdict_name(i),
                "reasons": self.reasons(i)}
         return out
@@ -94,6 +97,8 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
     unmatched = np.flatnonzero(row_machine < 0)
     if len(unmatched):
         parts.append((unmatched, *_blank_rows(len(unmatched))))
+    if not parts:  # no rows at all
+        parts.append((np.arange(0), *_blank_rows(0)))
     priced_all, judged_all = _scatter(n, parts)
     labels = np.array([m.name for m in used] + [""], dtype=object)
     names = uniform(used[0].name, n) if len(used) == 1 and not len(unmatched) else labels[
@@ -193,10 +198,10 @@ def explain(analysis: Analysis, i: int) -> list[str]:
     if Reason.ZERO_BYTES in flags:
         out.append("zero bytes: the ledger moves nothing, so there is no memory roof to read")
     if Reason.BAD_TIME in flags:
-        out.append(f"non-positive time_s {cols.time_s[i]!r}")
+        out.append(f"non-positive time_s {float(cols.time_s[i]):g}")
     if Reason.ABOVE_THEORETICAL_BANDWIDTH in flags:
         theory = machine.dram.theoretical_bytes_per_s or math.nan
-        out.append(f"bytes/time {judged.achieved_bytes_per_s[i] / 1e9:.1f} GB/s exceeds "
+        out.append(f"bytes/time {_gbps(judged.achieved_bytes_per_s[i])} exceeds "
                    f"{machine.dram.name} theoretical {theory / 1e9:.0f} GB/s: physically "
                    "impossible, so the bytes or the time are wrong")
     if Reason.ABOVE_THEORETICAL_RATE in flags:
@@ -206,20 +211,24 @@ def explain(analysis: Analysis, i: int) -> list[str]:
         for u in over:
             rate = priced.unit_ops[u][i] / cols.time_s[i]
             peak = machine.units[u].theoretical_ops_per_s or math.nan
-            out.append(f"{u} at {rate / 1e12:.2f} T/s exceeds its theoretical "
+            shown = f"{rate / 1e12:.2f} T/s" if math.isfinite(rate) else "an infinite rate"
+            out.append(f"{u} at {shown} exceeds its theoretical "
                        f"{peak / 1e12:.2f} T/s: physically impossible")
     if Reason.BELOW_LATENCY_FLOOR in flags:
         floor = machine.latency_floor
         note = f" ({floor.source})" if floor.assumed else ""
-        out.append(f"SOL {priced.sol_time_s[i] * 1e6:.3f} us and measured "
-                   f"{cols.time_s[i] * 1e6:.3f} us are below the latency floor "
+        out.append(f"SOL {fmt.seconds(priced.sol_time_s[i])} and measured "
+                   f"{fmt.seconds(cols.time_s[i])} are below the latency floor "
                    f"(SOL < {floor.sol_s * 1e6:g} us, measured < {floor.measured_s * 1e6:g} us)"
                    f"{note}: the model has no traction, efficiency is not the metric")
     if Reason.ANOMALY in flags:
-        out.append(f"efficiency {judged.envelope_efficiency[i]:.0%} of the envelope ceiling is "
+        out.append(f"efficiency {judged.envelope_efficiency[i]:.1%} of the envelope ceiling is "
                    "above 105%: a formula or calibration error, not a great kernel")
     if Reason.ABOVE_REGIME_WITHIN_ENVELOPE in flags:
-        out.append(f"above the {analysis.regime} ceiling but within the envelope")
+        used = (f"{analysis.regime} regime" if analysis.regime else
+                f"{machine.dram.name} {priced.mix[i]} mix")
+        out.append(f"above the ceiling of the {used} it was priced with, but within the "
+                   "envelope (the highest measured mix and regime)")
     if Reason.AT_CEILING in flags or Reason.BELOW in flags:
         bound = "memory" if priced.bound_memory[i] else "compute"
         roof_used = (f"{machine.dram.name} {priced.mix[i]} mix" if priced.bound_memory[i]
@@ -234,6 +243,10 @@ def explain(analysis: Analysis, i: int) -> list[str]:
     if Reason.WALL_TIMING in flags:
         out.append("wall-clock time includes host overhead: efficiency is a lower bound")
     return out
+
+
+def _gbps(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1e9:.1f} GB/s" if math.isfinite(bytes_per_s) else "an infinite rate"
 
 
 def _num(value: float, blank: bool) -> float | None:

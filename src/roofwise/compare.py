@@ -16,8 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .analysis import Analysis
 from .errors import InputError
+from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND
 
 REGRESSION, IMPROVEMENT, UNCHANGED, ONLY_BASE, ONLY_NEW = (
     "regression", "improvement", "unchanged", "only_base", "only_new")
@@ -25,6 +28,8 @@ STATUS_ORDER = (REGRESSION, IMPROVEMENT, UNCHANGED, ONLY_BASE, ONLY_NEW)
 DEFAULT_THRESHOLD = 0.05
 
 Key = tuple[str, str, str]
+# verdicts whose efficiency is not a reading (the table shows "—"), so no change in it either
+_NO_EFFICIENCY = (BLANK, LATENCY_BOUND, IMPOSSIBLE)
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,7 @@ class Side:
     time_s: float
     time_p10_s: float  # NaN when the record has no spread
     time_p90_s: float
-    efficiency: float  # NaN when blank or latency-bound
+    efficiency: float  # NaN when blank, latency-bound or impossible: not a reading there
     verdict: str
 
     @property
@@ -117,13 +122,16 @@ def compare(base: Analysis, new: Analysis, threshold: float = DEFAULT_THRESHOLD)
 def _keyed(analysis: Analysis) -> Iterator[tuple[tuple[str, str, str, int], Side]]:
     seen: dict[Key, int] = {}
     cols, judged = analysis.columns, analysis.judged
+    with np.errstate(invalid="ignore"):
+        efficiency = np.where(np.isin(judged.verdict, _NO_EFFICIENCY), np.nan,
+                              judged.efficiency.astype(float))
     for i in range(len(analysis)):
         key = row_key(analysis, i)
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
         yield (*key, occurrence), Side(
             index=i, time_s=float(cols.time_s[i]), time_p10_s=float(cols.time_p10_s[i]),
-            time_p90_s=float(cols.time_p90_s[i]), efficiency=float(judged.efficiency[i]),
+            time_p90_s=float(cols.time_p90_s[i]), efficiency=float(efficiency[i]),
             verdict=analysis.verdict_name(i))
 
 

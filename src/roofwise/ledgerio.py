@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,68 +23,89 @@ def load_ledger(path: str | Path) -> Ledger:
 
 def parse_ledger(data: Any, where: str) -> Ledger:
     body = schema.expect_mapping(data, where)
+    if "memory" in body and "units" in body:
+        raise InputError(where, "this is a machine profile, not a ledger; pass it as --machine")
     schema.reject_unknown_keys(body, _LEDGER_KEYS, where)
-    name = schema.expect_str(schema.require(body, "name", where), f"{where}: name")
+    name = schema.expect_str(schema.require(body, "name", where), schema.at(where, "name"))
     roof = body.get("roof")
     if roof is not None:
-        _unit_key(roof, f"{where}: roof")
-    notes = tuple(str(n) for n in schema.expect_list(body.get("notes", []), f"{where}: notes"))
+        _unit_key(roof, schema.at(where, "roof"))
+    notes = tuple(str(n) for n in
+                  schema.expect_list(body.get("notes", []), schema.at(where, "notes")))
     if "stages" in body:
-        stages_raw = schema.expect_list(body["stages"], f"{where}: stages")
-        if not stages_raw:
-            raise InputError(f"{where}: stages", "expected at least one stage")
-        stages = [parse_ledger(s, f"{where}: stages[{i}]") for i, s in enumerate(stages_raw)]
-        compose = body.get("compose", "fused")
-        if compose not in COMPOSITIONS:
-            raise InputError(f"{where}: compose",
-                             f"expected one of {', '.join(COMPOSITIONS)}, got {compose!r}")
-        keep = [str(k) for k in schema.expect_list(body.get("keep", []), f"{where}: keep")]
-        composed = (fuse(name, stages, roof, keep) if compose == "fused"
-                    else separate(name, stages, roof))
-        return Ledger(composed.name, composed.roof, composed.tensors, composed.work,
-                      composed.calls, composed.stages, notes)
+        return _composed(body, name, roof, notes, where)
     if roof is None:
-        raise InputError(f"{where}: roof", "missing required key: the unit an optimal "
-                                           "implementation would use, e.g. cuda_core.fp32")
-    tensors_raw = schema.expect_list(schema.require(body, "tensors", where), f"{where}: tensors")
-    work_raw = schema.expect_list(body.get("work", []), f"{where}: work")
-    tensors = tuple(_tensor(t, f"{where}: tensors[{i}]") for i, t in enumerate(tensors_raw))
-    work = tuple(_work(w, f"{where}: work[{i}]") for i, w in enumerate(work_raw))
+        raise InputError(schema.at(where, "roof"), "missing required key: the unit an optimal "
+                                                   "implementation would use, e.g. cuda_core.fp32")
+    if "tensors" not in body:
+        raise InputError(schema.at(where, "tensors"),
+                         "missing required key (or give `stages` to compose a ledger)")
+    tensors_raw = schema.expect_list(body["tensors"], schema.at(where, "tensors"))
+    work_raw = schema.expect_list(body.get("work", []), schema.at(where, "work"))
+    tensors = tuple(_tensor(t, schema.at(where, f"tensors[{i}]"))
+                    for i, t in enumerate(tensors_raw))
+    seen: set[str] = set()
+    for i, tensor in enumerate(tensors):
+        if tensor.name in seen:
+            raise InputError(schema.at(where, f"tensors[{i}].name"),
+                             f"tensor {tensor.name!r} is listed twice; list each storage once")
+        seen.add(tensor.name)
+    work = tuple(_work(w, schema.at(where, f"work[{i}]")) for i, w in enumerate(work_raw))
     return Ledger(name=name, roof=str(roof), tensors=tensors, work=work, notes=notes)
+
+
+def _composed(body: Mapping[str, Any], name: str, roof: str | None, notes: tuple[str, ...],
+              where: str) -> Ledger:
+    stages_raw = schema.expect_list(body["stages"], schema.at(where, "stages"))
+    if not stages_raw:
+        raise InputError(schema.at(where, "stages"), "expected at least one stage")
+    stages = [parse_ledger(s, schema.at(where, f"stages[{i}]"))
+              for i, s in enumerate(stages_raw)]
+    compose = body.get("compose", "fused")
+    if compose not in COMPOSITIONS:
+        raise InputError(schema.at(where, "compose"),
+                         f"expected one of {', '.join(COMPOSITIONS)}, got {compose!r}")
+    keep = [str(k) for k in schema.expect_list(body.get("keep", []), schema.at(where, "keep"))]
+    composed = (fuse(name, stages, roof, keep) if compose == "fused"
+                else separate(name, stages, roof))
+    return Ledger(composed.name, composed.roof, composed.tensors, composed.work,
+                  composed.calls, composed.stages, notes)
 
 
 def _tensor(data: Any, where: str) -> Tensor:
     body = schema.expect_mapping(data, where)
     schema.reject_unknown_keys(body, _TENSOR_KEYS, where)
-    name = schema.expect_str(schema.require(body, "name", where), f"{where}.name")
-    shape_raw = schema.expect_list(schema.require(body, "shape", where), f"{where}.shape")
-    shape = tuple(int(schema.expect_positive(d, f"{where}.shape[{i}]"))
+    name = schema.expect_str(schema.require(body, "name", where), schema.at(where, "name"))
+    shape_raw = schema.expect_list(schema.require(body, "shape", where), schema.at(where, "shape"))
+    shape = tuple(schema.expect_positive_int(d, schema.at(where, f"shape[{i}]"))
                   for i, d in enumerate(shape_raw))
     role = schema.require(body, "role", where)
     roles = [r.value for r in Role]
     if role not in roles:
-        raise InputError(f"{where}.role", f"expected one of {', '.join(roles)}, got {role!r}")
-    uses = int(schema.expect_non_negative(body.get("uses", 0), f"{where}.uses"))
+        raise InputError(schema.at(where, "role"),
+                         f"expected one of {', '.join(roles)}, got {role!r}")
+    uses = int(schema.expect_non_negative(body.get("uses", 0), schema.at(where, "uses")))
     per_use = int(schema.expect_non_negative(body.get("bytes_per_use", 0),
-                                             f"{where}.bytes_per_use"))
+                                             schema.at(where, "bytes_per_use")))
     if uses and not per_use:
-        raise InputError(f"{where}.bytes_per_use", "expected a positive number when uses is set")
-    dtype = schema.expect_str(schema.require(body, "dtype", where), f"{where}.dtype")
+        raise InputError(schema.at(where, "bytes_per_use"),
+                         "expected a positive number when uses is set")
+    dtype = schema.expect_str(schema.require(body, "dtype", where), schema.at(where, "dtype"))
     try:
         return Tensor(name, shape, dtype, Role(role), uses, per_use)
     except InputError as exc:
-        raise InputError(f"{where}.dtype", exc.problem) from None
+        raise InputError(schema.at(where, "dtype"), exc.problem) from None
 
 
 def _work(data: Any, where: str) -> Work:
     body = schema.expect_mapping(data, where)
     schema.reject_unknown_keys(body, _WORK_KEYS, where)
-    unit = _unit_key(schema.require(body, "unit", where), f"{where}.unit")
+    unit = _unit_key(schema.require(body, "unit", where), schema.at(where, "unit"))
     op_class = schema.require(body, "class", where)
     if op_class not in OP_CLASSES:
-        raise InputError(f"{where}.class",
+        raise InputError(schema.at(where, "class"),
                          f"expected one of {', '.join(OP_CLASSES)}, got {op_class!r}")
-    ops = schema.expect_non_negative(schema.require(body, "ops", where), f"{where}.ops")
+    ops = schema.expect_non_negative(schema.require(body, "ops", where), schema.at(where, "ops"))
     return Work(unit, op_class, ops, str(body.get("label", "")))
 
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 # Seconds. TileOPs' latency-bound rule (scripts/nightly_report.py, Aug 2026): SOL < 3 us and
 # measured < 20 us, fixed for every GPU. Used only when a profile has no measured floor, and
 # every verdict that uses it says so.
+# Compute regimes a calibration can name: `burst` right after an idle pause, `sustained` once
+# clocks settle under load, `unspecified` where the source does not say which.
+REGIMES = ("sustained", "burst", "unspecified")
+
 ASSUMED_FLOOR_SOL_S = 3e-6
 ASSUMED_FLOOR_MEASURED_S = 20e-6
 ASSUMED_FLOOR_SOURCE = "assumed: TileOPs constants (SOL < 3 us and measured < 20 us)"

@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import InputError
 from .ledger import Ledger
-from .machine import Machine
+from .machine import REGIMES, Machine
 from .reasons import Reason
 
 AUTO_MIX = "auto"
@@ -66,6 +66,8 @@ def price_columns(
     per roof code in one pass; only rows that split their work loop over units.
     """
     n = int(flops.shape[0])
+    if regime is not None and regime not in REGIMES:
+        raise InputError("--regime", f"expected one of {', '.join(REGIMES)}, got {regime!r}")
     split = np.zeros(n, dtype=bool) if has_unit_split is None else has_unit_split
     split_rows = np.flatnonzero(split)
     if roof_categories is None:
@@ -348,3 +350,40 @@ def cycles_by_unit(ops_by_unit: Mapping[str, float], machine: Machine) -> dict[s
             raise InputError(f"unit {key}", f"machine {machine.name} gives no ops/cycle for it")
         cycles[key] = ops / unit.ops_per_cycle
     return cycles
+
+
+def missing_units(ledger: Ledger, machine: Machine) -> list[str]:
+    """Units the ledger's roof or work names that the machine does not have."""
+    used = dict.fromkeys([ledger.roof, *ledger.ops_by_unit])
+    return [u for u in used if machine.unit(u) is None]
+
+
+def priced_in_seconds(ledger: Ledger, machine: Machine) -> bool:
+    """False where a rate the ledger needs is a gap (e.g. a clock the sources do not give)."""
+    rates_known = all((unit := machine.unit(u)) is not None and unit.theoretical_ops_per_s
+                      for u, ops in ledger.ops_by_unit.items() if ops > 0)
+    return rates_known and machine.dram.theoretical_bytes_per_s is not None
+
+
+@dataclass(frozen=True)
+class CyclePrice:
+    """A ledger priced per pipe in cycles, for machines whose clock is a gap."""
+
+    cycles_by_unit: Mapping[str, float]
+    compute_cycles: float  # pipes overlapped: the slowest one bounds the call
+    compute_serial_cycles: float  # pipes issued one after another
+    binding_unit: str
+    memory_cycles: float | None  # reads over the first memory level's bytes/cycle, if known
+    memory_level: str
+
+
+def price_ledger_cycles(ledger: Ledger, machine: Machine) -> CyclePrice:
+    cycles = cycles_by_unit({u: ops for u, ops in ledger.ops_by_unit.items() if ops > 0},
+                            machine)
+    level = machine.dram
+    binding = max(cycles, key=lambda u: cycles[u]) if cycles else ""
+    return CyclePrice(
+        cycles_by_unit=cycles, compute_cycles=cycles.get(binding, 0.0),
+        compute_serial_cycles=sum(cycles.values()), binding_unit=binding,
+        memory_cycles=(ledger.read_bytes / level.bytes_per_cycle
+                       if level.bytes_per_cycle else None), memory_level=level.name)

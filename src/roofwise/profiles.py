@@ -11,7 +11,7 @@ from typing import Any
 
 from . import schema
 from .errors import InputError
-from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
+from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel
 
 UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 MIXES = ("copy", "triad", "read", "write")
@@ -31,20 +31,23 @@ def load_machine(path: str | Path) -> Machine:
 def parse_machine(data: Any, origin: str) -> Machine:
     top = schema.expect_mapping(data, origin)
     schema.reject_unknown_keys(top, _TOP_KEYS, origin)
-    name = schema.expect_str(schema.require(top, "name", origin), f"{origin}: name")
-    memory_raw = schema.expect_mapping(schema.require(top, "memory", origin), f"{origin}: memory")
+    name = schema.expect_str(schema.require(top, "name", origin), schema.at(origin, "name"))
+    memory_raw = schema.expect_mapping(schema.require(top, "memory", origin),
+                                       schema.at(origin, "memory"))
     if not memory_raw:
-        raise InputError(f"{origin}: memory", "expected at least one memory level")
-    units_raw = schema.expect_mapping(schema.require(top, "units", origin), f"{origin}: units")
-    memory = {str(level): _memory(level, body, f"{origin}: memory.{level}")
+        raise InputError(schema.at(origin, "memory"), "expected at least one memory level")
+    units_raw = schema.expect_mapping(schema.require(top, "units", origin),
+                                      schema.at(origin, "units"))
+    memory = {str(level): _memory(level, body, schema.at(origin, f"memory.{level}"))
               for level, body in memory_raw.items()}
-    units = {str(key): _unit(str(key), body, f"{origin}: units.{key}")
+    units = {str(key): _unit(str(key), body, schema.at(origin, f"units.{key}"))
              for key, body in units_raw.items()}
-    floor = _floor(top.get("latency_floor"), f"{origin}: latency_floor")
-    aliases = tuple(schema.expect_str(a, f"{origin}: aliases[{i}]")
+    floor = _floor(top.get("latency_floor"), schema.at(origin, "latency_floor"))
+    aliases = tuple(schema.expect_str(a, schema.at(origin, f"aliases[{i}]"))
                     for i, a in enumerate(schema.expect_list(top.get("aliases", []),
-                                                             f"{origin}: aliases")))
-    notes = tuple(str(n) for n in schema.expect_list(top.get("notes", []), f"{origin}: notes"))
+                                                             schema.at(origin, "aliases"))))
+    notes = tuple(str(n) for n in
+                  schema.expect_list(top.get("notes", []), schema.at(origin, "notes")))
     clock = top.get("clock_hz")
     return Machine(
         name=name,
@@ -53,7 +56,8 @@ def parse_machine(data: Any, origin: str) -> Machine:
         units=units,
         latency_floor=floor,
         aliases=aliases,
-        clock_hz=None if clock is None else schema.expect_positive(clock, f"{origin}: clock_hz"),
+        clock_hz=(None if clock is None
+                  else schema.expect_positive(clock, schema.at(origin, "clock_hz"))),
         source=str(top.get("source", "")),
         notes=notes,
         path=origin,
@@ -64,22 +68,23 @@ def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
     body = schema.expect_mapping(body, where)
     schema.reject_unknown_keys(body, _MEMORY_KEYS, where)
     if "theoretical_bytes_per_s" not in body:
-        raise InputError(f"{where}.theoretical_bytes_per_s",
+        raise InputError(schema.at(where, "theoretical_bytes_per_s"),
                          "missing required key (write null to mark a gap in the sources)")
     mixes = schema.expect_mapping(body.get("calibration_by_mix") or {},
-                                  f"{where}.calibration_by_mix")
+                                  schema.at(where, "calibration_by_mix"))
     for mix in mixes:
         if mix not in MIXES:
-            raise InputError(f"{where}.calibration_by_mix.{mix}",
+            raise InputError(schema.at(where, f"calibration_by_mix.{mix}"),
                              f"unknown access mix; expected one of {', '.join(MIXES)}")
     return MemoryLevel(
         name=str(level),
         theoretical_bytes_per_s=_optional_positive(body["theoretical_bytes_per_s"],
-                                                   f"{where}.theoretical_bytes_per_s"),
-        calibration_by_mix={str(m): schema.expect_fraction(v, f"{where}.calibration_by_mix.{m}")
+                                                   schema.at(where, "theoretical_bytes_per_s")),
+        calibration_by_mix={str(m): schema.expect_fraction(
+                                v, schema.at(where, f"calibration_by_mix.{m}"))
                             for m, v in mixes.items()},
         bytes_per_cycle=_optional_positive(body.get("bytes_per_cycle"),
-                                           f"{where}.bytes_per_cycle"),
+                                           schema.at(where, "bytes_per_cycle")),
         source=str(body.get("source", "")),
     )
 
@@ -91,18 +96,23 @@ def _unit(key: str, body: Any, where: str) -> ComputeUnit:
     body = schema.expect_mapping(body, where)
     schema.reject_unknown_keys(body, _UNIT_KEYS, where)
     if "theoretical_ops_per_s" not in body:
-        raise InputError(f"{where}.theoretical_ops_per_s",
+        raise InputError(schema.at(where, "theoretical_ops_per_s"),
                          "missing required key (write null to mark a gap in the sources)")
     regimes = schema.expect_mapping(body.get("calibration_by_regime") or {},
-                                    f"{where}.calibration_by_regime")
+                                    schema.at(where, "calibration_by_regime"))
+    for regime in regimes:
+        if regime not in REGIMES:
+            raise InputError(schema.at(where, f"calibration_by_regime.{regime}"),
+                             f"unknown regime; expected one of {', '.join(REGIMES)}")
     return ComputeUnit(
         key=key,
         theoretical_ops_per_s=_optional_positive(body["theoretical_ops_per_s"],
-                                                 f"{where}.theoretical_ops_per_s"),
+                                                 schema.at(where, "theoretical_ops_per_s")),
         calibration_by_regime={
-            str(r): schema.expect_fraction(v, f"{where}.calibration_by_regime.{r}")
+            str(r): schema.expect_fraction(v, schema.at(where, f"calibration_by_regime.{r}"))
             for r, v in regimes.items()},
-        ops_per_cycle=_optional_positive(body.get("ops_per_cycle"), f"{where}.ops_per_cycle"),
+        ops_per_cycle=_optional_positive(body.get("ops_per_cycle"),
+                                         schema.at(where, "ops_per_cycle")),
         source=str(body.get("source", "")),
     )
 
@@ -112,9 +122,10 @@ def _floor(body: Any, where: str) -> LatencyFloor:
         return LatencyFloor.assumed_default()
     body = schema.expect_mapping(body, where)
     schema.reject_unknown_keys(body, _FLOOR_KEYS, where)
-    sol_s = schema.expect_positive(schema.require(body, "sol_s", where), f"{where}.sol_s")
-    measured_s = schema.expect_positive(body.get("measured_s", sol_s), f"{where}.measured_s")
-    source = schema.expect_str(schema.require(body, "source", where), f"{where}.source")
+    sol_s = schema.expect_positive(schema.require(body, "sol_s", where), schema.at(where, "sol_s"))
+    measured_s = schema.expect_positive(body.get("measured_s", sol_s),
+                                        schema.at(where, "measured_s"))
+    source = schema.expect_str(schema.require(body, "source", where), schema.at(where, "source"))
     return LatencyFloor(sol_s=sol_s, measured_s=measured_s, assumed=False, source=source)
 
 

@@ -101,8 +101,8 @@ class Loaded:
 
 def validate_record(record: Any, where: str) -> dict[str, Any]:
     """One record, checked field by field; InputError names the field and what was expected."""
-    if isinstance(record, str):
-        raise InputError(where, f"not valid JSON ({record}); expected one JSON object per line")
+    if isinstance(record, str):  # the reader could not parse it; the text says why
+        raise InputError(where, record)
     if not isinstance(record, Mapping):
         raise InputError(where, f"expected a JSON object (a record), got {type(record).__name__}")
     for name in REQUIRED_FIELDS:
@@ -132,7 +132,26 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
             raise InputError(f"{where}: flops_by_unit", "expected a mapping of unit -> flops")
         clean["flops_by_unit"] = {str(u): _number(v, f"{where}: flops_by_unit.{u}")
                                   for u, v in by_unit.items()}
+    _check_consistent(clean, where)
     return clean
+
+
+def _check_consistent(record: Mapping[str, Any], where: str) -> None:
+    """Fields that restate each other must agree; a mismatch is an accounting error upstream."""
+    if "read_bytes" in record and "write_bytes" in record:
+        split = record["read_bytes"] + record["write_bytes"]
+        if not math.isclose(split, record["bytes"], rel_tol=1e-6, abs_tol=1.0):
+            raise InputError(f"{where}: read_bytes", f"read_bytes + write_bytes = {split:.6g}, "
+                                                     f"expected bytes = {record['bytes']:.6g}")
+    if "flops_by_unit" in record:
+        total = sum(record["flops_by_unit"].values())
+        if not math.isclose(total, record["flops"], rel_tol=1e-6, abs_tol=1.0):
+            raise InputError(f"{where}: flops_by_unit", f"sums to {total:.6g}, expected flops = "
+                                                        f"{record['flops']:.6g}")
+    if record.get("time_p10_s", -math.inf) > record.get("time_p90_s", math.inf):
+        raise InputError(f"{where}: time_p10_s",
+                         f"{record['time_p10_s']:.6g} is above time_p90_s "
+                         f"{record['time_p90_s']:.6g}; expected p10 <= p90")
 
 
 def from_records(records: Iterable[tuple[str, Any]], strict: bool = False,
@@ -197,8 +216,9 @@ def _number(value: Any, where: str) -> float:
         raise InputError(where, f"expected a non-negative number, got {value!r}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(where, f"expected a non-negative number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        shown = f"{str(value)[:20]}..." if len(str(value)) > 24 else repr(value)
+        raise InputError(where, f"expected a non-negative finite number, got {shown}") from None
     if not math.isfinite(number) or number < 0:
         raise InputError(where, f"expected a non-negative finite number, got {value!r}")
     return number
@@ -211,5 +231,6 @@ def _text(value: Any, where: str) -> str:
 
 
 def _line_number(where: str) -> int:
-    tail = where.rsplit(":", 1)[-1]
+    """The line (JSONL, CSV) or row (Parquet, written `:row N`) a record came from."""
+    tail = where.rsplit(":", 1)[-1].removeprefix("row ").strip()
     return int(tail) if tail.isdigit() else 0

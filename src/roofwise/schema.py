@@ -27,6 +27,13 @@ def load_yaml(path: str | Path) -> Any:
         raise InputError(where, f"malformed YAML ({problem}); expected a YAML mapping") from None
 
 
+def at(where: str, key: str) -> str:
+    """`file: a.b[0].c`: the file once, then the path of keys inside it."""
+    if ": " not in where:
+        return f"{where}: {key}"
+    return f"{where}{key}" if key.startswith("[") else f"{where}.{key}"
+
+
 def expect_mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise InputError(where, f"expected a mapping, got {_kind(value)}")
@@ -46,13 +53,12 @@ def reject_unknown_keys(
     for key in mapping:
         if key not in allowed_set:
             known = ", ".join(sorted(allowed_set))
-            raise InputError(f"{where}.{key}" if where else str(key),
-                             f"unknown key; expected one of {known}")
+            raise InputError(at(where, str(key)), f"unknown key; expected one of {known}")
 
 
 def require(mapping: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in mapping:
-        raise InputError(f"{where}.{key}" if where else key, "missing required key")
+        raise InputError(at(where, key), "missing required key")
     return mapping[key]
 
 
@@ -62,6 +68,14 @@ def expect_positive(value: Any, where: str) -> float:
     if not number > 0:
         raise InputError(where, f"expected a positive number, got {value!r}")
     return number
+
+
+def expect_positive_int(value: Any, where: str) -> int:
+    """A size: a whole number above zero (1.5 is not silently truncated)."""
+    number = expect_positive(value, where)
+    if number != int(number):
+        raise InputError(where, f"expected a whole number, got {value!r}")
+    return int(number)
 
 
 def expect_non_negative(value: Any, where: str) -> float:

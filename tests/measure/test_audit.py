@@ -10,7 +10,7 @@ import pytest
 from roofwise.cli import main
 from roofwise.errors import InputError
 from roofwise.measure.audit import audit, judge_reads, parse_ncu_csv, to_bytes
-from roofwise.measure.torch_ops import rmsnorm_ledger
+from roofwise.ops import rmsnorm
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 SYNTHETIC = FIXTURES / "synthetic_rmsnorm_h200.csv"
@@ -26,7 +26,7 @@ def kernels():
 
 
 def test_ledger_of_the_fixture_reads_what_the_comment_says():
-    ledger = rmsnorm_ledger(8192, 4096, "bf16")
+    ledger = rmsnorm(rows=8192, hidden=4096, dtype="bf16")
     assert (ledger.read_bytes, ledger.write_bytes) == (LEDGER_READ, LEDGER_WRITE)
 
 
@@ -88,7 +88,7 @@ def test_boundaries():
     assert judge_reads(100, 94.9)[0] == "FAIL"
     assert judge_reads(100, 150)[0] == "PASS"
     assert judge_reads(100, 150.1)[0] == "WARN"
-    assert judge_reads(0, 10)[0] == "UNJUDGED"
+    assert judge_reads(0, 10)[:2] == ("UNJUDGED", None)  # no ratio, never NaN
 
 
 def test_one_call_over_two_kernels_is_summed_when_asked():
@@ -115,7 +115,7 @@ def test_not_a_report():
 def test_cli_json(capsys):
     code = main(["audit", "--ncu-csv", str(SYNTHETIC), "--op", "rmsnorm", "--shape", "rows=8192",
                  "--shape", "hidden=4096", "--kernel", "rmsnorm_reread", "--json"])
-    assert code == 0
+    assert code == 0  # WARN alone exits 0
     row = json.loads(capsys.readouterr().out)
     assert (row["verdict"], row["ledger_read_bytes"], row["dram_read_bytes"]) == (
         "WARN", LEDGER_READ, 134_217_728)
@@ -128,3 +128,69 @@ def test_cli_bad_report_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "no ncu --csv header" in err
+
+
+HEADER = ('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n')
+
+
+def report(tmp_path, *rows, name="r.csv"):
+    path = tmp_path / name
+    path.write_text("==PROF== Connected\n" + HEADER + "".join(rows))
+    return path
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-67.12", "-0.5"])
+def test_impossible_counter_values_are_one_line_errors(tmp_path, capsys, value):
+    path = report(tmp_path, f'"0","k","dram__bytes_read.sum","Mbyte","{value}"\n')
+    with pytest.raises(InputError) as caught:
+        parse_ncu_csv(path.read_text(), str(path))
+    assert str(caught.value) == (f"{path}:3: Metric Value: expected a non-negative finite "
+                                 "number")
+    for extra in ((), ("--json",)):
+        code = main(["audit", "--ncu-csv", str(path), "--op", "rmsnorm", *extra])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == ""
+        assert err == f"roofwise: error: {path}:3: Metric Value: expected a non-negative " \
+                      "finite number\n"
+
+
+def test_truncated_row_is_malformed_not_a_missing_counter(tmp_path):
+    path = report(tmp_path, '"0","k","dram__bytes_read.sum","Mbyte","67.12"\n',
+                  '"0","k","dram__bytes_write.sum"\n')
+    with pytest.raises(InputError, match=r"r.csv:4: malformed line: 3 field\(s\), the header "
+                                         r"has 5"):
+        parse_ncu_csv(path.read_text(), str(path))
+
+
+def test_header_without_rows_is_refused(tmp_path):
+    with pytest.raises(InputError, match="no kernel rows"):
+        parse_ncu_csv(report(tmp_path).read_text(), "r.csv")
+
+
+def test_non_utf8_report_is_one_line(tmp_path, capsys):
+    path = tmp_path / "u16.csv"
+    path.write_text(HEADER, encoding="utf-16")
+    code = main(["audit", "--ncu-csv", str(path), "--op", "rmsnorm"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "not UTF-8 text" in err
+
+
+def test_exit_status_is_one_when_a_row_fails(capsys):
+    base = ["audit", "--ncu-csv", str(SYNTHETIC), "--op", "rmsnorm", "--shape", "rows=8192",
+            "--shape", "hidden=4096"]
+    assert main([*base, "--kernel", "rmsnorm_l2_resident"]) == 1      # FAIL
+    assert main([*base, "--kernel", "rmsnorm_l2_resident", "--json"]) == 1
+    assert main([*base, "--kernel", "rmsnorm_pass"]) == 0             # PASS
+    assert main([*base, "--kernel", "rmsnorm_no_counter"]) == 0       # UNJUDGED
+    capsys.readouterr()
+
+
+def test_run_command_is_split_as_a_shell_would():
+    from roofwise.cli.audit import command_argv
+
+    assert command_argv("python -c 'import x; x.run(1, 2)'") == [
+        "python", "-c", "import x; x.run(1, 2)"]
+    with pytest.raises(InputError, match="cannot split"):
+        command_argv("python -c 'unclosed")
+    with pytest.raises(InputError, match="empty"):
+        command_argv("   ")

@@ -10,10 +10,19 @@ torch = pytest.importorskip("torch")
 
 import roofwise  # noqa: E402
 from roofwise.cli import main  # noqa: E402
-from roofwise.cli.bench import parse_shard, shard, sweep_points  # noqa: E402
+from roofwise.cli.bench import (  # noqa: E402
+    check_appendable,
+    parse_assignments,
+    parse_shard,
+    shard,
+    shard_or_refuse,
+    sweep_points,
+)
 from roofwise.errors import InputError  # noqa: E402
 from roofwise.measure.bench import BenchResult, _rotated, bench  # noqa: E402
-from roofwise.measure.torch_ops import build_case, rmsnorm, rmsnorm_ledger  # noqa: E402
+from roofwise.measure.timer import replay_plan  # noqa: E402
+from roofwise.measure.torch_ops import build_case, resolve_params  # noqa: E402
+from roofwise.ops import OPS  # noqa: E402
 from roofwise.records import validate_record  # noqa: E402
 
 
@@ -54,19 +63,51 @@ def test_each_timed_call_sees_the_next_copy():
 
 
 def test_record_contract_validates():
-    x = torch.randn(32, 128, dtype=torch.bfloat16)
-    w = torch.randn(128, dtype=torch.bfloat16)
-    ledger = rmsnorm_ledger(32, 128, "bf16")
-    result = bench(rmsnorm, x, w, ledger=ledger, warmup=1, reps=5)
-    record = result.to_record(ledger, "h200", op="rmsnorm", workload={"rows": 32})
+    # the ledger bench times with is the registry's (roofwise.ops.OPS), and only that one
+    case = build_case("rmsnorm", {"rows": "32", "hidden": "128"}, "cpu")
+    assert case.ledger == OPS["rmsnorm"](rows=32, hidden=128, dtype="bf16")
+    assert case.ledger_source == "roofwise.ops.OPS"
+    result = bench(case.fn, *case.args, ledger=case.ledger, warmup=1, reps=5)
+    record = result.to_record(case.ledger, "h200", op="rmsnorm", workload={"rows": 32})
     clean = validate_record(json.loads(json.dumps(record)), "record")
     # x 32*128*2 + weight 128*2 read; y 32*128*2 written
     assert (clean["read_bytes"], clean["write_bytes"], clean["bytes"]) == (8448, 8192, 16640)
     assert clean["profile"] == "h200" and clean["timing"] == "wall"
     assert clean["time_s"] == result.time_s and clean["time_p90_s"] == result.time_p90_s
-    assert clean["flops"] == 3 * 32 * 128 + 32
+    # norms.rmsnorm: 4/elem (FMA 2, times rstd, times weight) + 2/row + 1 rsqrt/row
+    assert clean["flops"] == 4 * 32 * 128 + 2 * 32 + 32
     with pytest.raises(ValueError):
         BenchResult(1.0, 1.0, 1.0, 1.0, None, 1, "wall", "cpu").to_record()
+
+
+def test_an_op_without_a_registry_ledger_cannot_be_benched(monkeypatch):
+    monkeypatch.delitem(OPS, "softmax")
+    with pytest.raises(InputError, match=r"no ledger in roofwise\.ops\.OPS"):
+        build_case("softmax", {"rows": "4", "cols": "8"}, "cpu")
+
+
+def test_params_default_to_the_registry_and_name_the_option():
+    assert resolve_params("softmax", {}) == {"rows": 4096, "cols": 8192, "dtype": "bf16"}
+    with pytest.raises(InputError, match=r"^--sweep rows: expected an integer"):
+        resolve_params("rmsnorm", {"rows": "a"}, "--sweep")
+    with pytest.raises(InputError, match=r"^--shape hidden: expected a positive integer"):
+        resolve_params("rmsnorm", {"hidden": "0"})
+    with pytest.raises(InputError, match=r"^--shape weight: unknown parameter"):
+        resolve_params("rmsnorm", {"weight": "false"})  # the torch reference always scales
+
+
+def test_graph_replay_times_one_call_per_window_each_after_a_flush():
+    plan = replay_plan(reps=4, graphs=1, flush=True)
+    assert [s.kind for s in plan] == ["flush", "start", "replay", "end"] * 4
+    # within every timed window exactly one replay of a one-call graph: no warm second call
+    for rep in range(4):
+        window = [s for s in plan if s.rep == rep]
+        assert [s.kind for s in window] == ["flush", "start", "replay", "end"]
+    rotated = replay_plan(reps=5, graphs=3, flush=False)
+    assert "flush" not in {s.kind for s in rotated}
+    assert [s.graph for s in rotated if s.kind == "replay"] == [0, 1, 2, 0, 1]
+    with pytest.raises(ValueError):
+        replay_plan(reps=0, graphs=1, flush=True)
 
 
 def test_case_study_reference_matches_its_ledger():
@@ -125,3 +166,74 @@ def test_cli_unknown_parameter(tmp_path, capsys):
     code = main(["bench", "gemm", "--shape", "q=3", "--device", "cpu",
                  "-o", str(tmp_path / "r.jsonl")])
     assert code == 2 and "unknown parameter" in capsys.readouterr().err
+
+
+def test_same_parameter_twice_is_refused():
+    with pytest.raises(InputError, match="given twice"):
+        parse_assignments(["rows=8", "rows=16"], "--shape")
+
+
+def test_empty_shard_is_refused():
+    with pytest.raises(InputError, match="shard 5/10 of a 2-point sweep has no points"):
+        shard_or_refuse([{"rows": "8"}, {"rows": "16"}], 5, 10)
+    assert shard_or_refuse([1, 2, 3], 1, 2) == [2]
+
+
+def test_appendable_output(tmp_path):
+    assert check_appendable(str(tmp_path / "new.jsonl")) is False
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert check_appendable(str(empty)) is False
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"op": "x"}\n')
+    assert check_appendable(str(good)) is True
+    with pytest.raises(InputError, match="is a directory"):
+        check_appendable(str(tmp_path))
+    with pytest.raises(InputError, match="does not exist"):
+        check_appendable(str(tmp_path / "nodir" / "r.jsonl"))
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_text('{"op": "x"}\nnot json\n')
+    with pytest.raises(InputError, match=r"corrupt.jsonl:2: the existing file is not a record "
+                                         r"file \(.*\); not appending to it$"):
+        check_appendable(str(corrupt))
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"op": "caf\xe9"}\n')
+    with pytest.raises(InputError, match=r"latin.jsonl.*not appending to it$"):
+        check_appendable(str(latin))
+
+
+def bench_cli(capsys, *args):
+    code = main(["bench", "rmsnorm", "--device", "cpu", "--reps", "2", "--warmup", "0", *args])
+    _, err = capsys.readouterr()
+    return code, err
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--sweep", "rows=a,b"), "--sweep rows: expected an integer, got 'a'"),
+    (("--sweep", "rows=8", "--shape", "rows=16"), "--sweep rows: also given with --shape rows"),
+    (("--shape", "rows=8", "--shape", "rows=16"), "--shape rows: given twice"),
+    (("--sweep", "rows=8,16", "--shard", "5/10"), "shard 5/10 of a 2-point sweep has no points"),
+])
+def test_cli_bad_sweeps_are_one_line_and_write_nothing(tmp_path, capsys, args, needle):
+    out = tmp_path / "r.jsonl"
+    code, err = bench_cli(capsys, "--shape", "hidden=8", *args, "-o", str(out))
+    assert code == 2 and err.count("\n") == 1 and needle in err
+    assert not out.exists()
+
+
+def test_cli_refuses_a_corrupt_output_before_timing(tmp_path, capsys, monkeypatch):
+    import roofwise.measure.bench as bench_module
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("timed before the output was checked")
+
+    monkeypatch.setattr(bench_module, "bench", never)
+    out = tmp_path / "r.jsonl"
+    out.write_text("garbage\n")
+    code, err = bench_cli(capsys, "--shape", "hidden=8", "-o", str(out))
+    assert code == 2 and err.count("\n") == 1 and "r.jsonl:1: the existing file" in err
+    assert out.read_text() == "garbage\n"
+    folder = tmp_path / "d.jsonl"
+    folder.mkdir()
+    code, err = bench_cli(capsys, "--shape", "hidden=8", "-o", str(folder))
+    assert code == 2 and err.count("\n") == 1 and "is a directory" in err

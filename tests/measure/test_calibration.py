@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from roofwise.cli import main
+from roofwise.errors import InputError
 from roofwise.measure.calibration_math import (
     Clocks,
     Measurement,
@@ -14,6 +15,7 @@ from roofwise.measure.calibration_math import (
     build_profile,
     bytes_moved,
     check_plausible,
+    choose_theoretical,
     envelope,
     fraction,
     gemm_flops,
@@ -134,3 +136,42 @@ def test_calibrate_without_gpu_is_one_line(tmp_path, capsys):
     assert code == 2
     assert err.count("\n") == 1 and "GPU" in err
     assert not out.exists()
+
+
+def test_refuses_a_fraction_below_the_floor():
+    # an A100's 2.039e12 B/s read divided by the H200's 4.8e12: 0.4248, plausible; a third of
+    # it (0.6797e12 B/s) is 0.1416 < 0.30: another card's theoretical rate
+    ok = hbm("read", [2 * GiB / 2.039e12] * 9)
+    assert check_plausible(ok, 4.8e12) == pytest.approx(2.039e12 / 4.8e12, rel=1e-12)
+    slow = hbm("read", [3 * 2 * GiB / 2.039e12] * 9)
+    with pytest.raises(RefusedMeasurement, match=r"0\.142x the theoretical.*another card"):
+        check_plausible(slow, 4.8e12)
+    # at the floor exactly it stands: 0.30 x 4.8e12 = 1.44e12 B/s
+    edge = hbm("read", [2 * GiB / 1.44e12] * 9)
+    assert check_plausible(edge, 4.8e12) == pytest.approx(0.30, rel=1e-12)
+
+
+def test_theoretical_rates_come_from_the_matching_profile():
+    machines = builtin_machines()
+    assert choose_theoretical("NVIDIA H200", None, False, machines).name == "h200"
+    assert choose_theoretical("NVIDIA A100-SXM4-80GB", None, False, machines).name == "a100-sxm"
+    assert choose_theoretical("NVIDIA H200", "h200", False, machines).name == "h200"
+
+
+def test_no_matching_profile_needs_theoretical_from():
+    with pytest.raises(InputError, match=r"^--theoretical-from: no built-in profile matches "
+                                         r"this card 'NVIDIA L4'"):
+        choose_theoretical("NVIDIA L4", None, False, builtin_machines())
+    # given explicitly (and forced, since an L4 is no A100), it is used
+    assert choose_theoretical("NVIDIA L4", "a100-sxm", True, builtin_machines()).name == (
+        "a100-sxm")
+
+
+def test_another_cards_profile_needs_force():
+    machines = builtin_machines()
+    with pytest.raises(InputError, match=r"profile h200 does not match this card "
+                                         r"'NVIDIA A100-SXM4-80GB' \(built-in a100-sxm does\)"):
+        choose_theoretical("NVIDIA A100-SXM4-80GB", "h200", False, machines)
+    assert choose_theoretical("NVIDIA A100-SXM4-80GB", "h200", True, machines).name == "h200"
+    with pytest.raises(InputError, match=r"^--theoretical-from: unknown machine 'h900'"):
+        choose_theoretical("NVIDIA H200", "h900", False, machines)

@@ -239,7 +239,13 @@ def test_command_unfused_round_trips_and_prices(capsys, tmp_path):
     (("nosuch.module:f", "--shape", "x=2"), "cannot import module"),
     (("roofwise.measure.reference_ops:nosuch", "--shape", "x=2"), "no function 'nosuch'"),
     (("roofwise.measure.reference_ops", "--shape", "x=2"), "expected module.path:function"),
-    ((TARGET, "--shape", "q=4096by32:bf16"), "expected NAME=DIMS"),
+    ((TARGET, "--shape", "q=4096by32:bf16"), "--shape q: expected DIMS like"),
+    ((TARGET, "--shape", "4096x32"), "expected NAME=DIMS"),
+    ((TARGET, "--shape", "q=4xx4:bf16", "--shape", "k=4x4"), "--shape q: expected DIMS"),
+    ((TARGET, "--shape", "q=4:bf16", "--shape", "k=0x4"), "--shape k: every dimension must be "
+                                                          "positive, got '0x4'"),
+    ((TARGET, "--shape", "q=4:fp4"), "--shape q dtype: dtype 'fp4' has no torch"),
+    (("torch:relu", "--shape", "input=4x4"), "trace torch:relu: has no Python signature"),
     ((TARGET, "--shape", "q=4096:bf17"), "unknown dtype 'bf17'"),
     ((TARGET, "--shape", "q=4:bf16"), "needs a --shape for k"),
     ((TARGET, *SHAPES, "--shape", "z=4"), "no parameter 'z'"),
@@ -256,3 +262,57 @@ def test_command_without_torch_says_how_to_install(capsys, monkeypatch):
     code, _, err = run(capsys, "trace", TARGET, *SHAPES)
     assert code == 2
     assert err.strip() == "roofwise: error: trace: trace needs torch: pip install 'roofwise[gpu]'"
+
+
+def test_shape_dtypes_are_roofwise_names(capsys):
+    from roofwise.cli.trace import parse_shape_spec, torch_dtype
+
+    spec = parse_shape_spec("a=4x8:fp8")
+    assert (spec.name, spec.dims, spec.dtype) == ("a", (4, 8), "fp8")
+    assert torch_dtype(spec.dtype, "x", torch) is torch.float8_e4m3fn
+    assert torch_dtype("fp8_e5m2", "x", torch) is torch.float8_e5m2
+    assert parse_shape_spec("b=16").dtype == "fp32"
+
+
+def returns_a_number(x):
+    return 3
+
+
+def returns_nothing(x):
+    x * 2  # computed, neither returned nor written anywhere
+
+
+def returns_a_pair_with_a_number(x):
+    return x * 2, 1.5
+
+
+@pytest.mark.parametrize(("fn", "got"), [(returns_a_number, "int"), (returns_nothing, "NoneType"),
+                                         (returns_a_pair_with_a_number, "float")])
+def test_a_function_that_returns_no_tensor_is_an_error(fn, got):
+    with pytest.raises(InputError, match=f"returned {got}; expected a tensor"):
+        trace(fn, torch.empty(4, device="meta"))
+
+
+def test_contraction_units_come_from_the_operator_library():
+    a = torch.empty(4, 4, dtype=torch.float64, device="meta")
+    with pytest.raises(InputError, match="no contraction unit for dtype 'fp64'"):
+        trace_ledger(torch.mm, a, a)  # no invented tensor_core.fp64 / cuda_core.fp64 key
+    h = torch.empty(4, 4, dtype=torch.float16, device="meta")
+    assert trace_ledger(torch.mm, h, h).roof == "tensor_core.fp16"
+
+
+def test_a_module_in_the_current_directory_imports(capsys, tmp_path, monkeypatch):
+    (tmp_path / "rw_local_mod.py").write_text("def double(x):\n    return x * 2\n\n\n"
+                                              "def mm(a, b):\n    return a @ b\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "rw_local_mod", raising=False)
+    before = list(sys.path)
+    code, out, err = run(capsys, "trace", "rw_local_mod:double", "--shape", "x=8")
+    assert code == 0, err
+    assert "bytes 64" in out  # 8 fp32 read, 8 written
+    assert sys.path == before  # the current directory is not left behind
+    # the fp8 alias of ledger YAML works in --shape too: e4m3, on the fp8 tensor cores
+    code, out, err = run(capsys, "trace", "rw_local_mod:mm", "--shape", "a=4x8:fp8",
+                         "--shape", "b=8x16:fp8")
+    assert code == 0, err
+    assert "roof tensor_core.fp8" in out and "fp8_e4m3" in out

@@ -83,3 +83,26 @@ def test_general_attention_bytes_and_flops() -> None:
 def test_gqa_requires_divisible_heads() -> None:
     with pytest.raises(InputError, match="kv_heads"):
         attention(q_heads=6, kv_heads=4)
+
+
+def test_fp8_attention_reads_its_descales_and_writes_bf16() -> None:
+    b, s, hq, hkv, d = 2, 8, 4, 2, 16
+    arrays: list[np.ndarray] = [np.empty((b, s, hq, d), np.uint8),   # q, fp8
+              np.empty((b, s, hkv, d), np.uint8), np.empty((b, s, hkv, d), np.uint8),  # k, v
+              np.empty((1,), np.float32), np.empty((1,), np.float32),  # q and k descales
+              np.empty((1,), np.float32)]                               # v descale
+    ledger = attention_prefill(batch=b, seq_len=s, q_heads=hq, kv_heads=hkv, head_dim=d,
+                               dtype="fp8_e4m3")
+    assert ledger.read_bytes == sum(a.nbytes for a in arrays)
+    assert ledger.lookup_bytes == 3 * 4
+    assert ledger.write_bytes == np.empty((b, s, hq, d), np.float16).nbytes  # bf16 out
+    assert ledger.tensor("out").dtype == "bf16"
+    assert ledger.roof == "tensor_core.fp8"
+
+
+def test_fp8_attention_output_dtype_can_still_be_set() -> None:
+    ledger = attention(batch=1, q_len=4, kv_len=4, q_heads=2, kv_heads=2, head_dim=8,
+                       dtype="fp8_e4m3", out_dtype="fp8_e4m3")
+    assert ledger.write_bytes == 4 * 2 * 8  # one byte per output element
+    bf16 = attention(batch=1, q_len=4, kv_len=4, q_heads=2, kv_heads=2, head_dim=8)
+    assert "q_scale" not in {t.name for t in bf16.tensors}  # no descales without fp8

@@ -1,10 +1,13 @@
 """MoE: priced from the routing it carries, never an average."""
 
+from collections.abc import Iterable
+
 import numpy as np
 import pytest
 
 from roofwise.errors import InputError
-from roofwise.ops import expert_counts, moe
+from roofwise.ledger import Work
+from roofwise.ops import expert_counts, moe, softmax, swiglu
 
 H, INTER = 16, 32  # hidden, intermediate
 
@@ -28,12 +31,13 @@ def test_moe_bytes_recount_from_bound_arrays() -> None:
 
 
 def test_moe_flops_hand_count() -> None:
-    # router GEMM 2*5*16*4 = 640; softmax 20 logits x (3 + 1 + 1 exp) = 100;
-    # top-2 selection 2*20 = 40; experts by their own counts (4, 0, 3, 3):
+    # router GEMM 2*5*16*4 = 640; softmax 20 logits x (3 + 1 + 1 exp) = 100 and one
+    # reciprocal of the sum per token = 5; top-2 selection 2*20 = 40;
+    # experts by their own counts (4, 0, 3, 3):
     #   gate/up 2*n*16*64 = 2048n, down 2*n*32*16 = 1024n, SwiGLU 5*32n = 160n -> 3232n;
     #   n = 4 + 3 + 3 = 10 -> 32,320; combine (2*2-1)*5*16 = 240
     ledger = moe((4, 0, 3, 3), top_k=2, hidden=H, intermediate=INTER)
-    assert ledger.flops == 640 + 100 + 40 + 32_320 + 240
+    assert ledger.flops == 640 + 100 + 5 + 40 + 32_320 + 240
     assert ledger.ops_by_class["contraction"] == 640 + 30_720
 
 
@@ -67,4 +71,41 @@ def test_inconsistent_counts_rejected() -> None:
     with pytest.raises(InputError, match="top_k"):
         moe((3, 2), top_k=2, hidden=H, intermediate=INTER)  # 5 routed slots, not a multiple of 2
     with pytest.raises(InputError, match="twice"):
-        moe(routing=[[1, 1]], hidden=H, intermediate=INTER)
+        moe(routing=[[1, 1]], num_experts=2, hidden=H, intermediate=INTER)
+
+
+def test_router_priced_over_all_experts_when_the_last_get_no_tokens() -> None:
+    # 3 tokens, top-2, 5 experts; ids only 0..2, so experts 3 and 4 idle (max id + 1 = 3)
+    routing = np.array([[0, 1], [1, 2], [0, 2]])
+    ledger = moe(routing=routing, num_experts=5, hidden=H, intermediate=INTER)
+    assert ledger.tensor("router_weight").shape == (5, H)
+    assert ledger.tensor("w_down").shape == (3, H, INTER)  # only touched experts' weights
+    # router GEMM 2*3*16*5 = 480; softmax 15 logits x 5 + 3 reciprocals = 78;
+    # top-2 selection 2*15 = 30; experts (2, 2, 2, 0, 0): 3232 * 6 = 19,392;
+    # combine (2*2-1)*3*16 = 144
+    assert ledger.flops == 480 + 78 + 30 + 19_392 + 144
+    assert ledger == moe((2, 2, 2, 0, 0), top_k=2, hidden=H, intermediate=INTER)
+
+
+def test_routing_needs_num_experts_and_ids_inside_it() -> None:
+    routing = [[0, 1], [1, 2]]
+    with pytest.raises(InputError, match="num_experts"):
+        moe(routing=routing, hidden=H, intermediate=INTER)
+    with pytest.raises(InputError, match=r"\[0, 2\)"):
+        moe(routing=routing, num_experts=2, hidden=H, intermediate=INTER)
+    with pytest.raises(InputError, match="num_experts"):
+        expert_counts(routing, 0)
+
+
+def test_router_softmax_and_activation_are_the_library_ops() -> None:
+    # the router's softmax is norms.softmax over (tokens, experts); each expert's SwiGLU
+    # is activations.swiglu over (n_e, intermediate): the same work, entry for entry
+    ledger = moe((4, 0, 3, 3), top_k=2, hidden=H, intermediate=INTER)
+
+    def counts(work: Iterable[Work]) -> list[tuple[str, str, float]]:
+        return [(w.unit, w.op_class, w.ops) for w in work]
+
+    router = [w for w in ledger.work if w.label.startswith("router softmax")]
+    assert counts(router) == counts(softmax(rows=5, cols=4).work)
+    expert_2 = [w for w in ledger.work if w.label.startswith("expert 2 SwiGLU")]
+    assert counts(expert_2) == counts(swiglu((3, INTER)).work)

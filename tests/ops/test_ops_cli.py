@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from roofwise.cli import main
+from roofwise.errors import InputError
 from roofwise.ops import OPS, build_op, gemm, parse_shape_args
 
 
@@ -25,7 +26,7 @@ def test_price_moe_with_a_count_list(capsys: pytest.CaptureFixture[str]) -> None
                  "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert out["flops"] == 33_340  # the hand count of tests/ops/test_moe.py
+    assert out["flops"] == 33_345  # the hand count of tests/ops/test_moe.py
 
 
 def test_price_table_output(capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,3 +78,50 @@ def test_shape_parsing_helpers() -> None:
     assert build_op("gemm", {"m": "8", "n": "16", "k": "4", "bias": "true"}) == gemm(
         8, 16, 4, bias=True)
     assert build_op("add", {"a_shape": "4x3", "b_shape": "[3]"}).flops == 12
+
+
+@pytest.mark.parametrize(("key", "text"), [
+    ("a_shape", "4xx4"), ("a_shape", "4.5x4"), ("a_shape", "4x3,2"), ("a_shape", "[4,4"),
+    ("a_shape", "x4"), ("a_shape", ""), ("b_shape", "4 4")])
+def test_malformed_tuple_names_the_parameter(key: str, text: str) -> None:
+    with pytest.raises(InputError, match=f"add: --shape {key}"):
+        build_op("add", {key: text})
+
+
+@pytest.mark.parametrize("text", ["4.0", "4.5", "1e3", "1_000", "4x4", ""])
+def test_non_integer_size_names_the_parameter(text: str) -> None:
+    with pytest.raises(InputError, match="gemm: --shape m: expected an integer"):
+        build_op("gemm", {"m": text})
+
+
+def test_well_formed_tuples_still_parse() -> None:
+    for text in ("4x3", "4 x 3", "4,3", "[4, 3]", "(4,3)"):
+        assert build_op("add", {"a_shape": text, "b_shape": "3"}).tensor("a").shape == (4, 3)
+
+
+def test_duplicate_shape_key_is_an_error() -> None:
+    with pytest.raises(InputError, match=r"m.*twice"):
+        parse_shape_args(["m=4,m=8"])
+    with pytest.raises(InputError, match=r"n.*twice"):
+        parse_shape_args(["n=4", "k=2,n=4"])
+
+
+@pytest.mark.parametrize("shape", ["a_shape=4xx4", "a_shape=4.5x4", "m=4,m=8"])
+def test_strict_shape_errors_are_one_line_exit_2(
+        shape: str, capsys: pytest.CaptureFixture[str]) -> None:
+    op = "add" if shape.startswith("a_shape") else "gemm"
+    assert main(["price", op, "-m", "h200", "--shape", shape]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert "\n" not in err and shape.split("=")[0] in err and captured.out == ""
+
+
+def test_case_study_bad_lookups_and_dtype_from_the_command_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["price", "qk_norm_rope_quant", "-m", "h200", "--shape",
+                 "lookups=bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "lookups" in err and "per_row" in err
+    assert main(["price", "qk_norm_rope_quant", "-m", "h200", "--shape", "in_dtype=fp16",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bytes"] == 67_764_736

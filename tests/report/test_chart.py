@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.colors import to_hex
+from matplotlib.transforms import Affine2D, Bbox
 
 from roofwise.analysis import Analysis, analyze
 from roofwise.errors import InputError
 from roofwise.profiles import builtin_machines
 from roofwise.records import columns_from_valid
 from roofwise.report.chart import VERDICT_COLOR, roofline_figure, save_figure
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 
 H200 = builtin_machines()["h200"]
 
@@ -168,3 +174,141 @@ def test_several_runs_share_a_chart_with_distinct_markers(example_analysis):
         not np.array_equal(below_base.get_paths()[0].vertices, below_new.get_paths()[0].vertices)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "base" in legend and "new" in legend
+
+
+# ---------------------------------------------------------------- the analysis's ceilings
+
+EXAMPLE_ROWS = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+
+
+def _example(regime=None, mix=None) -> Analysis:
+    return analyze(columns_from_valid(EXAMPLE_ROWS), builtin_machines(), regime=regime, mix=mix)
+
+
+def test_roofs_follow_the_regime_the_verdicts_used():
+    analysis = _example(regime="sustained")
+    fig = roofline_figure([("examples", analysis)])
+    flat = _by_gid(fig, "roof:h200:unit:tensor_core.bf16")
+    assert np.allclose(flat.get_ydata(), 989.5e12 * 0.7077)  # 700.3 TFLOP/s, not 759.9
+    label = _by_gid(fig, "label:h200:unit:tensor_core.bf16").get_text()
+    assert "700.3 TFLOP/s" in label and "(sustained)" in label and "burst" not in label
+    # the same rate priced the verdicts: the compute-bound gemm row's flops over its compute time
+    gemm = int(np.flatnonzero(analysis.columns.op == "gemm_bf16")[0])
+    priced_rate = analysis.columns.flops[gemm] / analysis.priced.compute_time_s[gemm]
+    assert np.isclose(flat.get_ydata()[0], priced_rate)
+    # the envelope (burst) stays visible, faint, where it differs
+    envelope = _by_gid(fig, "roof:h200:unit:tensor_core.bf16:envelope")
+    assert np.allclose(envelope.get_ydata(), 989.5e12 * 0.7680)
+    assert envelope.get_alpha() < 0.5 and flat.get_alpha() in (None, 1.0)
+    # fp32 was measured sustained only: its roof is its envelope, so no faint twin
+    gids = {line.get_gid() for line in fig.axes[0].lines}
+    assert "roof:h200:unit:cuda_core.fp32:envelope" not in gids
+    assert np.allclose(_by_gid(fig, "roof:h200:unit:cuda_core.fp32").get_ydata(), 67e12 * 0.8548)
+    ridge = _by_gid(fig, "ridge:h200:tensor_core.bf16")
+    assert np.isclose(ridge.get_xdata()[0], 989.5e12 * 0.7077 / (4.8e12 * 0.9380))
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("envelope") for t in legend)
+
+
+def test_roofs_follow_the_mix_the_verdicts_used():
+    analysis = _example(mix="copy")
+    fig = roofline_figure([("examples", analysis)])
+    roof = _by_gid(fig, "roof:h200:memory:hbm")
+    x, y = np.asarray(roof.get_xdata()), np.asarray(roof.get_ydata())
+    assert np.allclose(y / x, 4.8e12 * 0.8183)
+    # the memory-bound split row was priced on exactly this bandwidth
+    split = 1
+    assert np.isclose(analysis.columns.bytes[split] / analysis.priced.memory_time_s[split],
+                      4.8e12 * 0.8183)
+    assert "(copy mix)" in _by_gid(fig, "label:h200:memory:hbm").get_text()
+    assert "3.93 TB/s" in _by_gid(fig, "label:h200:memory:hbm").get_text()
+    envelope = _by_gid(fig, "roof:h200:memory:hbm:envelope")
+    assert np.isclose(envelope.get_ydata()[0] / envelope.get_xdata()[0], 4.8e12 * 0.9380)
+    assert envelope.get_alpha() < 0.5
+    gids = {line.get_gid() for line in fig.axes[0].lines}
+    assert "roof:h200:memory:hbm:mix:copy" not in gids  # drawn once, as the solid roof
+    assert "roof:h200:memory:hbm:mix:read" not in gids  # drawn once, as the envelope
+    assert {"roof:h200:memory:hbm:mix:triad", "roof:h200:memory:hbm:mix:write"} <= gids
+    ridge = _by_gid(fig, "ridge:h200:cuda_core.fp32")
+    assert np.isclose(ridge.get_xdata()[0], 67e12 * 0.8548 / (4.8e12 * 0.8183))
+
+
+def test_auto_mix_draws_the_envelope_and_says_rows_vary():
+    fig = roofline_figure([("examples", _example(mix="auto"))])
+    roof = _by_gid(fig, "roof:h200:memory:hbm")
+    assert np.isclose(roof.get_ydata()[0] / roof.get_xdata()[0], 4.8e12 * 0.9380)
+    assert "auto: each row at its own mix" in _by_gid(fig, "label:h200:memory:hbm").get_text()
+
+
+def test_envelope_chart_has_no_faint_twins(example_analysis):
+    fig = roofline_figure([("examples", example_analysis)])
+    assert not [line.get_gid() for line in fig.axes[0].lines
+                if (line.get_gid() or "").endswith(":envelope")]
+    assert "(burst, envelope)" in _by_gid(fig, "label:h200:unit:tensor_core.bf16").get_text()
+
+
+def test_runs_at_different_ceilings_cannot_share_roofs():
+    with pytest.raises(InputError, match="different ceilings on h200"):
+        roofline_figure([("a", _example()), ("b", _example(regime="sustained"))])
+
+
+# ---------------------------------------------------------------- labels clear of the points
+
+def _marker_boxes(fig):
+    """Each plotted marker's display-space box, from its own path and transform."""
+    ax = fig.axes[0]
+    boxes = []
+    for c in ax.collections:
+        if not (isinstance(c, PathCollection) and (c.get_gid() or "").startswith("points:")):
+            continue
+        path = c.get_paths()[0]
+        transforms = c.get_transforms()
+        for k, offset in enumerate(ax.transData.transform(c.get_offsets())):
+            t = transforms[k % len(transforms)]
+            ext = path.get_extents(Affine2D(t))
+            boxes.append(Bbox.from_extents(ext.x0 + offset[0], ext.y0 + offset[1],
+                                           ext.x1 + offset[0], ext.y1 + offset[1]))
+    return boxes
+
+
+@pytest.mark.parametrize("regime", [None, "sustained", "burst"])
+def test_roof_labels_cover_no_point_or_callout(regime):
+    fig = roofline_figure([("examples", _example(regime=regime))])
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if (t.get_gid() or "").startswith("label:h200:unit:")]
+    assert len(labels) == 4
+    callouts = [t.get_window_extent(renderer) for t in ax.texts
+                if (t.get_gid() or "").startswith("annotation:")]
+    obstacles = _marker_boxes(fig) + callouts
+    assert len(obstacles) == 7 + 3
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        hits = [o for o in obstacles if box.overlaps(o)]
+        assert not hits, f"{label.get_text()!r} covers {hits}"
+        others = [t for t in labels if t is not label]
+        assert not any(box.overlaps(t.get_window_extent(renderer)) for t in others)
+        assert ax.get_window_extent(renderer).contains(box.x1, box.y1)
+
+
+def test_theoretical_bf16_label_sits_at_the_left_end_of_its_roof(example_analysis):
+    fig = roofline_figure([("examples", example_analysis)])
+    text = _by_gid(fig, "label:h200:unit:tensor_core.bf16:theoretical")
+    assert text.get_text().endswith("theoretical 989.5 TFLOP/s")
+    ridge = 989.5e12 / 4.8e12  # where the dashed roofs meet
+    x, y = text.get_position()
+    assert ridge < x < 2 * ridge and y > 989.5e12  # just right of the ridge, above its roof
+    # the impossible gemm point (AI 5461, 1.1 PFLOP/s) is not under it
+    renderer = fig.canvas.get_renderer()
+    point = fig.axes[0].transData.transform((2199023255552 / 402653184, 2199023255552 / 0.002))
+    assert not text.get_window_extent(renderer).contains(*point)
+
+
+def test_blank_note_says_where_to_look():
+    one = roofline_figure([("examples", _example())])
+    assert _by_gid(one, "note:blank").get_text() == (
+        "1 blank row not plotted (the model cannot price it; see `roofwise analyze`)")
+    rows = [*EXAMPLE_ROWS, {**EXAMPLE_ROWS[-1], "op": "other"}]
+    two = roofline_figure([("x", analyze(columns_from_valid(rows), builtin_machines()))])
+    assert _by_gid(two, "note:blank").get_text() == (
+        "2 blank rows not plotted (the model cannot price them; see `roofwise analyze`)")

@@ -79,11 +79,68 @@ def test_cli_gates_on_regression(tmp_path, capsys):
     assert main(["compare", str(base), str(new), "--fail-on-regression"]) == 1
     assert main(["compare", str(base), str(new)]) == 0
     capsys.readouterr()
+    # no regression at 50%, but BASE's "dropped" row vanished from NEW: the gate still fails
     assert main(["compare", str(base), str(new), "--json", "--threshold", "0.5",
-                 "--fail-on-regression"]) == 0
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+                 "--fail-on-regression"]) == 1
+    out, err = capsys.readouterr()
+    lines = [json.loads(x) for x in out.splitlines()]
     assert len(lines) == 6 and not any(x["status"] == REGRESSION for x in lines)
+    assert err.count("\n") == 1 and "1 row(s) of BASE missing from NEW" in err
+    assert "regression" not in err
     assert main(["compare", str(base), str(base), "--fail-on-regression"]) == 0
+    # a row only in NEW is new coverage, not a failure
+    kept = tmp_path / "kept.jsonl"
+    write_records(kept, BASE[:4])
+    assert main(["compare", str(kept), str(new), "--threshold", "0.5",
+                 "--fail-on-regression"]) == 0
+
+
+def test_malformed_row_in_new_is_reported_and_fails_the_gate(tmp_path, capsys):
+    """The regressed rmsnorm row is malformed in NEW: it must not pass as merely 'only_base'."""
+    base, new = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    write_records(base, BASE[:4])
+    rows = [{**r} for r in NEW[:4]]
+    rows[1]["time_s"] = "slow"  # the regressed rmsnorm row
+    new.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["compare", str(base), str(new)]) == 0  # no gate: report, do not fail
+    err = capsys.readouterr().err
+    assert f"roofwise: skipped {new}:2" in err and "time_s" in err
+    assert f"{new}: skipped 1 malformed record(s) of 4" in err
+    assert main(["compare", str(base), str(new), "--fail-on-regression"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == ("roofwise: compare failed: 1 malformed record(s) skipped (a skipped row "
+                       "cannot be compared); 1 row(s) of BASE missing from NEW (a vanished "
+                       "benchmark cannot be shown not to regress)")
+    assert main(["compare", str(base), str(new), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("roofwise: error:") == 1 and f"{new}:2" in err and "Traceback" not in err
+
+
+def test_efficiency_change_is_not_shown_where_efficiency_is_not_a_reading(tmp_path, capsys):
+    tiny = {"op": "tiny", "device": "NVIDIA H200", "flops": 1e3, "bytes": 1e3,
+            "roof": "cuda_core.fp32", "timing": "device"}  # SOL 0.2 ns: below the floor
+    # 1e12 B in 1 ms is 1000 TB/s: above HBM's theoretical 4.8 TB/s
+    fast = {"op": "fast", "device": "NVIDIA H200", "flops": 1e3, "bytes": 1e12,
+            "roof": "cuda_core.fp32", "timing": "device"}
+    base_rows = [{**tiny, "time_s": 4.0e-6}, {**fast, "time_s": 1e-3}]
+    new_rows = [{**tiny, "time_s": 4.1e-6}, {**fast, "time_s": 1.1e-3}]
+    result = compare(_analysis(base_rows), _analysis(new_rows))
+    verdicts = {c.key[0]: (c.base.verdict, c.new.verdict) for c in result.changes
+                if c.base and c.new}
+    assert verdicts == {"tiny": ("latency_bound", "latency_bound"),
+                        "fast": ("impossible", "impossible")}
+    for change in result.changes:
+        data = change.to_json()
+        assert data["efficiency_change"] is None
+        assert data["base_efficiency"] is None and data["new_efficiency"] is None
+    base, new = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    write_records(base, base_rows)
+    write_records(new, new_rows)
+    assert main(["compare", str(base), str(new), "--threshold", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert " pt" not in out  # neither "-0.0 pt" nor any other efficiency change
+    tiny_line = next(ln for ln in out.splitlines() if " tiny " in ln)
+    assert "+2.5%" in tiny_line and tiny_line.count("—") >= 1
 
 
 def test_cli_bad_input_exits_2(tmp_path, capsys):

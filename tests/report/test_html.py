@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import html
 import os
+import re
 from pathlib import Path
 
 import pytest
 
+from roofwise.analysis import analyze
+from roofwise.cli import main
+from roofwise.profiles import builtin_machines
+from roofwise.recordio import read_records
 from roofwise.report.html import report_html, write_report
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -46,32 +53,36 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             page.goto(path.as_uri())
             box = page.locator("#chart svg").bounding_box()
             assert box is not None and box["width"] > 300 and box["height"] > 200
-            rows = page.locator("#verdicts tbody tr")
+            rows = page.locator("#verdicts > tbody > tr")
             assert rows.count() == n
 
             def efficiencies() -> list[str]:
-                return page.locator("#verdicts tbody tr td:nth-child(6)").all_inner_texts()
+                return page.locator("#verdicts > tbody > tr > td:nth-child(6)").all_inner_texts()
 
             before = efficiencies()
-            page.locator("#verdicts th", has_text="efficiency").click()
+            page.locator("#verdicts > thead th", has_text="efficiency").click()
             after = efficiencies()
             numbers = [float(x.rstrip("%")) for x in after if x != "—"]
-            assert numbers == sorted(numbers) and len(numbers) == 6
-            assert after != before and after[-2:] == ["—", "—"]  # blank/latency rows last
-            page.locator("#verdicts th", has_text="efficiency").click()
+            assert numbers == sorted(numbers) and len(numbers) == 4
+            # impossible, latency-bound and blank rows show no efficiency, and sort last
+            assert after != before and after[-4:] == ["—"] * 4
+            page.locator("#verdicts > thead th", has_text="efficiency").click()
             desc = [float(x.rstrip("%")) for x in efficiencies() if x != "—"]
             assert desc == sorted(desc, reverse=True)
 
             page.fill("#filter", "gemm")
-            assert page.locator("#verdicts tbody tr:visible").count() == 2
+            assert page.locator("#verdicts > tbody > tr:visible").count() == 2
             page.fill("#filter", "")
             page.select_option("#verdict-filter", "impossible")
-            assert page.locator("#verdicts tbody tr:visible").count() == 2
+            assert page.locator("#verdicts > tbody > tr:visible").count() == 2
             page.select_option("#verdict-filter", "")
-            assert page.locator("#verdicts tbody tr:visible").count() == n
+            assert page.locator("#verdicts > tbody > tr:visible").count() == n
 
-            first = page.locator("#verdicts tbody tr details").first
+            first = page.locator("#verdicts > tbody > tr details").first
+            assert not first.locator("table.ledger").is_visible()
             first.locator("summary").click()
+            assert first.locator("table.ledger").is_visible()
+            assert "SOL" in first.locator("table.ledger").inner_text()
             assert '"verdict":' in first.locator("pre").inner_text()
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
@@ -79,3 +90,98 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             browser.close()
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
 
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """verdict -> the HTML of each of its table rows."""
+    out: dict[str, list[str]] = {}
+    for chunk in text.split('<tr data-verdict="')[1:]:
+        verdict, body = chunk.split('"', 1)
+        out.setdefault(verdict, []).append(body)  # to the next row: the details included
+    return out
+
+
+def _cells(row_html: str) -> list[str]:
+    """The visible text of the first ten cells (no nested markup survives but spans)."""
+    cells = [c.split(">", 1)[1].split("</td>", 1)[0] for c in row_html.split("<td")[1:11]]
+    return [re.sub(r"<[^>]+>", "", c) for c in cells]
+
+
+def test_efficiency_cell_is_a_dash_where_it_is_not_a_reading(example_analysis):
+    rows = _rows(report_html(example_analysis, source="ex.jsonl"))
+    efficiency = {v: [_cells(r)[5] for r in found] for v, found in rows.items()}
+    assert efficiency["impossible"] == ["—", "—"]
+    assert efficiency["latency_bound"] == ["—"] and efficiency["blank"] == ["—"]
+    sol = 1099511627776 / (989.5e12 * 0.7680)  # the anomalous gemm, one decimal as the table
+    assert efficiency["anomaly"] == [f"{sol / 1.35e-3:.1%}"] == ["107.2%"]
+    assert efficiency["at_ceiling"] == ["86.0%"]
+
+
+def test_each_row_details_its_ledger_and_price():
+    analysis = analyze(read_records(EXAMPLES).columns, builtin_machines(), regime="sustained")
+    rows = _rows(report_html(analysis, source="ex.jsonl"))
+    (gemm,) = rows["anomaly"]
+    ledger = html.unescape(re.sub(r"<[^>]+>", "|", gemm.split('<table class="ledger">')[1]
+                                  .split("</table>")[0]))
+    # 2*8192^3 FLOP on tensor_core.bf16 at 989.5e12 * 0.7077 (sustained): 1.5701 ms
+    compute_s = 1099511627776 / (989.5e12 * 0.7077)
+    assert f"compute time, tensor_core.bf16 (binding)||{compute_s * 1e3:.2f} ms" in ledger
+    assert "(1.100 TFLOP at 700.3 TFLOP/s)" in ledger
+    assert "|bytes||402.65 MB (402,653,184 B)|" in ledger
+    assert "|FLOPs||1.100 TFLOP (1,099,511,627,776)|" in ledger
+    # memory: 402,653,184 B at 4.8e12 * 0.9380 B/s (the read envelope) = 89.43 us
+    assert f"|memory time||{402653184 / (4.8e12 * 0.938) * 1e6:.1f} us at 4.50 TB/s (read mix)|" \
+        in ledger
+    assert "|SOL||1.57 ms = max(memory, compute)|" in ledger
+    assert "|bound||compute (tensor_core.bf16)|" in ledger
+    assert "|mix, regime||read, sustained|" in ledger
+    sol = compute_s
+    assert f"|efficiency||{sol / 1.35e-3:.1%}|" in ledger  # 116.3%
+    assert "the envelope ceiling" in gemm.split('<table class="ledger">')[1]  # the reasons
+    fused = next(r for r in rows["at_ceiling"])
+    assert "67.76 MB (67,764,736 B): read 46.14 MB, write 21.63 MB" in fused  # the read/write split
+    (impossible_qk,) = [r for r in rows["impossible"] if "qk_norm" in r]
+    assert "— (impossible: not a reading; see the reasons)" in impossible_qk
+    (blank,) = rows["blank"]
+    assert "|SOL||— = max" in html.unescape(re.sub(r"<[^>]+>", "|", blank))
+
+
+def test_lint_section_lists_findings_with_their_fields(example_analysis):
+    text = report_html(example_analysis, source="examples/records.jsonl")
+    lint = text.split('<table id="lint">')[1].split("</table>")[0]
+    heads = re.findall(r"<th>([^<]*)</th>", lint.split("</thead>")[0])
+    assert heads == ["code", "severity", "where", "reason", "fix"]
+    first = re.findall(r"<td>([^<]*)</td>", lint.split("<tbody>")[1])[:3]
+    assert first[:2] == ["M8", "error"] and first[2].startswith("examples/records.jsonl:")
+
+
+def test_report_refuses_an_output_that_is_not_html(tmp_path, capsys):
+    for name in ("r.png", "r", "r.svg"):
+        assert main(["report", str(EXAMPLES), "-o", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(ln.startswith("roofwise: error: ") for ln in err)
+    assert err[0].endswith("r.png: expected a report file ending in .html or .htm")
+    assert not list(tmp_path.iterdir())
+    assert main(["report", str(EXAMPLES), "-o", str(tmp_path / "r.HTM")]) == 0
+    assert (tmp_path / "r.HTM").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_ledger_lists_every_unit_with_work_and_marks_the_binding_one():
+    from roofwise.records import columns_from_valid
+
+    row = {"op": "softmax_like", "device": "NVIDIA H200", "flops": 1.1e9, "bytes": 1e6,
+           "roof": "cuda_core.fp32", "time_s": 50e-6, "timing": "device",
+           "flops_by_unit": {"cuda_core.fp32": 1e9, "sfu.fp32": 1e8}}
+    analysis = analyze(columns_from_valid([row]), builtin_machines())
+    (found,) = [r for rows in _rows(report_html(analysis)).values() for r in rows]
+    ledger = html.unescape(re.sub(r"<[^>]+>", "|", found.split('<table class="ledger">')[1]
+                                  .split("</table>")[0]))
+    fp32_s = 1e9 / (67.0e12 * 0.8548)  # 17.46 us
+    sfu_s = 1e8 / 4.18176e12  # 23.91 us, uncalibrated: the datasheet rate
+    assert f"|compute time, cuda_core.fp32||{fp32_s * 1e6:.1f} us (1.000 GFLOP at 57.3 TFLOP/s)|" \
+        in ledger
+    assert f"|compute time, sfu.fp32 (binding)||{sfu_s * 1e6:.1f} us (100.000 Mop at 4.2 Top/s)|" \
+        in ledger
+    assert f"|compute time, pipes in series||{(fp32_s + sfu_s) * 1e6:.1f} us|" in ledger
+    assert "|FLOPs||1.100 GFLOP (1,100,000,000): cuda_core.fp32 1.000 GFLOP, " \
+           "sfu.fp32 100.000 Mop|" in ledger

@@ -23,22 +23,28 @@ from .report import report_command
 from .trace import trace_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _DataFlowOrder(click.Group):
+    """`roofwise --help` lists commands in the order they were added, not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(cls=_DataFlowOrder, context_settings={"help_option_names": ["-h", "--help"]},
+             invoke_without_command=True)
 @click.version_option(package_name="roofwise")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """How far is a kernel from the speed of light? Honest rooflines, calibrated ceilings."""
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
-for command in (machines_command, machine_command, price_command, analyze_command,
-                misuse_command, plot_command, compare_command,
-                report_command):
+# In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement.
+for command in (machines_command, machine_command, ops_command, price_command, trace_command,
+                analyze_command, lint_command, misuse_command, plot_command, report_command,
+                compare_command, bench_command, calibrate_command, audit_command):
     cli.add_command(command)
-cli.add_command(bench_command)
-cli.add_command(audit_command)
-cli.add_command(calibrate_command)
-cli.add_command(ops_command)
-cli.add_command(trace_command)
-cli.add_command(lint_command)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,9 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"roofwise: error: {exc}", err=True)
         return 2
     except click.UsageError as exc:
-        hint = f" (see roofwise {exc.ctx.command_path.split(' ', 1)[-1]} --help)" if (
-            exc.ctx is not None and " " in exc.ctx.command_path) else " (see roofwise --help)"
-        click.echo(f"roofwise: error: {exc.format_message()}{hint}", err=True)
+        path = exc.ctx.command_path if exc.ctx is not None else "roofwise"
+        click.echo(f"roofwise: error: {exc.format_message()} (see {path} --help)", err=True)
         return 2
     except click.ClickException as exc:
         click.echo(f"roofwise: error: {exc.format_message()}", err=True)

@@ -10,9 +10,11 @@ from pathlib import Path
 import click
 
 from ..analysis import Analysis, analyze
+from ..errors import InputError
+from ..ledgerio import load_ledger
 from ..lint import Finding, lint_analysis, lint_rows
 from ..recordio import read_records
-from ..report.table import render_analysis, worst_first
+from ..report.table import render_analysis
 from .common import all_machines, console, load_machine_arg, machine_option, regime_mix_options
 from .lint import render_findings_brief
 
@@ -24,18 +26,31 @@ from .lint import render_findings_brief
 @click.option("--json", "as_json", is_flag=True, help="One JSON verdict object per record.")
 @click.option("--csv", "as_csv", is_flag=True, help="Verdicts as CSV.")
 @click.option("--strict", is_flag=True, help="Fail the whole file on the first bad record.")
-@click.option("--limit", default=50, show_default=True,
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
               help="Rows in the table, worst first (0 for all).")
 @click.option("--plot", "plot_path", default=None, metavar="PATH",
               help="Also draw the roofline chart to PATH (.png, .svg or .pdf).")
+@click.option("--reference", "reference_paths", multiple=True, metavar="LEDGER.yaml",
+              help="A ledger of an op as it should be counted; lint matches records to it by "
+                   "op name (repeatable).")
 def analyze_command(records_path: str, machine_name: str | None, regime: str | None,
                     mix: str | None, as_json: bool, as_csv: bool, strict: bool,
-                    limit: int, plot_path: str | None = None) -> None:
+                    limit: int, plot_path: str | None = None,
+                    reference_paths: tuple[str, ...] = ()) -> None:
     """Judge benchmark records (JSONL, CSV or Parquet) against a machine profile.
 
     Without --machine, each record's `device` selects its profile; a record whose device
     matches none is blank, with that reason.
     """
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv are exclusive; choose one")
+    if plot_path is not None:
+        from ..report.chart import SAVE_FORMATS  # matplotlib only when a chart is asked for
+
+        if Path(plot_path).suffix.lower().lstrip(".") not in SAVE_FORMATS:
+            raise InputError("--plot", f"expected a path ending in .{', .'.join(SAVE_FORMATS)}, "
+                                       f"got {plot_path!r}")
+    references = [load_ledger(p) for p in reference_paths]
     loaded = read_records(records_path, strict=strict)
     err = console(err=True)
     for skipped in loaded.skipped[:20]:
@@ -47,12 +62,12 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
     if as_json:
-        write_json(analysis, lint_rows(analysis, path=records_path))
+        write_json(analysis, lint_rows(analysis, references, path=records_path))
     elif as_csv:
         write_csv(analysis)
     else:
         render_analysis(analysis, console(), None if limit == 0 else limit)
-        render_findings_brief(lint_analysis(analysis, path=records_path), console())
+        render_findings_brief(lint_analysis(analysis, references, path=records_path), console())
     if plot_path is not None:
         from .plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
@@ -67,7 +82,8 @@ def write_json(analysis: Analysis, lint: list[list[Finding]] | None = None) -> N
 
 
 def write_csv(analysis: Analysis) -> None:
-    rows = [analysis.row(int(i)) for i in worst_first(analysis)]
+    """In input order, like --json: machines sort for themselves."""
+    rows = list(analysis.iter_rows())
     columns = list(dict.fromkeys(k for row in rows for k in row))
     writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
     writer.writeheader()

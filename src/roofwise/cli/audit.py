@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -10,7 +12,16 @@ from rich.table import Table
 from ..errors import InputError
 from ..ledger import Ledger
 from ..ledgerio import load_ledger
-from ..measure.audit import FAIL_BELOW, WARN_ABOVE, audit, parse_ncu_csv, run_ncu
+from ..measure.audit import (
+    FAIL,
+    FAIL_BELOW,
+    WARN_ABOVE,
+    AuditRow,
+    audit,
+    parse_ncu_csv,
+    run_ncu,
+)
+from ..ops import build_op
 from ..report import fmt
 from .bench import parse_assignments
 from .common import console, echo_json
@@ -23,10 +34,35 @@ def _ledger(ledger_path: str | None, op: str | None, shape: tuple[str, ...]) -> 
         raise InputError("--ledger/--op", "give exactly one: a ledger YAML or an operator name")
     if ledger_path is not None:
         return load_ledger(ledger_path)
-    from ..measure.torch_ops import build_ledger, resolve_params
-
     assert op is not None
-    return build_ledger(op, resolve_params(op, parse_assignments(shape, "--shape")))[0]
+    return build_op(op, parse_assignments(shape, "--shape"))
+
+
+def read_report(csv_path: str) -> str:
+    """The report's text; one-line errors for an unreadable or non-UTF-8 file."""
+    try:
+        return Path(csv_path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(csv_path, f"not UTF-8 text (byte {exc.start}); expected the text "
+                                   "that `ncu --csv` prints") from None
+    except OSError as exc:
+        raise InputError(csv_path, f"cannot read file ({exc.strerror})") from None
+
+
+def command_argv(run_cmd: str) -> list[str]:
+    """The command to profile, split as a shell would (quotes kept together)."""
+    try:
+        argv = shlex.split(run_cmd)
+    except ValueError as exc:
+        raise InputError("--run", f"cannot split the command ({exc})") from None
+    if not argv:
+        raise InputError("--run", "expected a command to profile, got an empty string")
+    return argv
+
+
+def exit_code(rows: Sequence[AuditRow]) -> int:
+    """1 when any row FAILs (the ledger claims bytes the kernel does not read), else 0."""
+    return 1 if any(row.verdict == FAIL for row in rows) else 0
 
 
 @click.command("audit")
@@ -35,7 +71,8 @@ def _ledger(ledger_path: str | None, op: str | None, shape: tuple[str, ...]) -> 
 @click.option("--run", "run_cmd", default=None, metavar="'COMMAND ...'",
               help="Profile this command under ncu instead (ncu must be on PATH).")
 @click.option("--ledger", "ledger_path", default=None, metavar="LEDGER.yaml")
-@click.option("--op", default=None, help="Or a bench operator (gemm, rmsnorm, ...).")
+@click.option("--op", default=None,
+              help="Or an operator of the registry (see `roofwise ops`): its ledger.")
 @click.option("--shape", multiple=True, metavar="KEY=VALUE", help="Parameters of --op.")
 @click.option("--kernel", "kernel_pattern", default=None, metavar="REGEX",
               help="Judge only kernels whose name matches.")
@@ -49,25 +86,24 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
 
     PASS within [0.95x, 1.5x]; FAIL below 0.95x; WARN above 1.5x. Writes are reported, not
     judged: writes still in L2 when a kernel ends escape the counter.
+
+    Exit status: 0 when no row FAILs (WARN and UNJUDGED rows alone exit 0), 1 when any row
+    FAILs, 2 on bad input (an unreadable report, a malformed line, a bad argument).
     """
     ledger = _ledger(ledger_path, op, shape)
     if (csv_path is None) == (run_cmd is None):
         raise InputError("--ncu-csv/--run", "give exactly one: a report or a command to profile")
     if csv_path is not None:
-        try:
-            text = Path(csv_path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(csv_path, f"cannot read file ({exc.strerror})") from None
-        origin = csv_path
+        text, origin = read_report(csv_path), csv_path
     else:
         assert run_cmd is not None
-        text, origin = run_ncu(run_cmd.split(), kernel_pattern), "ncu"
+        text, origin = run_ncu(command_argv(run_cmd), kernel_pattern), "ncu"
     rows = audit(parse_ncu_csv(text, origin), ledger.read_bytes, ledger.write_bytes,
                  kernel_pattern, sum_kernels)
     if as_json:
         for row in rows:
             echo_json({"op": ledger.name, **row.to_dict()})
-        return
+        click.get_current_context().exit(exit_code(rows))
     table = Table(title=f"Bytes audit: {ledger.name} (FAIL < {FAIL_BELOW}x, WARN > "
                         f"{WARN_ABOVE}x of the ledger's reads)", title_justify="left")
     for col in ("kernel", "ledger read", "DRAM read", "ratio", "verdict", "ledger write",
@@ -75,10 +111,11 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
         table.add_column(col)
     for row in rows:
         table.add_row(row.kernel, fmt.nbytes(row.ledger_read_bytes),
-                      "-" if row.dram_read_bytes is None else fmt.nbytes(row.dram_read_bytes),
-                      "-" if row.read_ratio is None else f"{row.read_ratio:.3f}",
+                      "—" if row.dram_read_bytes is None else fmt.nbytes(row.dram_read_bytes),
+                      "—" if row.read_ratio is None else f"{row.read_ratio:.3f}",
                       f"[{STYLE[row.verdict]}]{row.verdict}[/]",
-                      "-" if row.ledger_write_bytes is None else fmt.nbytes(row.ledger_write_bytes),
-                      "-" if row.dram_write_bytes is None else fmt.nbytes(row.dram_write_bytes),
+                      "—" if row.ledger_write_bytes is None else fmt.nbytes(row.ledger_write_bytes),
+                      "—" if row.dram_write_bytes is None else fmt.nbytes(row.dram_write_bytes),
                       row.reason)
     console().print(table)
+    click.get_current_context().exit(exit_code(rows))

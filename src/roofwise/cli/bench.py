@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,18 +16,29 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..errors import InputError
 from ..profiles import builtin_machines, match_device, resolve_machine
-from ..recordio import format_of, write_records
+from ..recordio import format_of, iter_raw_records, write_records
 from .common import console, machine_option
 
 
 def parse_assignments(values: Sequence[str], option: str) -> dict[str, str]:
+    """KEY=VALUE texts of one option; the same key twice is an error, never a silent override."""
     out: dict[str, str] = {}
     for text in values:
         key, sep, value = text.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise InputError(option, f"expected KEY=VALUE, got {text!r}")
+        if key.strip() in out:
+            raise InputError(f"{option} {key.strip()}", "given twice; give each parameter once")
         out[key.strip()] = value.strip()
     return out
+
+
+def refuse_fixed_and_swept(shape: Mapping[str, str], sweeps: Mapping[str, str]) -> None:
+    """A parameter is fixed (--shape) or swept (--sweep), never both."""
+    both = sorted(set(shape) & set(sweeps))
+    if both:
+        raise InputError(f"--sweep {both[0]}", f"also given with --shape {both[0]}; a "
+                                               "parameter is either fixed or swept")
 
 
 def sweep_points(shape: Mapping[str, str], sweeps: Mapping[str, str]) -> list[dict[str, str]]:
@@ -57,6 +69,50 @@ def parse_shard(text: str | None) -> tuple[int, int]:
 def shard(points: Sequence[Any], index: int, count: int) -> list[Any]:
     """Every `count`-th point starting at `index`: shards 0..count-1 partition the sweep."""
     return list(points[index::count])
+
+
+def shard_or_refuse(points: Sequence[Any], index: int, count: int) -> list[Any]:
+    """The shard's points; InputError when it has none (nothing to run, nothing to write)."""
+    mine = shard(points, index, count)
+    if not mine:
+        raise InputError("--shard", f"shard {index}/{count} of a {len(points)}-point sweep "
+                                    "has no points")
+    return mine
+
+
+def check_appendable(out: str) -> bool:
+    """Refuse, before any timing, an output that could not be appended to afterwards.
+
+    Appendable: a path that does not exist yet (in an existing directory), an empty file, or a
+    record file that parses. Returns whether existing rows must be kept (append).
+    """
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(out, "is a directory; expected a record file path")
+    if not path.exists():
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise InputError(out, f"directory {str(parent)!r} does not exist")
+        return False
+    if not path.is_file():
+        raise InputError(out, "exists and is not a regular file; expected a record file")
+    if path.stat().st_size == 0:
+        return False
+    try:
+        for where, record in iter_raw_records(path):
+            if not isinstance(record, Mapping):  # a line that did not parse, or a non-object
+                why = str(record) if isinstance(record, str) and str(record) else (
+                    "not a JSON object")
+                raise InputError(where, f"the existing file is not a record file ({why}); "
+                                        "not appending to it")
+    except InputError as exc:
+        if exc.problem.endswith("not appending to it"):
+            raise
+        raise InputError(exc.where, f"{exc.problem}; not appending to it") from None
+    except Exception as exc:  # undecodable text, or pyarrow's own errors for bad Parquet
+        raise InputError(out, f"the existing file cannot be read as records "
+                              f"({type(exc).__name__}); not appending to it") from None
+    return True
 
 
 def require_device(device: str) -> None:
@@ -93,19 +149,29 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
                   reps: int, warmup: int, compile_fn: bool, no_flush: bool) -> None:
     """Time a torch reference of OP (gemm, rmsnorm, softmax, qk_norm_rope_quant)."""
     from ..measure.bench import bench
-    from ..measure.torch_ops import build_case, resolve_params
+    from ..measure.torch_ops import build_case, build_ledger, resolve_params
 
     format_of(out)  # a bad suffix fails before any timing
     index, count = parse_shard(shard_text)
-    points = shard(sweep_points(parse_assignments(shape, "--shape"),
-                                parse_assignments(sweep, "--sweep")), index, count)
+    fixed = parse_assignments(shape, "--shape")
+    swept = parse_assignments(sweep, "--sweep")
+    refuse_fixed_and_swept(fixed, swept)
+    resolve_params(op, fixed, "--shape")
+    all_points = sweep_points(fixed, swept)
+    for key in swept:  # each swept value is checked, and blamed on --sweep
+        for point in all_points:
+            resolve_params(op, {key: point[key]}, "--sweep")
+    points = shard_or_refuse(all_points, index, count)
     for point in points:
-        resolve_params(op, point)  # every point is valid before the first is timed
+        build_ledger(op, resolve_params(op, point))  # every point prices before any is timed
+    append = check_appendable(out)
     machine = resolve_machine(machine_name) if machine_name else None
     require_device(device)
     records: list[dict[str, Any]] = []
+    err = console(err=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console(err=True), transient=True) as progress:
+                  TimeElapsedColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as progress:
         task = progress.add_task(f"bench {op}", total=len(points))
         for point in points:
             case = build_case(op, point, device, compile_fn=compile_fn)
@@ -120,6 +186,6 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
             record["ledger_source"] = case.ledger_source
             records.append(record)
             progress.advance(task)
-    written = write_records(out, records, append=True)
+    written = write_records(out, records, append=append)
     click.echo(f"wrote {len(records)} record(s) to {out} ({written} in the file; "
                f"shard {index}/{count} of the sweep)", err=True)

@@ -9,7 +9,7 @@ import yaml
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..errors import InputError
-from ..profiles import parse_machine, resolve_machine
+from ..profiles import builtin_machines, parse_machine
 from ..recordio import atomic_writer
 from .common import console
 
@@ -30,22 +30,32 @@ def require_gpu() -> None:
 @click.option("--out", "out", required=True, metavar="PROFILE.yaml",
               help="Where to write the calibrated profile (atomically).")
 @click.option("--quick", is_flag=True, help="Shorter windows and one GEMM dtype: under a minute.")
-@click.option("--theoretical-from", "theoretical_from", default="h200", show_default=True,
-              metavar="NAME|FILE", help="Profile whose theoretical (datasheet) rates the "
-                                        "measurements are divided by.")
+@click.option("--theoretical-from", "theoretical_from", default=None, metavar="NAME|FILE",
+              help="Profile whose theoretical (datasheet) rates the measurements are divided "
+                   "by; default: the built-in profile matching the card (required when none "
+                   "matches).")
+@click.option("--force", is_flag=True,
+              help="Use --theoretical-from even when it is not a profile of this card.")
 @click.option("--log", "log_path", default=None, metavar="LOG.txt",
               help="Also write every measured window (clocks, spread) to this file.")
-def calibrate_command(out: str, quick: bool, theoretical_from: str, log_path: str | None) -> None:
+def calibrate_command(out: str, quick: bool, theoretical_from: str | None, force: bool,
+                      log_path: str | None) -> None:
     """Measure HBM per mix, GEMM per dtype (burst, sustained), FMA, SFU, L2, the latency floor.
 
-    Refuses measurements above the theoretical rate, or whose clocks moved, or whose spread is
-    too wide; they are listed in the profile's notes instead of becoming calibrations.
+    Refuses measurements above the theoretical rate or below 0.30 of it (the theoretical rate
+    is then probably another card's), or whose clocks moved, or whose spread is too wide; they
+    are listed in the profile's notes instead of becoming calibrations.
     """
     if not out.endswith((".yaml", ".yml")):
         raise InputError("--out", f"expected a .yaml path, got {out!r}")
-    theoretical = resolve_machine(theoretical_from)
     require_gpu()
+    import torch
+
     from ..measure.calibrate import run_calibration
+    from ..measure.calibration_math import choose_theoretical
+
+    theoretical = choose_theoretical(torch.cuda.get_device_name(0), theoretical_from, force,
+                                     builtin_machines())
 
     command = "roofwise " + " ".join(sys.argv[1:]) if sys.argv[1:] else "roofwise calibrate"
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),

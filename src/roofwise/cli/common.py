@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+import numpy as np
 from rich.console import Console
 
 from ..machine import Machine
@@ -49,7 +51,18 @@ def all_machines() -> dict[str, Machine]:
 
 
 def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, default=_jsonable))
+    """One JSON object; NaN and infinities (not JSON) become null."""
+    click.echo(json.dumps(finite(data), default=_jsonable, allow_nan=False))
+
+
+def finite(data: Any) -> Any:
+    if isinstance(data, (float, np.floating)):
+        return float(data) if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
 
 
 def _jsonable(value: Any) -> Any:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import math
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from ..analysis import analyze
-from ..compare import DEFAULT_THRESHOLD, IMPROVEMENT, REGRESSION, Comparison, compare
+from ..compare import DEFAULT_THRESHOLD, IMPROVEMENT, ONLY_BASE, REGRESSION, Comparison, compare
 from ..recordio import read_records
+from ..records import Loaded
 from ..report import fmt
-from ..report.table import seconds3
 from .common import all_machines, console, echo_json, load_machine_arg, machine_option
 
 _STATUS_STYLE = {"regression": "bold red", "improvement": "green", "unchanged": "dim",
                  "only_base": "yellow", "only_new": "yellow"}
+MAX_SKIPPED_LINES = 20  # per file; the count that follows covers the rest
 
 
 @click.command("compare")
@@ -25,29 +27,61 @@ _STATUS_STYLE = {"regression": "bold red", "improvement": "green", "unchanged": 
 @click.option("--threshold", type=click.FloatRange(min=0.0), default=DEFAULT_THRESHOLD,
               show_default=True, help="Smallest relative change in time that counts (0.05 = 5%).")
 @click.option("--fail-on-regression", is_flag=True,
-              help="Exit 1 when any row regressed (for CI).")
+              help="Exit 1 when any row regressed, any malformed record was skipped, or any "
+                   "row of BASE is missing from NEW (for CI).")
+@click.option("--strict", is_flag=True, help="Fail a file on its first bad record (exit 2).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per matched row.")
 @click.pass_context
 def compare_command(ctx: click.Context, base_path: str, new_path: str,
                     machine_name: str | None, threshold: float, fail_on_regression: bool,
-                    as_json: bool) -> None:
+                    strict: bool, as_json: bool) -> None:
     """Compare two record files row by row (matched by op, workload and device).
 
     A regression is slower by more than --threshold and, where both rows carry
-    time_p10_s/time_p90_s, with the new p10 above the base p90.
+    time_p10_s/time_p90_s, with the new p10 above the base p90. A malformed record is
+    skipped with a line on stderr; under --fail-on-regression it fails the gate, as does a
+    BASE row with no match in NEW: a benchmark that vanished cannot be shown not to regress.
     """
     machine = load_machine_arg(machine_name)
     machines = all_machines()
-    runs = [analyze(read_records(path).columns, machines, machine)
-            for path in (base_path, new_path)]
-    result = compare(runs[0], runs[1], threshold)
+    loaded = {path: read_records(path, strict=strict) for path in (base_path, new_path)}
+    skipped = sum(_report_skipped(path, loaded[path]) for path in dict.fromkeys(loaded))
+    base, new = (analyze(loaded[p].columns, machines, machine) for p in (base_path, new_path))
+    result = compare(base, new, threshold)
     if as_json:
         for change in result.changes:
             echo_json(change.to_json())
     else:
         render_comparison(result)
-    if fail_on_regression and result.regressions:
-        ctx.exit(1)
+    if fail_on_regression:
+        failures = gate_failures(result, skipped)
+        if failures:
+            click.echo(f"roofwise: compare failed: {'; '.join(failures)}", err=True)
+            ctx.exit(1)
+
+
+def gate_failures(result: Comparison, skipped: int) -> list[str]:
+    """Why the CI gate fails, one phrase each; empty when it passes."""
+    out = []
+    if result.regressions:
+        out.append(f"{len(result.regressions)} regression(s)")
+    if skipped:
+        out.append(f"{skipped} malformed record(s) skipped (a skipped row cannot be compared)")
+    vanished = len(result.by_status(ONLY_BASE))
+    if vanished:
+        out.append(f"{vanished} row(s) of BASE missing from NEW (a vanished benchmark cannot "
+                   "be shown not to regress)")
+    return out
+
+
+def _report_skipped(path: str, loaded: Loaded) -> int:
+    """One stderr line per skipped record (the first few) and a count, as `analyze` does."""
+    for skipped in loaded.skipped[:MAX_SKIPPED_LINES]:
+        _note(f"roofwise: skipped {skipped}")
+    if loaded.skipped:
+        _note(f"roofwise: {path}: skipped {len(loaded.skipped)} malformed record(s) of "
+              f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead")
+    return len(loaded.skipped)
 
 
 def render_comparison(result: Comparison) -> None:
@@ -61,9 +95,9 @@ def render_comparison(result: Comparison) -> None:
     for c in result.changes:
         op, workload, _device = c.key
         table.add_row(
-            f"[{_STATUS_STYLE[c.status]}]{c.status}[/]", op, workload,
-            seconds3(c.base.time_s) if c.base else "—",
-            seconds3(c.new.time_s) if c.new else "—",
+            f"[{_STATUS_STYLE[c.status]}]{c.status}[/]", escape(op), escape(workload),
+            fmt.seconds(c.base.time_s, significant=3) if c.base else "—",
+            fmt.seconds(c.new.time_s, significant=3) if c.new else "—",
             _signed_percent(c.time_change, c.status in (REGRESSION, IMPROVEMENT)),
             "—" if not math.isfinite(c.efficiency_change) else
             f"{c.efficiency_change * 100:+.1f} pt",
@@ -78,4 +112,6 @@ def _signed_percent(value: float, loud: bool) -> str:
     return f"[bold]{text}[/]" if loud else text
 
 
-
+def _note(line: str) -> None:
+    """One line on stderr, never wrapped: CI logs and grep read it whole."""
+    click.echo(line, err=True)

@@ -1,4 +1,4 @@
-"""`roofwise lint PATH...`: the eight misuses (M1-M8) over ledgers, profiles and records."""
+"""`roofwise lint PATH...`: the eight misuses (M1-M8) and R1 over ledgers, profiles, records."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per finding.")
 def lint_command(paths: tuple[str, ...], machine_name: str | None,
                  reference_paths: tuple[str, ...], as_json: bool) -> int:
-    """Flag the eight roofline misuses in ledgers (YAML), profiles (YAML) and records.
+    """Flag the eight roofline misuses (and units a profile lacks) in ledgers, profiles, records.
 
     Records (JSONL, CSV, Parquet) are judged as `roofwise analyze` judges them. Exit code 1
     when any finding is an error, 0 otherwise, 2 on bad input.
@@ -47,31 +47,37 @@ def lint_command(paths: tuple[str, ...], machine_name: str | None,
     findings: list[Finding] = []
     if not paths and machine is not None:
         findings = lint_machine(machine)
+    kinds: list[str] = []
     for path in paths:
-        findings += lint_path(path, machine, references)
+        kind, found = lint_path(path, machine, references)
+        kinds.append(kind)
+        findings += found
     if as_json:
         for finding in findings:
             click.echo(json.dumps(finding.to_dict()))
     else:
         render_findings(findings, console(), len(paths) or 1)
-    if machine is None and any(Path(p).suffix.lower() in _YAML_SUFFIXES for p in paths):
-        console(err=True).print("roofwise: no --machine: ledger checks M1, M5 and M7 need a "
-                                "machine and were skipped", markup=False)
+    ledgers = kinds.count("ledger")
+    if machine is None and ledgers:
+        console(err=True).print(f"roofwise: no --machine: checks M1, M5, M7 and R1 of "
+                                f"{ledgers} ledger(s) need a machine and were skipped",
+                                markup=False)
     return 1 if has_errors(findings) else 0
 
 
 def lint_path(path: str, machine: Machine | None, references: Sequence[Ledger]
-              ) -> list[Finding]:
-    """Findings for one file: a ledger or profile (YAML), else a record file."""
+              ) -> tuple[str, list[Finding]]:
+    """What one file is ("profile", "ledger" or "records") and its findings."""
     if Path(path).suffix.lower() in _YAML_SUFFIXES:
         data = schema.load_yaml(path)
         if isinstance(data, dict) and "units" in data and "memory" in data:
-            return lint_machine(parse_machine(data, path))
+            return "profile", lint_machine(parse_machine(data, path))
         ledger = parse_ledger(data, path)
-        return lint_ledger(ledger, machine, _reference_for(ledger, references), where=path)
+        return "ledger", lint_ledger(ledger, machine, _reference_for(ledger, references),
+                                     where=path)
     loaded = read_records(path, strict=True)
     analysis = analyze(loaded.columns, all_machines(), machine)
-    return lint_analysis(analysis, references, path=path)
+    return "records", lint_analysis(analysis, references, path=path)
 
 
 def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | None:

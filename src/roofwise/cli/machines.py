@@ -50,16 +50,17 @@ def machine_command(name: str, as_json: bool) -> None:
     for col in ("level", "theoretical", "mix", "calibration", "effective", "source"):
         mem.add_column(col)
     for level in m.memory.values():
-        mixes = level.calibration_by_mix or {"(uncalibrated)": 1.0}
+        theory = level.theoretical_bytes_per_s
+        mixes: dict[str, float | None] = dict(level.calibration_by_mix) or {
+            "(uncalibrated)" if theory else "—": None}
         for i, (mix, frac) in enumerate(mixes.items()):
             envelope = " (envelope)" if mix == level.envelope_mix else ""
-            theory = level.theoretical_bytes_per_s
             mem.add_row(level.name if i == 0 else "",
                         fmt.rate(theory, "B/s") if theory else
                         (f"gap ({level.bytes_per_cycle:g} B/cycle)" if level.bytes_per_cycle
                          else "gap"),
-                        mix + envelope, f"{frac:.4f}",
-                        fmt.rate(theory * frac, "B/s") if theory else "—",
+                        mix + envelope, "—" if frac is None else f"{frac:.4f}",
+                        fmt.rate(theory * (frac or 1.0), "B/s") if theory else "—",
                         level.source if i == 0 else "")
     out.print(mem)
     units = Table(title="Compute units", title_justify="left")
@@ -67,17 +68,18 @@ def machine_command(name: str, as_json: bool) -> None:
                 "source"):
         units.add_column(col)
     for unit in m.units.values():
-        regimes = unit.calibration_by_regime or {"(uncalibrated)": 1.0}
-        for i, (regime, frac) in enumerate(regimes.items()):
-            theory = unit.theoretical_ops_per_s
+        theory_ops = unit.theoretical_ops_per_s
+        regimes: dict[str, float | None] = dict(unit.calibration_by_regime) or {
+            "(uncalibrated)" if theory_ops else "—": None}
+        for i, (regime, fraction) in enumerate(regimes.items()):
             balance = m.balance_flops_per_byte(unit.key, regime if unit.calibrated else None)
             envelope = " (envelope)" if regime == unit.envelope_regime else ""
             units.add_row(
                 unit.key if i == 0 else "",
-                fmt.rate(theory, "op/s") if theory else
+                fmt.rate(theory_ops, "op/s") if theory_ops else
                 (f"gap ({unit.ops_per_cycle:g} op/cycle)" if unit.ops_per_cycle else "gap"),
-                regime + envelope, f"{frac:.4f}",
-                fmt.rate(theory * frac, "op/s") if theory else "—",
+                regime + envelope, "—" if fraction is None else f"{fraction:.4f}",
+                fmt.rate(theory_ops * (fraction or 1.0), "op/s") if theory_ops else "—",
                 f"{balance:.2f} FLOP/B" if balance else "—",
                 unit.source if i == 0 else "")
     out.print(units)

@@ -17,7 +17,13 @@ from ..ledger import Ledger
 from ..ledgerio import load_ledger
 from ..machine import Machine
 from ..ops import build_op, parse_shape_args
-from ..pricing import LedgerPrice, price_ledger
+from ..pricing import (
+    LedgerPrice,
+    missing_units,
+    price_ledger,
+    price_ledger_cycles,
+    priced_in_seconds,
+)
 from ..profiles import resolve_machine
 from ..report import fmt
 from .common import console, echo_json, machine_option, regime_mix_options
@@ -50,6 +56,13 @@ def target_ledger(target: str, shapes: tuple[str, ...] = ()) -> Ledger:
 
 def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str | None,
                  as_json: bool) -> None:
+    missing = missing_units(ledger, machine)
+    if missing:
+        raise InputError("--machine", f"{machine.name} has no unit {', '.join(missing)}, which "
+                                      f"{ledger.name} uses; it has {', '.join(machine.units)}")
+    if not priced_in_seconds(ledger, machine):
+        render_cycles(ledger, machine, as_json)
+        return
     total = price_ledger(ledger, machine, regime, mix)
     stages = [price_ledger(s, machine, regime, mix) for s in ledger.stages]
     if as_json:
@@ -88,6 +101,36 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
     out.print(f"memory priced at {fmt.rate(total.bandwidth_bytes_per_s, 'B/s')} "
               f"({machine.dram.name}, {total.mix} mix); compute at the "
               f"{regime or 'envelope'} regime")
+
+
+def render_cycles(ledger: Ledger, machine: Machine, as_json: bool) -> None:
+    """Machines whose clock is a gap price per pipe in cycles; seconds would be a guess."""
+    price = price_ledger_cycles(ledger, machine)
+    if as_json:
+        echo_json({"op": ledger.name, "machine": machine.name, "priced_in": "cycles",
+                   "bytes": ledger.bytes, "read_bytes": ledger.read_bytes,
+                   "write_bytes": ledger.write_bytes, "ops_by_unit": ledger.ops_by_unit,
+                   "cycles_by_unit": dict(price.cycles_by_unit),
+                   "compute_cycles": price.compute_cycles,
+                   "compute_serial_cycles": price.compute_serial_cycles,
+                   "binding_unit": price.binding_unit, "memory_cycles": price.memory_cycles,
+                   "memory_level": price.memory_level})
+        return
+    out = console()
+    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: priced in cycles per pipe "
+              "(the profile gives no clock, so no time in seconds)")
+    table = Table(title="Cycles by pipe", title_justify="left")
+    for col in ("unit", "ops", "ops/cycle", "cycles"):
+        table.add_column(col, justify="left" if col == "unit" else "right")
+    for unit, cycles in price.cycles_by_unit.items():
+        table.add_row(unit, fmt.count(ledger.ops_by_unit[unit], "op"),
+                      f"{machine.units[unit].ops_per_cycle:g}", f"{cycles:,.1f}")
+    out.print(table)
+    out.print(f"pipes overlapped: {price.compute_cycles:,.1f} cycles ({price.binding_unit} "
+              f"binds); issued one after another: {price.compute_serial_cycles:,.1f} cycles")
+    if price.memory_cycles is not None:
+        out.print(f"reads: {price.memory_cycles:,.1f} cycles at {machine.dram.bytes_per_cycle:g} "
+                  f"B/cycle ({price.memory_level})")
 
 
 def _bound_on(p: LedgerPrice) -> str:

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import re
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
 import yaml
 from rich.table import Table
 
+from ..dtypes import bytes_per_element
 from ..errors import InputError
 from ..ledger import Ledger
 from ..ledgerio import ledger_to_yaml_data
@@ -24,22 +28,58 @@ from ..report import fmt
 from .common import console, machine_option
 
 NEEDS_TORCH = "trace needs torch: pip install 'roofwise[gpu]'"
-_SHAPE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dims>\d+(?:x\d+)*)"
-                    r"(?::(?P<dtype>[A-Za-z0-9_]+))?$")
-_TORCH_DTYPES = {
-    "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
-    "half": "float16", "fp32": "float32", "float32": "float32", "float": "float32",
-    "fp64": "float64", "float64": "float64", "fp8_e4m3": "float8_e4m3fn",
-    "float8_e4m3fn": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "float8_e5m2": "float8_e5m2",
-    "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
-    "bool": "bool",
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# roofwise dtype names (roofwise.dtypes) whose torch spelling differs; the others are torch's
+_TORCH_SPELLING = {
+    "bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
+    "fp64": "float64", "fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2",
 }
+
+
+@dataclass(frozen=True)
+class ShapeSpec:
+    """One --shape: the argument's name, its dimensions and its dtype (a roofwise name)."""
+
+    name: str
+    dims: tuple[int, ...]
+    dtype: str
+
+
+def parse_shape_spec(text: str) -> ShapeSpec:
+    """`q=4096x32x128:bf16` -> ShapeSpec; errors name the argument and the part at fault."""
+    name, sep, rest = text.strip().partition("=")
+    name = name.strip()
+    if not sep or not _NAME.match(name):
+        raise InputError(f"--shape {text}", "expected NAME=DIMS[:DTYPE], e.g. "
+                                            "q=4096x32x128:bf16")
+    dims_text, _, dtype = rest.partition(":")
+    where = f"--shape {name}"
+    parts = dims_text.strip().split("x")
+    if not all(p.strip().isdigit() for p in parts):
+        raise InputError(where, f"expected DIMS like 4096x32x128 (positive integers joined by "
+                                f"x), got {dims_text!r}")
+    dims = tuple(int(p) for p in parts)
+    if any(d <= 0 for d in dims):
+        raise InputError(where, f"every dimension must be positive, got {dims_text!r}")
+    dtype = (dtype.strip() or "fp32").lower()
+    bytes_per_element(dtype, f"{where} dtype")
+    return ShapeSpec(name, dims, dtype)
+
+
+def torch_dtype(dtype: str, where: str, torch: Any) -> Any:
+    """The torch dtype of a roofwise dtype name (the `fp8` alias is float8_e4m3fn)."""
+    found = getattr(torch, _TORCH_SPELLING.get(dtype, dtype), None)
+    if not isinstance(found, torch.dtype):
+        raise InputError(where, f"dtype {dtype!r} has no torch tensor dtype to trace with")
+    return found
 
 
 @click.command("trace")
 @click.argument("target", metavar="MODULE:FUNCTION")
 @click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS[:DTYPE]",
-              help="One per tensor argument, e.g. q=4096x32x128:bf16 (dtype default fp32).")
+              help="One per tensor argument, e.g. q=4096x32x128:bf16 (dtype: any roofwise dtype "
+                   "name, fp8 = fp8_e4m3; default fp32).")
 @click.option("--lookup", "lookups", multiple=True, metavar="NAME",
               help="An argument that is a lookup table (weights, cos/sin); repeatable.")
 @click.option("--output", "output_names", multiple=True, metavar="NAME",
@@ -102,7 +142,7 @@ def _load_function(target: str) -> Callable[..., Any]:
     if not module_name or not func_name:
         raise InputError("trace MODULE:FUNCTION", f"expected module.path:function, got {target!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = import_from_cwd(module_name)
     except ImportError as exc:
         raise InputError(f"trace {target}", f"cannot import module {module_name!r}: {exc}") \
             from None
@@ -116,28 +156,36 @@ def _load_function(target: str) -> Callable[..., Any]:
     return fn
 
 
+def import_from_cwd(module_name: str) -> Any:
+    """Import with the current directory first on sys.path, as `python -m` does, so that a
+    module beside the user needs no PYTHONPATH; sys.path is restored afterwards."""
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.path.remove(cwd)  # removes the first occurrence: the one inserted above
+
+
 def _example_inputs(fn: Callable[..., Any], target: str, specs: tuple[str, ...],
                     torch: Any) -> tuple[list[Any], dict[str, Any]]:
     """Meta tensors in signature order: positional while contiguous, then by keyword."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise InputError(f"trace {target}", "has no Python signature to bind --shape to (a "
+                                            "builtin); wrap it in a Python function") from None
     given: dict[str, Any] = {}
-    for spec in specs:
-        match = _SHAPE.match(spec.strip())
-        if match is None:
-            raise InputError(f"--shape {spec}", "expected NAME=DIMS[:DTYPE], e.g. "
-                                                "q=4096x32x128:bf16")
-        name, dtype = match["name"], (match["dtype"] or "fp32").lower()
-        if name in given:
-            raise InputError(f"--shape {spec}", f"{name} is given twice")
-        if dtype not in _TORCH_DTYPES:
-            raise InputError(f"--shape {spec}", f"unknown dtype {dtype!r}; expected one of "
-                                                f"{', '.join(sorted(_TORCH_DTYPES))}")
-        dims = tuple(int(d) for d in match["dims"].split("x"))
-        given[name] = torch.empty(dims, dtype=getattr(torch, _TORCH_DTYPES[dtype]),
-                                  device="meta")
-    params = [p for p in inspect.signature(fn).parameters.values()
+    for text in specs:
+        spec = parse_shape_spec(text)
+        if spec.name in given:
+            raise InputError(f"--shape {spec.name}", "given twice")
+        given[spec.name] = torch.empty(spec.dims, device="meta", dtype=torch_dtype(
+            spec.dtype, f"--shape {spec.name} dtype", torch))
+    params = [p for p in signature.parameters.values()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    known = {p.name for p in params}
-    extra = sorted(set(given) - known)
+    known = [p.name for p in params]
+    extra = [name for name in given if name not in known]
     if extra:
         raise InputError(f"--shape {extra[0]}", f"{target} has no parameter {extra[0]!r}; "
                                                 f"parameters: {', '.join(known)}")

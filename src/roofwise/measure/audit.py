@@ -10,7 +10,7 @@ above 1.5x (re-reads, uncoalesced access, spills, or lookups the ledger charges 
 from __future__ import annotations
 
 import csv
-import io
+import math
 import re
 import shutil
 import subprocess
@@ -64,7 +64,8 @@ class AuditRow:
 
 
 def to_bytes(value: str, unit: str, where: str = "Metric Value") -> float:
-    """'2,816' byte -> 2816.0; '1.5' Gbyte -> 1.5e9. Unknown units raise, never guess."""
+    """'2,816' byte -> 2816.0; '1.5' Gbyte -> 1.5e9. Unknown units raise, never guess; so do
+    NaN, infinities (1e400 included) and negative counts, which no counter can read."""
     try:
         scale = UNIT_BYTES[unit.strip().lower()]
     except KeyError:
@@ -72,15 +73,24 @@ def to_bytes(value: str, unit: str, where: str = "Metric Value") -> float:
                                 "Mbyte, Gbyte, Tbyte") from None
     text = value.strip().replace(",", "")
     try:
-        return float(text) * scale
+        number = float(text) * scale
     except ValueError:
         raise InputError(where, f"expected a number, got {value!r}") from None
+    if not (math.isfinite(number) and number >= 0):
+        raise InputError(where, "expected a non-negative finite number")
+    return number
+
+
+REQUIRED_COLUMNS = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
 
 
 def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]:
     """Kernels of an `ncu --csv` report in the long format (one row per kernel and metric).
 
-    Lines before the header (`==PROF==` progress, program output) are skipped.
+    Lines before the header (`==PROF==` progress, program output) are skipped, and so are
+    lines after it that are not quoted CSV rows (ncu quotes every field). A quoted row with
+    more or fewer fields than the header is malformed: an error naming its line, never a
+    counter read as missing. Errors name `origin:LINE`.
     """
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines)
@@ -89,43 +99,56 @@ def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]
         raise InputError(origin, 'no ncu --csv header found; expected a line starting with '
                                  '"ID" and naming "Metric Name", "Metric Unit", "Metric Value" '
                                  "(run ncu with --csv, long format)")
-    reader = csv.DictReader(io.StringIO("\n".join(lines[start:])))
-    missing = [c for c in ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
-               if c not in (reader.fieldnames or [])]
+    header = [h.strip() for h in next(csv.reader([lines[start]]))]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise InputError(origin, f"header lacks column(s) {', '.join(missing)}")
+        raise InputError(f"{origin}:{start + 1}", f"header lacks column(s) {', '.join(missing)}")
     order: list[str] = []
     names: dict[str, str] = {}
     values: dict[str, dict[str, float | None]] = {}
     problems: dict[str, list[str]] = {}
-    for number, row in enumerate(reader, start + 2):
-        launch = (row.get("ID") or "").strip()
-        if not launch or row.get("Metric Name") is None:
-            continue  # trailing program output after the table
+    for index in range(start + 1, len(lines)):
+        line = lines[index]
+        if not line.lstrip().startswith('"'):
+            continue  # ==PROF== lines and program output around the table
+        number = index + 1
+        fields = next(csv.reader([line]), [])
+        if len(fields) != len(header):
+            raise InputError(f"{origin}:{number}", f"malformed line: {len(fields)} field(s), "
+                                                   f"the header has {len(header)}")
+        row = dict(zip(header, fields, strict=True))
+        launch = row["ID"].strip()
+        if not launch:
+            raise InputError(f"{origin}:{number}: ID", "expected a launch ID, got an empty field")
         if launch not in names:
             order.append(launch)
-            names[launch] = (row.get("Kernel Name") or "").strip()
+            names[launch] = row["Kernel Name"].strip()
             values[launch] = {}
             problems[launch] = []
-        metric = (row["Metric Name"] or "").strip()
+        metric = row["Metric Name"].strip()
         if metric not in (READ_METRIC, WRITE_METRIC):
             continue
-        raw = (row.get("Metric Value") or "").strip()
+        raw = row["Metric Value"].strip()
         if raw.lower() in ("", "n/a"):
             values[launch][metric] = None
             problems[launch].append(f"{metric} is {raw or 'empty'} (counter not available)")
             continue
-        values[launch][metric] = to_bytes(raw, row.get("Metric Unit") or "",
+        values[launch][metric] = to_bytes(raw, row["Metric Unit"],
                                           f"{origin}:{number}: Metric Value")
+    if not order:
+        raise InputError(origin, "the report has a header but no kernel rows (did ncu "
+                                 "profile any kernel?)")
     return [KernelCounters(launch, names[launch], values[launch].get(READ_METRIC),
                            values[launch].get(WRITE_METRIC), tuple(problems[launch]))
             for launch in order]
 
 
-def judge_reads(ledger_read_bytes: float, dram_read_bytes: float) -> tuple[str, float, str]:
-    """(verdict, ratio, reason) for DRAM reads against the ledger's read bytes."""
+def judge_reads(ledger_read_bytes: float,
+                dram_read_bytes: float) -> tuple[str, float | None, str]:
+    """(verdict, ratio, reason) for DRAM reads against the ledger's read bytes; the ratio is
+    None when the ledger reads nothing (no ratio, never NaN)."""
     if not ledger_read_bytes > 0:
-        return UNJUDGED, float("nan"), "the ledger reads no bytes; nothing to compare"
+        return UNJUDGED, None, "the ledger reads no bytes; nothing to compare"
     ratio = dram_read_bytes / ledger_read_bytes
     if ratio < FAIL_BELOW:
         return FAIL, ratio, (f"DRAM read {ratio:.3f}x the ledger (< {FAIL_BELOW}): the ledger "

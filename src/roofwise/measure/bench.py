@@ -1,10 +1,19 @@
 """`bench(fn, *args, ledger=...)`: time one operator call the way a roofline needs it timed.
 
-On CUDA: warm-up, CUDA events per call (or CUDA-graph replay when a call is only a few
-microseconds, so launch gaps do not dominate), the L2 flushed between calls, inputs rotated
-across copies when they would fit in cache, median with p10/p90, the kernels launched and
-their busy time from the profiler, and wall time around the call. On the host: the same
-structure with perf_counter_ns, reported as `timing="wall"`.
+On CUDA: warm-up, then CUDA events around each call, or CUDA-graph replay when a call is only
+a few microseconds (launch gaps between its kernels would otherwise dominate); the L2 flushed
+before every timed call; median with p10/p90, the kernels launched and their busy time from
+the profiler, and wall time around the call. On the host: the same structure with
+perf_counter_ns, reported as `timing="wall"`.
+
+Graph mode and the cache (the choice): each graph holds ONE call, and the flush runs (eagerly,
+outside the timed window) before every replay, so every timed call starts with a cold L2 and
+nothing is subtracted. Capturing many calls per graph would leave all but the first warm
+(a 4 MB RMSNorm rotated over 8 copies, 32 MB, fits in a 60 MB L2) and report impossible
+speeds; capturing the flush inside the graph would need its time subtracted from every
+window, a difference of two noisy numbers. With the flush on, CUDA inputs are not rotated
+(the flush already evicts them); with `flush_l2=False`, inputs rotate over copies and graph
+mode captures one graph per copy. `timer.replay_plan` is that order, as a pure function.
 """
 
 from __future__ import annotations
@@ -29,7 +38,6 @@ from .timer import (
 
 GRAPH_BELOW_S = 50e-6  # auto mode: calls shorter than this are timed by graph replay
 MAX_INPUT_COPIES = 8
-CALLS_PER_GRAPH = 20
 PROFILED_CALLS = 5
 
 
@@ -113,7 +121,7 @@ def _bench_cuda(fn: Callable[..., Any], args: Sequence[Any], ledger: Ledger | No
         raise RuntimeError("no CUDA device is visible to torch")
     flusher = CacheFlusher(device) if flush else None
     cache_bytes = flusher.nbytes if flusher else 2 * _l2_bytes(device)
-    copies = _rotated(args, cache_bytes, rotate)
+    copies = _rotated(args, cache_bytes, rotate and not flush)  # a flush already evicts them
     call = _caller(fn, copies)
     for i in range(max(warmup, 1)):
         call(i)
@@ -123,8 +131,9 @@ def _bench_cuda(fn: Callable[..., Any], args: Sequence[Any], ledger: Ledger | No
     graph = use_graph if use_graph is not None else spread_of(probe).median_s < GRAPH_BELOW_S
     method = "events"
     if graph:
+        graph_calls = [_bound(fn, c) for c in copies]  # one graph per copy, one call each
         try:
-            times = time_cuda_graph(call, reps, CALLS_PER_GRAPH, before)
+            times = time_cuda_graph(graph_calls, reps, before)
             method = "graph"
         except Exception:  # capture refuses some ops (host syncs); events still time them
             if use_graph:
@@ -140,6 +149,10 @@ def _bench_cuda(fn: Callable[..., Any], args: Sequence[Any], ledger: Ledger | No
                        timing="device", device=torch.cuda.get_device_name(device),
                        method=method, kernel_time_s=kernels.kernel_time_s,
                        input_copies=len(copies), flushed=flush, ledger=ledger)
+
+
+def _bound(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[[], Any]:
+    return lambda: fn(*args)
 
 
 def _caller(fn: Callable[..., Any], copies: Sequence[Sequence[Any]]) -> Callable[[int], Any]:

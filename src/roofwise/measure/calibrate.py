@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..machine import Machine
+from ..ops._common import CUDA, SFU, contraction_unit
 from .calibration_math import Clocks, Measurement, build_profile, bytes_moved, gemm_flops
 
 GiB = 1 << 30
@@ -157,7 +158,8 @@ def hbm_measurements(plan: Plan, log: Log) -> list[Measurement]:
 
     torch_calls: dict[str, Callable[[], Any]] = {
         "copy": lambda: b.copy_(a), "triad": lambda: torch.add(b, c, alpha=1.5, out=a),
-        "read": lambda: torch.sum(a), "write": lambda: a.fill_(1.25)}
+        "read": lambda: torch.sum(a),
+        "write": lambda: torch.arange(n, out=a)}  # non-constant data: 0, 1, 2, ... (never a fill)
     for mix, call in torch_calls.items():
         keep(_measure(log, "memory", "hbm", mix, bytes_moved(mix, plan.array_bytes),
                       "torch", call, plan.window_s))
@@ -191,10 +193,6 @@ def _launch(kernel: Any, grid: tuple[int, ...], block: int, *args: Any) -> Calla
 
 # ---- GEMM ----
 
-GEMM_UNITS = {"fp16": "tensor_core.fp16", "bf16": "tensor_core.bf16",
-              "tf32": "tensor_core.tf32", "fp8": "tensor_core.fp8"}
-
-
 def gemm_call(dtype: str, n: int) -> Callable[[], Any]:
     import torch
 
@@ -226,7 +224,7 @@ def gemm_measurements(plan: Plan, log: Log) -> list[Measurement]:
                 log.say(f"gemm {dtype}: not run ({type(exc).__name__}: {exc})")
                 continue
             flops = gemm_flops(plan.gemm_n, plan.gemm_n, plan.gemm_n)
-            unit = GEMM_UNITS[dtype]
+            unit = contraction_unit(dtype, "calibrate gemm")  # the operator library's map
             time.sleep(plan.idle_s)  # idle: the next short window sees the burst clocks
             out.append(_measure(log, "unit", unit, "burst", flops, f"torch {dtype} {plan.gemm_n}",
                                 call, min(plan.window_s, 0.1)))
@@ -258,15 +256,15 @@ def alu_measurements(plan: Plan, log: Log) -> list[Measurement]:
 
         kernels = triton_kernels.ALU
     except Exception as exc:
-        log.say(f"cuda_core.fp32 / sfu.fp32: not measured, Triton unavailable ({exc})")
+        log.say(f"{CUDA} / {SFU}: not measured, Triton unavailable ({exc})")
         return []
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     block, programs = 1024, sms * 16
     out_buf = torch.empty(block * programs, device="cuda")
     elements = block * programs
     found: list[Measurement] = []
-    specs = (("fma", "cuda_core.fp32", FMA_ITERS, 2.0 * CHAINS * FMA_ITERS),
-             ("sfu", "sfu.fp32", SFU_ITERS, 2.0 * 4 * SFU_ITERS))
+    specs = (("fma", CUDA, FMA_ITERS, 2.0 * CHAINS * FMA_ITERS),
+             ("sfu", SFU, SFU_ITERS, 2.0 * 4 * SFU_ITERS))
     for name, unit, iters, ops_per_element in specs:
         kernel = kernels[name]
 

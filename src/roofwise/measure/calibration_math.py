@@ -16,12 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from ..machine import Machine
+from ..profiles import match_device, resolve_machine
 
 # Bytes each access mix moves per byte of one array (STREAM convention): copy reads one array
 # and writes another; triad reads two and writes one.
 MIX_BYTES_PER_ARRAY_BYTE: dict[str, int] = {"copy": 2, "triad": 3, "read": 1, "write": 1}
 
+MIN_FRACTION = 0.30  # below this, the theoretical rate is probably for another card
 CLOCK_TOLERANCE_MHZ = 15.0  # "a few MHz": more than this between start and end is a transition
 MAX_SPREAD = 0.10  # (p90 - p10) / median above this: the median of that window means little
 
@@ -116,7 +119,8 @@ def envelope(fractions: Mapping[str, float]) -> tuple[str, float]:
 
 def check_plausible(m: Measurement, theoretical_per_s: float | None,
                     clock_tolerance_mhz: float = CLOCK_TOLERANCE_MHZ,
-                    max_spread: float = MAX_SPREAD) -> float | None:
+                    max_spread: float = MAX_SPREAD,
+                    min_fraction: float = MIN_FRACTION) -> float | None:
     """The measurement's fraction of `theoretical_per_s` (None when there is no theoretical
     rate), or RefusedMeasurement saying why it is no calibration."""
     name = f"{m.key} {m.variant}"
@@ -139,7 +143,39 @@ def check_plausible(m: Measurement, theoretical_per_s: float | None,
         raise RefusedMeasurement(
             f"{name}: measured {m.rate_per_s:.4g}/s is {frac:.3f}x the theoretical "
             f"{theoretical_per_s:.4g}/s; above 1.0 the theoretical rate or the count is wrong")
+    if frac < min_fraction:
+        raise RefusedMeasurement(
+            f"{name}: measured {m.rate_per_s:.4g}/s is {frac:.3f}x the theoretical "
+            f"{theoretical_per_s:.4g}/s; below {min_fraction:g} the theoretical rate is "
+            "probably for another card (or the kernel is not a ceiling)")
     return frac
+
+
+def choose_theoretical(device: str, requested: str | None, force: bool,
+                       machines: Mapping[str, Machine]) -> Machine:
+    """The profile whose theoretical rates a calibration of `device` divides by.
+
+    None requested: the profile matching the device, or InputError asking for
+    `--theoretical-from`. A profile requested (name or file) that does not match the device:
+    InputError unless `force`, since its rates would be another card's.
+    """
+    detected = match_device(device, machines.values()).machine
+    if requested is None:
+        if detected is None:
+            raise InputError("--theoretical-from", f"no built-in profile matches this card "
+                                                   f"{device!r}; give --theoretical-from "
+                                                   "NAME|FILE with its datasheet rates")
+        return detected
+    try:
+        given = resolve_machine(requested, machines)
+    except InputError as exc:
+        raise InputError("--theoretical-from", exc.problem) from None
+    if force or match_device(device, [given]).machine is not None:
+        return given
+    hint = f" (built-in {detected.name} does)" if detected is not None else ""
+    raise InputError("--theoretical-from", f"profile {given.name} does not match this card "
+                                           f"{device!r}{hint}; pass --force to divide by its "
+                                           "rates anyway")
 
 
 def theoretical_for(m: Measurement, theoretical: Machine) -> float | None:

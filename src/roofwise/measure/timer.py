@@ -107,30 +107,76 @@ def time_cuda_events(call: Callable[[int], Any], reps: int,
     return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=True)]
 
 
-def time_cuda_graph(call: Callable[[int], Any], reps: int, calls_per_graph: int,
-                    before: Callable[[], None] | None = None) -> list[float]:
-    """Capture `calls_per_graph` calls (iterations 0..n-1, so rotated inputs rotate inside the
-    graph) and time each replay with events; one time per call is replay time / n.
+@dataclass(frozen=True)
+class Step:
+    """One action of a graph-timing run: `kind` is "flush", "start" (record the start event
+    of `rep`), "replay" (replay graph `graph`) or "end" (record the end event of `rep`)."""
 
-    Launch gaps between the captured calls shrink to the graph's, which is the point for
-    kernels of a few microseconds. A flush runs between replays, not between captured calls.
+    kind: str
+    rep: int
+    graph: int = -1
+
+
+def replay_plan(reps: int, graphs: int, flush: bool) -> tuple[Step, ...]:
+    """The order of flushes, events and replays for `time_cuda_graph`, as data.
+
+    Each timed window (start .. end) holds exactly one replay of a graph of exactly one call,
+    so every timed call starts from the state the flush left: with `flush`, a cold L2 before
+    every timed call, whatever the call's size. Graphs (one per rotated input copy) are
+    replayed in turn; nothing is subtracted from any window.
+    """
+    if reps < 1 or graphs < 1:
+        raise ValueError(f"need reps >= 1 and graphs >= 1, got {reps}, {graphs}")
+    steps: list[Step] = []
+    for rep in range(reps):
+        if flush:
+            steps.append(Step("flush", rep))
+        steps += [Step("start", rep), Step("replay", rep, rep % graphs), Step("end", rep)]
+    return tuple(steps)
+
+
+def time_cuda_graph(calls: Sequence[Callable[[], Any]], reps: int,
+                    before: Callable[[], None] | None = None) -> list[float]:
+    """Capture each of `calls` (one call each: one per rotated input copy) in its own CUDA
+    graph and time every replay with events, the flush (if any) before each, outside the
+    window; see `replay_plan`. One time per call, nothing subtracted.
+
+    A graph launches a multi-kernel call with the graph's gaps instead of Python's, which is
+    the point for calls of a few microseconds; one call per graph keeps the flush between
+    every pair of timed calls.
     """
     import torch
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # warm the captured path on a side stream, as torch asks
-        for i in range(calls_per_graph):
-            call(i)
+        for call in calls:
+            call()
     torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls_per_graph):
-            call(i)
-    graph.replay()
+    graphs: list[Any] = []
+    pool = None
+    for call in calls:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            call()
+        pool = graph.pool()
+        graphs.append(graph)
+    for graph in graphs:
+        graph.replay()
     torch.cuda.synchronize()
-    per_replay = time_cuda_events(lambda _i: graph.replay(), reps, before)
-    return [t / calls_per_graph for t in per_replay]
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for step in replay_plan(reps, len(graphs), before is not None):
+        if step.kind == "flush" and before is not None:
+            before()
+        elif step.kind == "start":
+            starts[step.rep].record()
+        elif step.kind == "replay":
+            graphs[step.graph].replay()
+        elif step.kind == "end":
+            ends[step.rep].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=True)]
 
 
 @dataclass(frozen=True)

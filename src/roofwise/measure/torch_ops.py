@@ -1,9 +1,10 @@
-"""Torch reference implementations of the operators `roofwise bench` times, with their ledgers.
+"""Torch reference implementations of the operators `roofwise bench` times.
 
 Each op builds its inputs (random, never zeros: zeros run faster and hide bugs) on a device
-and returns the callable, the arguments and the ledger of one call. The ledger comes from the
-operator registry `roofwise.ops.OPS` when it has the op; otherwise from the small local
-builders below, and `BenchCase.ledger_source` says which.
+and returns the callable, the arguments and the ledger of one call. The ledger always comes
+from the operator registry `roofwise.ops.OPS` (one set of counting conventions in the
+project); an op the registry does not know cannot be benchmarked. Each op exposes only the
+registry parameters its torch reference implements; the rest keep the registry's defaults.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
-from ..ledger import Ledger, Role, Tensor, Work
+from ..ledger import Ledger
 
-CUDA = "cuda_core.fp32"
-SFU = "sfu.fp32"
 FP8_E4M3_MAX = 448.0
 
 TORCH_DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16",
                 "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
+LEDGER_SOURCE = "roofwise.ops.OPS"
 
 
 @dataclass(frozen=True)
@@ -48,48 +48,6 @@ def _randn(shape: tuple[int, ...], dtype: Any, device: str, seed: int) -> Any:
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
     return torch.randn(shape, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
-
-
-# ---- ledgers (local fallback when roofwise.ops has no entry) ----
-
-def gemm_ledger(m: int = 4096, n: int = 4096, k: int = 4096, dtype: str = "bf16") -> Ledger:
-    roof = {"bf16": "tensor_core.bf16", "bfloat16": "tensor_core.bf16",
-            "fp16": "tensor_core.fp16", "float16": "tensor_core.fp16"}.get(dtype, CUDA)
-    return Ledger(
-        name="gemm", roof=roof,
-        tensors=(Tensor("a", (m, k), dtype, Role.INPUT), Tensor("b", (k, n), dtype, Role.INPUT),
-                 Tensor("c", (m, n), dtype, Role.OUTPUT)),
-        work=(Work(roof, "contraction", 2.0 * m * n * k, "2*M*N*K"),))
-
-
-def rmsnorm_ledger(rows: int = 8192, hidden: int = 4096, dtype: str = "bf16") -> Ledger:
-    elems = rows * hidden
-    return Ledger(
-        name="rmsnorm", roof=CUDA,
-        tensors=(Tensor("x", (rows, hidden), dtype, Role.INPUT),
-                 Tensor("weight", (hidden,), dtype, Role.LOOKUP),
-                 Tensor("y", (rows, hidden), dtype, Role.OUTPUT)),
-        work=(Work(CUDA, "arithmetic", 3.0 * elems, "sum of squares (FMA) and scale, 3/elem"),
-              Work(SFU, "transcendental", float(rows), "rsqrt, 1/row")))
-
-
-def softmax_ledger(rows: int = 8192, cols: int = 4096, dtype: str = "bf16") -> Ledger:
-    elems = rows * cols
-    return Ledger(
-        name="softmax", roof=CUDA,
-        tensors=(Tensor("x", (rows, cols), dtype, Role.INPUT),
-                 Tensor("y", (rows, cols), dtype, Role.OUTPUT)),
-        work=(Work(CUDA, "compare", float(elems), "row max, 1/elem"),
-              Work(CUDA, "arithmetic", 3.0 * elems, "subtract max, sum, divide, 3/elem"),
-              Work(SFU, "transcendental", float(elems), "exp, 1/elem")))
-
-
-def case_study_ledger(tokens: int = 4096, q_heads: int = 32, kv_heads: int = 8,
-                      head_dim: int = 128) -> Ledger:
-    from ..ops.case_study import qk_norm_rope_quant
-
-    return qk_norm_rope_quant(tokens=tokens, q_heads=q_heads, kv_heads=kv_heads,
-                              head_dim=head_dim)
 
 
 # ---- torch implementations ----
@@ -163,76 +121,79 @@ def _case_args(p: Mapping[str, Any], device: str) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class OpSpec:
-    defaults: Mapping[str, Any]
-    ledger: Callable[..., Ledger]
+    """A torch reference: the registry parameters it implements, its function, its inputs."""
+
+    params: tuple[str, ...]
     fn: Callable[..., Any]
     args: Callable[[Mapping[str, Any], str], tuple[Any, ...]]
 
 
 BENCH_OPS: dict[str, OpSpec] = {
-    "gemm": OpSpec({"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}, gemm_ledger, gemm,
-                   _gemm_args),
-    "rmsnorm": OpSpec({"rows": 8192, "hidden": 4096, "dtype": "bf16"}, rmsnorm_ledger,
-                      rmsnorm, _rmsnorm_args),
-    "softmax": OpSpec({"rows": 8192, "cols": 4096, "dtype": "bf16"}, softmax_ledger, softmax,
-                      _softmax_args),
-    "qk_norm_rope_quant": OpSpec({"tokens": 4096, "q_heads": 32, "kv_heads": 8,
-                                  "head_dim": 128}, case_study_ledger, qk_norm_rope_quant,
-                                 _case_args),
+    "gemm": OpSpec(("m", "n", "k", "dtype"), gemm, _gemm_args),
+    "rmsnorm": OpSpec(("rows", "hidden", "dtype"), rmsnorm, _rmsnorm_args),
+    "softmax": OpSpec(("rows", "cols", "dtype"), softmax, _softmax_args),
+    "qk_norm_rope_quant": OpSpec(("tokens", "q_heads", "kv_heads", "head_dim"),
+                                 qk_norm_rope_quant, _case_args),
 }
 
 
-def resolve_params(op: str, given: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_params(op: str, given: Mapping[str, Any], option: str = "--shape") -> dict[str, Any]:
+    """Typed parameters of `op` (the registry's defaults, overridden by `given`, values as
+    text or typed); InputError naming `option` and the parameter at fault."""
+    from ..ops import op_parameters, parse_op_params
+
     spec = _spec(op)
-    unknown = sorted(set(given) - set(spec.defaults))
+    defaults = {p.name: p.default for p in op_parameters(op) if p.name in spec.params}
+    unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise InputError(f"--shape {unknown[0]}", f"unknown parameter for {op}; expected "
-                                                  f"{', '.join(spec.defaults)}")
-    params = dict(spec.defaults)
+        raise InputError(f"{option} {unknown[0]}", f"unknown parameter for {op}; expected "
+                                                    f"{', '.join(defaults)}")
+    params = dict(defaults)
     for key, value in given.items():
-        default = spec.defaults[key]
-        if isinstance(default, int):
-            try:
-                params[key] = int(value)
-            except (TypeError, ValueError):
-                raise InputError(f"--shape {key}", f"expected an integer, got {value!r}"
-                                 ) from None
-            if params[key] <= 0:
-                raise InputError(f"--shape {key}", f"expected a positive integer, got {value!r}")
-        else:
-            params[key] = str(value)
+        where = f"{option} {key}"
+        try:
+            typed = parse_op_params(op, {key: str(value)})[key]
+        except InputError as exc:
+            raise InputError(where, exc.problem) from None
+        if isinstance(typed, int) and not isinstance(typed, bool) and typed <= 0:
+            raise InputError(where, f"expected a positive integer, got {value!r}")
+        if key == "dtype" and str(typed).lower() not in TORCH_DTYPES:
+            raise InputError(where, f"the torch reference of {op} runs in "
+                                    f"{', '.join(sorted(TORCH_DTYPES))}; got {value!r}")
+        params[key] = typed
     return params
 
 
-def build_ledger(op: str, params: Mapping[str, Any]) -> tuple[Ledger, str]:
-    """The op's ledger: the registry's when it knows the op and these parameters."""
-    from .. import ops
+def build_ledger(op: str, params: Mapping[str, Any]) -> Ledger:
+    """The op's ledger from the registry `roofwise.ops.OPS`, the only source of ledgers."""
+    from ..ops import OPS
 
-    registry = getattr(ops, "OPS", None)
-    if isinstance(registry, Mapping) and op in registry:
-        try:
-            return registry[op](**params), "roofwise.ops.OPS"
-        except TypeError:
-            pass  # the registry names its parameters differently: use the local builder
-    return _spec(op).ledger(**params), "roofwise.measure.torch_ops"
+    if op not in OPS:
+        raise InputError("OP", f"{op!r} has no ledger in roofwise.ops.OPS; bench times only "
+                               "operators the registry counts")
+    return OPS[op](**params)
 
 
 def build_case(op: str, given: Mapping[str, Any], device: str,
                compile_fn: bool = False) -> BenchCase:
     spec = _spec(op)
     params = resolve_params(op, given)
-    ledger, source = build_ledger(op, params)
+    ledger = build_ledger(op, params)
     fn = spec.fn
     if compile_fn:
         import torch
 
         fn = torch.compile(fn)
-    return BenchCase(op, params, fn, spec.args(params, device), ledger, source)
+    return BenchCase(op, params, fn, spec.args(params, device), ledger, LEDGER_SOURCE)
 
 
 def _spec(op: str) -> OpSpec:
-    try:
-        return BENCH_OPS[op]
-    except KeyError:
+    from ..ops import OPS
+
+    if op not in BENCH_OPS:
         raise InputError("OP", f"unknown operator {op!r}; expected one of "
-                               f"{', '.join(BENCH_OPS)}") from None
+                               f"{', '.join(BENCH_OPS)}")
+    if op not in OPS:
+        raise InputError("OP", f"{op!r} has no ledger in roofwise.ops.OPS; bench times only "
+                               "operators the registry counts")
+    return BENCH_OPS[op]

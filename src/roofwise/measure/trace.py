@@ -39,9 +39,8 @@ from torch.utils._pytree import tree_flatten
 from ..dtypes import BYTES_PER_ELEMENT
 from ..errors import InputError
 from ..ledger import Ledger, Role, Tensor, Work, separate
+from ..ops._common import CUDA, SFU, contraction_unit
 
-CUDA = "cuda_core.fp32"
-SFU = "sfu.fp32"
 DEFAULT_UNITS: dict[str, str] = {"arithmetic": CUDA, "compare": CUDA, "transcendental": SFU}
 
 # op name (overload packet, trailing "_" of in-place variants removed) -> ops per element by class
@@ -84,10 +83,6 @@ _METADATA_OPS = frozenset(("size", "sym_size", "stride", "sym_stride", "storage_
                            "is_non_overlapping_and_dense", "layout", "device"))
 _TORCH_TO_LEDGER = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
                     "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
-_CONTRACTION_UNIT = {"bf16": "tensor_core.bf16", "fp16": "tensor_core.fp16",
-                     "fp8_e4m3": "tensor_core.fp8", "fp8_e5m2": "tensor_core.fp8",
-                     "float8_e4m3fnuz": "tensor_core.fp8", "float8_e5m2fnuz": "tensor_core.fp8",
-                     "fp64": "cuda_core.fp64", "int8": "tensor_core.int8"}
 
 
 @dataclass(frozen=True)
@@ -169,7 +164,8 @@ def trace(fn: Callable[..., Any], *example_args: Any, lookups: Iterable[str | in
     recorder = _Recorder(unit_of, tf32)
     with recorder:
         result = fn(*example_args, **kwargs)
-    outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
+    wrote = any(a.ref.overlaps(m) for op in recorder.ops for m in op.mutates for a in args)
+    outputs = _output_tensors(result, wrote)
     out_names = list(output_names or ([] if len(outputs) != 1 else ["out"]))
     if len(out_names) < len(outputs):
         out_names += [f"out{i}" for i in range(len(out_names), len(outputs))]
@@ -182,6 +178,20 @@ def trace(fn: Callable[..., Any], *example_args: Any, lookups: Iterable[str | in
                             roof, unit_of)
     uncounted = tuple(dict.fromkeys(op.name for op in ops if op.kind == "uncounted"))
     return Traced(fused=fused, unfused=unfused, ops=ops, uncounted=uncounted)
+
+
+def _output_tensors(result: Any, wrote_an_argument: bool) -> list[torch.Tensor]:
+    """The returned tensors: a tensor, or a tuple, list or dict of them. A returned number (or
+    any non-tensor) is an error; so is returning nothing unless the function wrote into an
+    argument (in place), for a ledger without outputs would be empty."""
+    leaves = tree_flatten(result)[0] if result is not None else []
+    stray = [leaf for leaf in leaves if not isinstance(leaf, torch.Tensor)]
+    if stray or not (leaves or wrote_an_argument):
+        got = type(stray[0] if stray else result).__name__
+        raise InputError("trace output", f"the function returned {got}; expected a tensor "
+                                         "or a tuple, list or dict of tensors (the outputs it "
+                                         "writes), or None after writing into an argument")
+    return list(leaves)
 
 
 def trace_ledger(fn: Callable[..., Any], *example_args: Any, mode: str = "fused",
@@ -293,7 +303,7 @@ class _Recorder(TorchDispatchMode):
         if func._overloadpacket in flop_counter.flop_registry:
             flops = flop_counter.flop_registry[func._overloadpacket](*args, **kwargs,
                                                                      out_val=out)
-            unit = self.unit_of.get("contraction") or self._contraction_unit(read)
+            unit = self.unit_of.get("contraction") or self._contraction_unit(func, read)
             return "contraction", [Work(unit, "contraction", float(flops), label)]
         if base in MOVEMENT_OPS:
             return "movement", []
@@ -306,11 +316,11 @@ class _Recorder(TorchDispatchMode):
         return "counted", [Work(self.unit_of[c], c, float(n * elements), label)
                            for c, n in mix.items()]
 
-    def _contraction_unit(self, read: list[TensorRef]) -> str:
+    def _contraction_unit(self, func: Any, read: list[TensorRef]) -> str:
+        """The operator library's map (`ops._common.contraction_unit`); a dtype it has no
+        unit for is an error naming the op, never an invented unit key."""
         dtype = read[0].dtype if read else "fp32"
-        if dtype == "fp32":
-            return "tensor_core.tf32" if self.tf32 else CUDA
-        return _CONTRACTION_UNIT.get(dtype, f"tensor_core.{dtype}")
+        return contraction_unit(dtype, f"trace {func}", allow_tf32=self.tf32)
 
 
 def _integer_exponent(args: Any) -> bool:

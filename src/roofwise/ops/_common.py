@@ -1,4 +1,8 @@
-"""Unit keys and parameter checks every operator family shares.
+"""Unit keys, the dtype -> tensor-core map and parameter checks every operator family shares.
+
+This module is the single home of the unit-key constants (`CUDA`, `SFU`, `TF32`) and of the
+dtype -> tensor-core unit map (`TENSOR_CORE_UNITS`); the ops, the case study and the
+measurement side (trace, torch_ops) import them from here instead of restating them.
 
 Counting conventions common to the families (each module states its own on top):
 - an FMA is 2 FLOPs, a multiply or add 1, a compare (max, clamp, select) 1;
@@ -10,13 +14,15 @@ Counting conventions common to the families (each module states its own on top):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from ..dtypes import bytes_per_element
 from ..errors import InputError
 
-CUDA = "cuda_core.fp32"
-SFU = "sfu.fp32"
+CUDA = "cuda_core.fp32"  # fp32 arithmetic and compares on the CUDA cores
+SFU = "sfu.fp32"  # transcendentals (exp, rsqrt, reciprocal, tanh) on the special-function pipe
+TF32 = "tensor_core.tf32"  # fp32 contractions when the caller allows TF32
 
 _TENSOR_CORE_DTYPES = {
     "bf16": "bf16", "bfloat16": "bf16",
@@ -25,6 +31,9 @@ _TENSOR_CORE_DTYPES = {
     "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8_e4m3fn": "fp8",
     "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8",
 }
+# dtype name (ledger and torch spellings) -> the tensor-core unit a contraction in it runs on
+TENSOR_CORE_UNITS: Mapping[str, str] = MappingProxyType(
+    {name: f"tensor_core.{kind}" for name, kind in _TENSOR_CORE_DTYPES.items()})
 FP32_DTYPES = ("fp32", "float32")
 
 
@@ -35,7 +44,7 @@ def dtype(value: str, where: str) -> str:
 
 
 def is_fp8(value: str) -> bool:
-    return _TENSOR_CORE_DTYPES.get(value.lower()) == "fp8"
+    return TENSOR_CORE_UNITS.get(value.lower()) == "tensor_core.fp8"
 
 
 def contraction_unit(compute_dtype: str, where: str, allow_tf32: bool = False) -> str:
@@ -46,12 +55,12 @@ def contraction_unit(compute_dtype: str, where: str, allow_tf32: bool = False) -
     """
     key = compute_dtype.lower()
     if key in FP32_DTYPES:
-        return "tensor_core.tf32" if allow_tf32 else CUDA
-    if key not in _TENSOR_CORE_DTYPES:
-        known = ", ".join([*_TENSOR_CORE_DTYPES, *FP32_DTYPES])
+        return TF32 if allow_tf32 else CUDA
+    if key not in TENSOR_CORE_UNITS:
+        known = ", ".join([*TENSOR_CORE_UNITS, *FP32_DTYPES])
         raise InputError(where, f"no contraction unit for dtype {compute_dtype!r}; expected "
                                 f"one of {known}")
-    return f"tensor_core.{_TENSOR_CORE_DTYPES[key]}"
+    return TENSOR_CORE_UNITS[key]
 
 
 def positive(value: int, where: str) -> int:

@@ -10,9 +10,14 @@ cuda_core.fp32 with transcendentals on sfu.fp32:
 - SwiGLU silu(gate) * up from one (..., 2*hidden) input: SiLU plus one multiply;
 - add, mul: one arithmetic op per output element; a broadcast operand is read once (its own
   storage), never once per output.
+
+`silu_work`, `swiglu_work` and `gelu_work` are these counts as work entries, so that an op
+embedding an activation (the MoE experts) reuses them rather than restating them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,8 +28,29 @@ from . import _common as c
 GELU_APPROXIMATIONS = ("tanh", "erf")
 
 
+def silu_work(elems: int, label: str = "") -> tuple[Work, ...]:
+    """SiLU's work on `elems` elements; `label` prefixes each entry (an op embedding it)."""
+    return (Work(c.CUDA, "arithmetic", 2 * elems, f"{label}1 + e, x * r; 2/elem"),
+            Work(c.SFU, "transcendental", 2 * elems, f"{label}exp and reciprocal, 2/elem"))
+
+
+def swiglu_work(elems: int, label: str = "") -> tuple[Work, ...]:
+    """SwiGLU's work on `elems` output elements: SiLU of the gate plus the multiply by up."""
+    return (Work(c.CUDA, "arithmetic", 3 * elems, f"{label}SiLU (2) and times up (1), 3/elem"),
+            Work(c.SFU, "transcendental", 2 * elems, f"{label}exp and reciprocal, 2/elem"))
+
+
+def gelu_work(elems: int, approximate: str = "tanh", label: str = "") -> tuple[Work, ...]:
+    """GELU's work on `elems` elements, tanh approximation or exact (erf)."""
+    c.choice(approximate, GELU_APPROXIMATIONS, "gelu.approximate")
+    arith = 8 if approximate == "tanh" else 4
+    return (Work(c.CUDA, "arithmetic", arith * elems,
+                 f"{label}polynomial and scaling, {arith}/elem"),
+            Work(c.SFU, "transcendental", elems, f"{label}{approximate}, 1/elem"))
+
+
 def _unary(name: str, shape: tuple[int, ...], dtype: str, out_dtype: str,
-           work_per_elem: tuple[tuple[str, str, int, str], ...],
+           work: Callable[[int], tuple[Work, ...]],
            in_shape: tuple[int, ...] | None = None) -> Ledger:
     dims = c.shape(shape, f"{name}.shape")
     in_dtype = c.dtype(dtype, f"{name}.dtype")
@@ -33,35 +59,28 @@ def _unary(name: str, shape: tuple[int, ...], dtype: str, out_dtype: str,
     return Ledger(name=name, roof=c.CUDA, tensors=(
         Tensor("x", in_shape or dims, in_dtype, Role.INPUT),
         Tensor("y", dims, out, Role.OUTPUT),
-    ), work=tuple(Work(unit, cls, n * elems, label) for unit, cls, n, label in work_per_elem))
+    ), work=work(elems))
 
 
 def silu(shape: tuple[int, ...] = (4096, 14336), dtype: str = "bf16",
          out_dtype: str = "auto") -> Ledger:
     """SiLU (swish): x * sigmoid(x)."""
-    return _unary("silu", shape, dtype, out_dtype, (
-        (c.CUDA, "arithmetic", 2, "1 + e, x * r; 2/elem"),
-        (c.SFU, "transcendental", 2, "exp and reciprocal, 2/elem")))
+    return _unary("silu", shape, dtype, out_dtype, silu_work)
 
 
 def gelu(shape: tuple[int, ...] = (4096, 14336), approximate: str = "tanh",
          dtype: str = "bf16", out_dtype: str = "auto") -> Ledger:
     """GELU, tanh approximation or exact (erf)."""
     c.choice(approximate, GELU_APPROXIMATIONS, "gelu.approximate")
-    arith = 8 if approximate == "tanh" else 4
-    return _unary("gelu", shape, dtype, out_dtype, (
-        (c.CUDA, "arithmetic", arith, f"polynomial and scaling, {arith}/elem"),
-        (c.SFU, "transcendental", 1, f"{approximate}, 1/elem")))
+    return _unary("gelu", shape, dtype, out_dtype, lambda n: gelu_work(n, approximate))
 
 
 def swiglu(shape: tuple[int, ...] = (4096, 14336), dtype: str = "bf16",
            out_dtype: str = "auto") -> Ledger:
     """SwiGLU: silu(gate) * up, gate and up the two halves of one (..., 2*hidden) input."""
     dims = c.shape(shape, "swiglu.shape")
-    return _unary("swiglu", dims, dtype, out_dtype, (
-        (c.CUDA, "arithmetic", 3, "SiLU (2) and times up (1), 3/elem"),
-        (c.SFU, "transcendental", 2, "exp and reciprocal, 2/elem")),
-        in_shape=(*dims[:-1], 2 * dims[-1]))
+    return _unary("swiglu", dims, dtype, out_dtype, swiglu_work,
+                  in_shape=(*dims[:-1], 2 * dims[-1]))
 
 
 def _binary(name: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str,

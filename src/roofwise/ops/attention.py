@@ -1,7 +1,9 @@
 """Scaled dot-product attention: prefill and decode; MHA, GQA, MQA; causal; paged and fp8 KV.
 
 Convention:
-- q (batch, q_len, q_heads, d) and the output are in the compute dtype; K and V
+- q (batch, q_len, q_heads, d) is in the compute dtype, and so is the output except with fp8
+  compute, where it defaults to bf16 (the common fp8 attention kernels, FlashAttention-3 and
+  FlashInfer, take fp8 q/k/v and write bf16); K and V
   (kv_heads each: MHA q_heads == kv_heads, GQA fewer, MQA one) are read once per call in the
   KV dtype, however many query heads share them;
 - causal masking is bottom-right aligned (as FlashAttention for q_len != kv_len): the queries
@@ -10,7 +12,8 @@ Convention:
   pairs are counted; a masked pair costs nothing, as in a kernel that skips masked tiles;
 - QK^T and PV are 2*d flops per counted pair per query head, on the tensor cores of the
   *compute* dtype (fp8 KV is converted on load; its per-tensor k/v scales fold into the
-  softmax scale and the output, so they add lookups but no work);
+  softmax scale and the output, so they add lookups but no work). With fp8 compute, q, k and
+  v each carry a per-tensor fp32 descale (lookups, as gemm's fp8 scales), folded the same way;
 - online softmax on cuda_core.fp32: per score a scale multiply, a running-max compare, the
   subtraction of the max and the sum accumulate (3 arithmetic + 1 compare), one exp on
   sfu.fp32; per query row one reciprocal of the sum (sfu.fp32) and d output multiplies;
@@ -53,7 +56,9 @@ def attention(batch: int = 1, q_len: int = 4096, kv_len: int = 4096, q_heads: in
     compute = c.dtype(dtype, f"{where}.dtype")
     unit = c.contraction_unit(compute, f"{where}.dtype")
     kv = compute if kv_dtype == "auto" else c.dtype(kv_dtype, f"{where}.kv_dtype")
-    out = compute if out_dtype == "auto" else c.dtype(out_dtype, f"{where}.out_dtype")
+    fp8_compute = c.is_fp8(compute)
+    default_out = "bf16" if fp8_compute else compute
+    out = default_out if out_dtype == "auto" else c.dtype(out_dtype, f"{where}.out_dtype")
 
     pairs_per_head = causal_pairs(q_len, kv_len) if causal else q_len * kv_len
     scores = batch * q_heads * pairs_per_head
@@ -69,7 +74,9 @@ def attention(batch: int = 1, q_len: int = 4096, kv_len: int = 4096, q_heads: in
     else:
         tensors += [Tensor("k", (batch, kv_len, kv_heads, head_dim), kv, Role.INPUT),
                     Tensor("v", (batch, kv_len, kv_heads, head_dim), kv, Role.INPUT)]
-    if c.is_fp8(kv) and not c.is_fp8(compute):
+    if fp8_compute:
+        tensors.append(Tensor("q_scale", (1,), "fp32", Role.LOOKUP))
+    if fp8_compute or c.is_fp8(kv):
         tensors += [Tensor("k_scale", (1,), "fp32", Role.LOOKUP),
                     Tensor("v_scale", (1,), "fp32", Role.LOOKUP)]
     tensors.append(Tensor("out", (batch, q_len, q_heads, head_dim), out, Role.OUTPUT))

@@ -19,6 +19,17 @@ from ..ledger import Ledger, Role, Tensor, Work
 from . import _common as c
 
 
+def quant_work(elems: int, groups: int, group: str = "group") -> tuple[Work, ...]:
+    """Dynamic fp8 quantisation of `elems` elements in `groups` scale groups (the convention
+    above: 2 compares + 1 multiply per element, 2 arithmetic per group). The case study's
+    fp8-quant stage is this with one group per row."""
+    return (Work(c.CUDA, "compare", elems, "running amax of |x|, 1/elem"),
+            Work(c.CUDA, "arithmetic", elems, "multiply by 1/scale, 1/elem"),
+            Work(c.CUDA, "compare", elems, "saturate to the fp8 range, 1/elem"),
+            Work(c.CUDA, "arithmetic", 2 * groups,
+                 f"scale = amax/fp8_max and its reciprocal, 2/{group}"))
+
+
 def _quant(name: str, rows: int, cols: int, groups: tuple[int, ...], dtype: str,
            out_dtype: str, reads_of_x: int = 1, scale_role: Role = Role.OUTPUT) -> Ledger:
     c.positive(rows, f"{name}.rows")
@@ -32,13 +43,8 @@ def _quant(name: str, rows: int, cols: int, groups: tuple[int, ...], dtype: str,
     n_groups = 1
     for g in groups:
         n_groups *= g
-    work = [Work(c.CUDA, "compare", elems, "running amax of |x|, 1/elem"),
-            Work(c.CUDA, "arithmetic", elems, "multiply by 1/scale, 1/elem"),
-            Work(c.CUDA, "compare", elems, "saturate to the fp8 range, 1/elem")]
-    if scale_role is Role.OUTPUT:
-        work.append(Work(c.CUDA, "arithmetic", 2 * n_groups,
-                         "scale = amax/fp8_max and its reciprocal, 2/group"))
-    else:  # a static scale: only its reciprocal
+    work = list(quant_work(elems, n_groups))
+    if scale_role is Role.LOOKUP:  # a static scale: no amax, only the scale's reciprocal
         work = [work[1], work[2], Work(c.CUDA, "arithmetic", 1, "reciprocal of the scale")]
     return Ledger(name=name, roof=c.CUDA, tensors=(
         x, Tensor("x_fp8", (rows, cols), out, Role.OUTPUT),

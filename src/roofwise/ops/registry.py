@@ -1,13 +1,16 @@
 """Operators by name, and their parameters parsed from `key=value` text (the CLI's --shape).
 
 A parameter's kind comes from its annotation: int, float, bool, str, or a tuple of ints
-(written `4096x14336`, `1,0,3` or `[1,0,3]`). Parameters of any other kind (a routing array)
-are Python-only.
+(written `4096x14336`, `1,0,3`, `[1,0,3]` or `(1,0,3)`: one separator kind throughout, every
+item an integer). Parameters of any other kind (a routing array) are Python-only.
+Parsing is strict: a malformed tuple, a non-integer size, a non-finite number or a key given
+twice is an InputError naming the parameter; nothing is guessed.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -41,6 +44,10 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 # split "m=1,n=2" on the commas that start a new key, so "expert_tokens=1,0,3" stays whole
 _PAIR_SPLIT = re.compile(r",(?=\s*[A-Za-z_]\w*\s*=)")
+_INT = re.compile(r"[+-]?\d+", re.ASCII)
+# integers joined by one kind of separator: 4096x128, 1,0,3 (optionally in [] or ())
+_TUPLE = re.compile(r"\d+(?:\s*x\s*\d+)*|\d+(?:\s*,\s*\d+)*", re.ASCII)
+_BRACKETS = {"[": "]", "(": ")"}
 
 
 @dataclass(frozen=True)
@@ -80,14 +87,21 @@ def op_parameters(name: str) -> tuple[Param, ...]:
 
 
 def parse_shape_args(args: Iterable[str]) -> dict[str, str]:
-    """`["m=4096,n=4096", "k=4096"]` -> {"m": "4096", "n": "4096", "k": "4096"}."""
+    """`["m=4096,n=4096", "k=4096"]` -> {"m": "4096", "n": "4096", "k": "4096"}.
+
+    A key given twice (in one --shape or across several) is an error, never last-one-wins.
+    """
     pairs: dict[str, str] = {}
     for arg in args:
         for item in _PAIR_SPLIT.split(arg):
             key, sep, value = item.partition("=")
-            if not sep or not key.strip():
+            key = key.strip()
+            if not sep or not key:
                 raise InputError("--shape", f"expected key=value, got {item!r}")
-            pairs[key.strip()] = value.strip()
+            if key in pairs:
+                raise InputError(f"--shape {key}", f"given twice ({pairs[key]!r} and "
+                                                   f"{value.strip()!r}); give it once")
+            pairs[key] = value.strip()
     return pairs
 
 
@@ -125,14 +139,27 @@ def _convert(text: str, kind: str, where: str) -> Any:
             return False
         raise InputError(where, f"expected true or false, got {text!r}")
     if kind == "tuple":
-        parts = [p for p in re.split(r"[x,\s]+", text.strip("[]() ")) if p]
-        try:
-            return tuple(int(p) for p in parts)
-        except ValueError:
-            raise InputError(where, f"expected integers like 4096x128 or 1,0,3, got "
-                                    f"{text!r}") from None
+        return _tuple(text, where)
+    if kind == "int":
+        if not _INT.fullmatch(text):
+            raise InputError(where, f"expected an integer, got {text!r}")
+        return int(text)
     try:
-        return int(text) if kind == "int" else float(text)
+        value = float(text)
     except ValueError:
-        raise InputError(where, f"expected {'an integer' if kind == 'int' else 'a number'}, "
-                                f"got {text!r}") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise InputError(where, f"expected a finite number, got {text!r}")
+    return value
+
+
+def _tuple(text: str, where: str) -> tuple[int, ...]:
+    """Integers like 4096x128, 1,0,3 or [1,0,3]; anything else (4xx4, 4.5x4) is an error."""
+    body = text.strip()
+    if body[:1] in _BRACKETS:
+        if body[-1:] != _BRACKETS[body[0]]:
+            raise InputError(where, f"unbalanced brackets in {text!r}")
+        body = body[1:-1].strip()
+    if not _TUPLE.fullmatch(body):
+        raise InputError(where, f"expected integers like 4096x128 or 1,0,3, got {text!r}")
+    return tuple(int(p) for p in re.split(r"\s*[x,]\s*", body))

@@ -25,21 +25,25 @@ its rate, so its distance from the roof is not inefficiency.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import PolyCollection
+from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
 from ..analysis import Analysis
 from ..errors import InputError
 from ..machine import Machine
+from ..pricing import AUTO_MIX
 from ..recordio import atomic_writer
 from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 from . import fmt
@@ -55,6 +59,10 @@ _MACHINE_COLORS = ("#222222", "#1f4e9e", "#8c564b", "#6a3d9a", "#0b6e4f", "#b159
 MANY_POINTS = 2000  # above this many points: small translucent rasterized markers
 MAX_CALLOUTS = 10  # per verdict; beyond, the legend count still tells the whole story
 SAVE_FORMATS = ("png", "svg", "pdf")
+_ENVELOPE_ALPHA = 0.35  # the envelope roof, drawn faint when the verdicts used another ceiling
+_LABEL_GAP = 1.12  # a roof label sits this factor above or below its roof
+_LABEL_X_GAP = 1.15  # and starts this factor right of the roof's left end (the ridge)
+_LABEL_STEP_DECADES = 0.05  # how far a label slides per try to clear the points
 
 
 @dataclass(frozen=True)
@@ -83,23 +91,26 @@ def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None 
     ax.grid(True, which="minor", alpha=0.07)
 
     machines = _machines(analyses)
+    ceilings = {name: _ceilings(analyses, name) for name in machines}
     series = _series(analyses)
     xs, ys = _point_coords(series)
     n_points = int(sum(len(s.rows) for s in series))
-    xlim, ylim = _limits(xs, ys, machines, analyses)
+    xlim, ylim = _limits(xs, ys, machines, analyses, ceilings)
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
 
+    faint = False
     for k, (name, machine) in enumerate(machines.items()):
-        _draw_roofs(ax, machine, _used_units(analyses, name, machine),
-                    _MACHINE_COLORS[k % len(_MACHINE_COLORS)], xlim, ylim,
-                    prefix=len(machines) > 1)
+        faint |= _draw_roofs(ax, machine, _used_units(analyses, name, machine),
+                             _MACHINE_COLORS[k % len(_MACHINE_COLORS)], xlim, ylim,
+                             prefix=len(machines) > 1, ceilings=ceilings[name])
         _draw_latency_floor(ax, analyses, name, machine)
     counts = _draw_points(ax, series, n_points)
+    _place_roof_labels(ax)
     blank = sum(int(np.count_nonzero(a.judged.verdict == BLANK)) for _, a in analyses)
     unplottable = sum(len(a) for _, a in analyses) - blank - n_points
     _draw_note(ax, blank, unplottable)
-    _draw_legend(fig, ax, counts, series, machines)
+    _draw_legend(fig, ax, counts, series, machines, faint)
     runs = ", ".join(label for label, _ in analyses)
     on = ", ".join(m.display_name for m in machines.values()) or "no machine"
     ax.set_title(title or f"Roofline: {runs} on {on}", fontsize=11, loc="left")
@@ -182,20 +193,21 @@ def _point_coords(series: Sequence[_Series]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
-            analyses: Sequence[tuple[str, Analysis]]
+            analyses: Sequence[tuple[str, Analysis]], ceilings: Mapping[str, _Ceilings]
             ) -> tuple[tuple[float, float], tuple[float, float]]:
     """Axis limits from the points, the ridges and the roofs, padded in log space."""
     x_vals = list(xs)
     y_vals = list(ys)
     for name, machine in machines.items():
-        bandwidth = machine.dram.effective_bytes_per_s()
+        bandwidths = [b for b in (ceilings[name].bandwidth(machine),
+                                  machine.dram.effective_bytes_per_s()) if b]
         for key in _used_units(analyses, name, machine):
             unit = machine.units[key]
-            for rate in (unit.effective_ops_per_s(), unit.theoretical_ops_per_s):
+            for rate in (ceilings[name].rate(machine, key), unit.effective_ops_per_s(),
+                         unit.theoretical_ops_per_s):
                 if rate:
                     y_vals.append(rate)
-                    if bandwidth:
-                        x_vals.append(rate / bandwidth)
+                    x_vals.extend(rate / b for b in bandwidths)
     x_arr = np.array([v for v in x_vals if v > 0 and math.isfinite(v)] or [1.0])
     y_arr = np.array([v for v in y_vals if v > 0 and math.isfinite(v)] or [1e12])
     x_lo, x_hi = float(x_arr.min()) / 4, float(x_arr.max()) * 4
@@ -205,29 +217,93 @@ def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
 
 # ----------------------------------------------------------------------------- roofs
 
+@dataclass(frozen=True)
+class _Ceilings:
+    """What one machine's roofs are drawn at: the regime and mix the analysis priced with."""
+
+    regime: str | None  # None: each unit's envelope regime
+    mix: str | None  # None: the envelope mix; "auto": each row its own mix
+
+    def bandwidth(self, machine: Machine) -> float | None:
+        """The bandwidth of the solid memory roof; under "auto" rows vary, so the envelope."""
+        return machine.dram.effective_bytes_per_s(None if self.mix == AUTO_MIX else self.mix)
+
+    def rate(self, machine: Machine, key: str) -> float | None:
+        return machine.units[key].effective_ops_per_s(self.regime)
+
+    def mix_text(self, machine: Machine) -> str:
+        level = machine.dram
+        if not level.calibration_by_mix:
+            return "uncalibrated"
+        if self.mix is None:
+            return f"{level.envelope_mix}, envelope"
+        if self.mix == AUTO_MIX:
+            return f"{level.envelope_mix} envelope; auto: each row at its own mix"
+        return f"{self.mix} mix"
+
+    def regime_text(self, machine: Machine, key: str) -> str:
+        unit = machine.units[key]
+        if not unit.calibrated:
+            return "uncalibrated"
+        if self.regime is None:
+            return f"{unit.envelope_regime}, envelope"
+        if self.regime in unit.calibration_by_regime:
+            return self.regime
+        return f"{unit.envelope_regime}; no {self.regime} measured"  # pricing reads it so too
+
+
+def _ceilings(analyses: Sequence[tuple[str, Analysis]], name: str) -> _Ceilings:
+    """The regime and mix of the runs priced on `name`; runs that disagree cannot share roofs."""
+    found = {(a.regime, a.mix) for _, a in analyses if name in a.machines}
+    if len(found) > 1:
+        shown = ", ".join(f"regime {r or 'envelope'} / mix {m or 'envelope'}"
+                          for r, m in sorted(found, key=str))
+        raise InputError("runs", f"priced at different ceilings on {name} ({shown}); expected "
+                                 "one regime and mix per machine on one chart")
+    regime, mix = next(iter(found), (None, None))
+    return _Ceilings(regime, mix)
+
+
 def _draw_roofs(ax: Axes, machine: Machine, units: Sequence[str], color: str,
-                xlim: tuple[float, float], ylim: tuple[float, float], prefix: bool) -> None:
+                xlim: tuple[float, float], ylim: tuple[float, float], prefix: bool,
+                ceilings: _Ceilings) -> bool:
+    """Draw the roofs at the analysis's ceilings, the envelope faint where it differs.
+
+    Returns whether any faint envelope roof was drawn (the legend then explains it).
+    """
     tag = f"{machine.name}: " if prefix else ""
     level = machine.dram
-    bandwidth = level.effective_bytes_per_s()
+    bandwidth = ceilings.bandwidth(machine)
+    envelope_bw = level.effective_bytes_per_s()
     theory_bw = level.theoretical_bytes_per_s
-    rates = {k: machine.units[k].effective_ops_per_s() for k in units}
-    top = max((r for r in rates.values() if r), default=ylim[1])
+    rates = {k: ceilings.rate(machine, k) for k in units}
+    envelope_rates = {k: machine.units[k].effective_ops_per_s() for k in units}
+    top = max((r for r in [*rates.values(), *envelope_rates.values()] if r),
+              default=ylim[1])
     x_lo, x_hi = xlim
     base = f"roof:{machine.name}:memory:{level.name}"
+    faint = False
     if bandwidth:
-        # the envelope, up to where it meets the highest calibrated roof
+        # the roof the verdicts used, up to where it meets the highest calibrated roof
         x_end = min(x_hi, top / bandwidth)
         ax.plot([x_lo, x_end], [bandwidth * x_lo, bandwidth * x_end], color=color, lw=2.2,
-                gid=base, label=f"{level.name} envelope", zorder=3)
-        regime = f"{level.envelope_mix}, envelope" if level.envelope_mix else "uncalibrated"
+                gid=base, label=f"{level.name} {ceilings.mix_text(machine)}", zorder=3)
         _roof_text(ax, x_lo * 1.6, bandwidth * x_lo * 2.6,
-                   f"{tag}{level.name} {fmt.rate(bandwidth, 'B/s', 2)} ({regime})", color,
+                   f"{tag}{level.name} {fmt.rate(bandwidth, 'B/s', 2)} "
+                   f"({ceilings.mix_text(machine)})", color,
                    gid=f"label:{machine.name}:memory:{level.name}", slope=True)
+        if envelope_bw and envelope_bw != bandwidth:
+            faint = True
+            ax.plot([x_lo, min(x_hi, top / envelope_bw)],
+                    [envelope_bw * x_lo, min(top, envelope_bw * x_hi)], color=color, lw=1.2,
+                    alpha=_ENVELOPE_ALPHA, gid=f"{base}:envelope", zorder=2,
+                    label=f"{level.name} envelope ({level.envelope_mix}) "
+                          f"{fmt.rate(envelope_bw, 'B/s', 2)}")
+        drawn = {bandwidth, envelope_bw}
         for mix in level.calibration_by_mix:
-            if mix == level.envelope_mix:
-                continue
             mix_bw = level.effective_bytes_per_s(mix) or 0.0
+            if mix_bw in drawn or not mix_bw:
+                continue
             ax.plot([x_lo, min(x_hi, top / mix_bw)], [mix_bw * x_lo, min(top, mix_bw * x_hi)],
                     color=color, lw=0.9, alpha=0.3, gid=f"{base}:mix:{mix}",
                     label=f"{level.name} {mix} mix {fmt.rate(mix_bw, 'B/s', 2)}", zorder=2)
@@ -242,14 +318,14 @@ def _draw_roofs(ax: Axes, machine: Machine, units: Sequence[str], color: str,
     for key in units:
         unit = machine.units[key]
         rate = rates[key]
-        op_unit = "FLOP/s" if not key.startswith(("sfu", "ascend_vector")) else "op/s"
+        op_unit = f"{fmt.op_name(key)}/s"
         if rate:
             x_start = max(x_lo, rate / bandwidth) if bandwidth else x_lo
             ax.plot([x_start, x_hi], [rate, rate], color=color, lw=1.8,
-                    gid=f"roof:{machine.name}:unit:{key}", label=f"{key} effective", zorder=3)
-            regime = unit.envelope_regime or "uncalibrated"
-            _roof_text(ax, x_start * 1.6, rate / 1.12,
-                       f"{tag}{key} {fmt.rate(rate, op_unit)} ({regime})", color,
+                    gid=f"roof:{machine.name}:unit:{key}",
+                    label=f"{key} {ceilings.regime_text(machine, key)}", zorder=3)
+            text = f"{tag}{key} {fmt.rate(rate, op_unit)} ({ceilings.regime_text(machine, key)})"
+            _roof_text(ax, x_start * _LABEL_GAP, rate / _LABEL_GAP, text, color,
                        gid=f"label:{machine.name}:unit:{key}", va="top")
             if bandwidth and x_lo < rate / bandwidth < x_hi:
                 ridge = rate / bandwidth
@@ -259,16 +335,25 @@ def _draw_roofs(ax: Axes, machine: Machine, units: Sequence[str], color: str,
                 ax.annotate(f"{ridge:.3g} FLOP/B", (ridge, rate), textcoords="offset points",
                             xytext=(-6, 2), ha="right", va="bottom", fontsize=7, color=color,
                             gid=f"label:{machine.name}:ridge:{key}")
+        envelope = envelope_rates[key]
+        if envelope and rate and envelope != rate:
+            faint = True
+            x_start = max(x_lo, envelope / envelope_bw) if envelope_bw else x_lo
+            ax.plot([x_start, x_hi], [envelope, envelope], color=color, lw=1.2,
+                    alpha=_ENVELOPE_ALPHA, gid=f"roof:{machine.name}:unit:{key}:envelope",
+                    label=f"{key} envelope ({unit.envelope_regime}) "
+                          f"{fmt.rate(envelope, op_unit)}", zorder=2)
         theory = unit.theoretical_ops_per_s
         if theory and theory != rate:
             x_start = max(x_lo, theory / theory_bw) if theory_bw else x_lo
             ax.plot([x_start, x_hi], [theory, theory], color=color, lw=1.0, ls="--", alpha=0.6,
                     gid=f"roof:{machine.name}:unit:{key}:theoretical",
                     label=f"{key} theoretical", zorder=2)
-            _roof_text(ax, x_start * 1.6, theory * 1.08,
+            _roof_text(ax, x_start * _LABEL_GAP, theory * _LABEL_GAP,
                        f"{tag}{key} theoretical {fmt.rate(theory, op_unit)}", color,
                        gid=f"label:{machine.name}:unit:{key}:theoretical",
                        va="bottom", alpha=0.7)
+    return faint
 
 
 def _roof_text(ax: Axes, x: float, y: float, text: str, color: str, gid: str,
@@ -287,6 +372,141 @@ def _screen_slope_degrees(ax: Axes) -> float:
     dx = bbox.width * fig_w / math.log10(x1 / x0)
     dy = bbox.height * fig_h / math.log10(y1 / y0)
     return math.degrees(math.atan2(dy, dx))
+
+
+def _place_roof_labels(ax: Axes) -> None:
+    """Move each flat roof's label along its roof until it covers no point, callout or label.
+
+    A label starts at the left end of its roof, just right of the ridge: below the solid roof,
+    above the dashed one. Where points sit there, it slides right; then a theoretical label
+    drops the unit key (the solid label just below names it); then it steps further off its
+    roof. It never crosses to the other side, where it would read as the other roof's label.
+    Where every spot is taken, it keeps the one that covers least, on a white backing.
+    """
+    fig = ax.get_figure(root=True)
+    renderer = fig.canvas.get_renderer()  # type: ignore[union-attr]
+    obstacles = _obstacles(ax, renderer)
+    frame = ax.get_window_extent(renderer)
+    lines = {line.get_gid(): line for line in ax.lines}
+    labels = [t for t in ax.texts if ":unit:" in (t.get_gid() or "")
+              and (t.get_gid() or "").startswith("label:")]
+    labels.sort(key=lambda t: (t.get_gid() or "").endswith(":theoretical"))  # solid ones first
+    for text in labels:
+        gid = text.get_gid() or ""
+        line = lines.get("roof:" + gid.removeprefix("label:"))
+        if line is None:
+            continue
+        xs, ys = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        _best_spot(text, renderer, obstacles, frame, _label_spots(
+            text.get_text(), gid.endswith(":theoretical"), float(xs[0]), float(xs[-1]),
+            float(ys[0])))
+        obstacles = np.vstack([obstacles, _box(text.get_window_extent(renderer))[None]])
+
+
+_VAlign = Literal["top", "bottom"]
+_Spot = tuple[str, float, float, _VAlign]  # text, x, y, vertical alignment
+
+
+def _label_spots(text: str, theoretical: bool, x_start: float, x_end: float,
+                 y: float) -> list[_Spot]:
+    """Where a roof label may go, best first: near its roof, on its own side, at the left."""
+    texts = [text]
+    if theoretical and " theoretical " in text:
+        tag = text[:text.index(": ") + 2] if ": " in text else ""  # the machine, on shared charts
+        texts.append(f"{tag}theoretical {text.split(' theoretical ', 1)[1]}")
+    # the solid roof's label sits below it, the dashed one's above: never across the other
+    side: list[tuple[float, _VAlign]] = (
+        [(y * _LABEL_GAP, "bottom"), (y * _LABEL_GAP ** 2, "bottom")] if theoretical
+        else [(y / _LABEL_GAP, "top"), (y / _LABEL_GAP ** 2, "top")])
+    steps = max(1, int(math.log10(x_end / x_start) / _LABEL_STEP_DECADES))
+    xs = [x_start * _LABEL_X_GAP * 10 ** (k * _LABEL_STEP_DECADES) for k in range(steps)]
+    return [(t, x, side_y, va) for side_y, va in side for t in texts for x in xs]
+
+
+def _best_spot(text: Text, renderer: Any, obstacles: np.ndarray, frame: Any,
+               spots: list[_Spot]) -> None:
+    """Put `text` on the first spot that covers nothing and fits the axes.
+
+    Where none is free (a dense cloud of points, several machines' roofs), it takes the
+    fitting spot that covers least, on a translucent white backing above the points.
+    """
+    best: tuple[float, _Spot] | None = None
+    for spot in spots:
+        _move(text, *spot)
+        box = text.get_window_extent(renderer)
+        if box.x1 > frame.x1 or box.y1 > frame.y1 or box.y0 < frame.y0:
+            continue
+        covered = _overlap(_box(box), obstacles)
+        if covered == 0.0:
+            return
+        if best is None or covered < best[0]:
+            best = (covered, spot)
+    _move(text, *(best[1] if best is not None else spots[0]))
+    text.set_bbox({"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    text.set_zorder(7.5)  # above the points (6, 7), below the callouts (8)
+
+
+def _move(text: Text, label: str, x: float, y: float, va: _VAlign) -> None:
+    text.set_text(label)
+    text.set_position((x, y))
+    text.set_verticalalignment(va)
+
+
+def _box(extent: Any) -> np.ndarray:
+    return np.array([extent.x0, extent.y0, extent.x1, extent.y1], dtype=float)
+
+
+def _overlap(box: np.ndarray, obstacles: np.ndarray) -> float:
+    """Total area of `box` (x0, y0, x1, y1) shared with each obstacle box."""
+    if not len(obstacles):
+        return 0.0
+    width = np.minimum(box[2], obstacles[:, 2]) - np.maximum(box[0], obstacles[:, 0])
+    height = np.minimum(box[3], obstacles[:, 3]) - np.maximum(box[1], obstacles[:, 1])
+    return float(np.sum(np.clip(width, 0, None) * np.clip(height, 0, None)))
+
+
+def _line_boxes(ax: Axes, line: Line2D, step_px: float = 3.0) -> np.ndarray:
+    """Small boxes along a roof line, so a label never sits across another roof."""
+    ends = ax.transData.transform(np.column_stack(
+        [line.get_xdata(), line.get_ydata()]).astype(np.float64))
+    parts = []
+    for (x0, y0), (x1, y1) in itertools.pairwise(ends):
+        n = max(2, int(math.hypot(x1 - x0, y1 - y0) / step_px) + 1)
+        t = np.linspace(0.0, 1.0, n)
+        parts.append(np.column_stack([x0 + t * (x1 - x0), y0 + t * (y1 - y0)]))
+    if not parts:
+        return np.zeros((0, 4))
+    pts = np.vstack(parts)
+    return np.column_stack([pts - 1.0, pts + 1.0])
+
+
+def _obstacles(ax: Axes, renderer: Any) -> np.ndarray:
+    """Display-space boxes a roof label must not cover: points, callouts, ridge markers."""
+    boxes = [np.zeros((0, 4))]
+    scale = ax.get_figure(root=True).dpi / 72.0  # type: ignore[union-attr]
+    for c in ax.collections:
+        if not (isinstance(c, PathCollection) and (c.get_gid() or "").startswith("points:")):
+            continue
+        centres = ax.transData.transform(np.asarray(c.get_offsets(), dtype=np.float64))
+        # a marker of area s pt^2 reaches sqrt(s)/2 out, a diamond's tips about 1.4x that
+        radius = np.sqrt(np.asarray(c.get_sizes(), dtype=np.float64)) * 0.7 * scale + 1.0
+        radius = np.broadcast_to(radius if len(radius) else np.zeros(1), (len(centres),))
+        boxes.append(np.column_stack([centres - radius[:, None], centres + radius[:, None]]))
+    for t in ax.texts:
+        gid = t.get_gid() or ""
+        if gid.startswith("annotation:") or ":ridge:" in gid:
+            pad = 0.3 * float(t.get_fontsize()) * scale  # the callout's box around its text
+            boxes.append(_box(t.get_window_extent(renderer))[None] + [-pad, -pad, pad, pad])
+    for line in ax.lines:
+        if (line.get_gid() or "").startswith("roof:"):
+            boxes.append(_line_boxes(ax, line))
+        if (line.get_gid() or "").startswith("ridge:"):
+            (centre,) = ax.transData.transform(np.column_stack(
+                [line.get_xdata(), line.get_ydata()]).astype(float))
+            r = line.get_markersize() / 2 * scale + 1.0
+            boxes.append(np.array([[centre[0] - r, centre[1] - r, centre[0] + r,
+                                    centre[1] + r]]))
+    return np.vstack(boxes)
 
 
 def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name: str,
@@ -370,8 +590,8 @@ def _axes_fraction(ax: Axes, x: float) -> float:
 def _draw_note(ax: Axes, blank: int, unplottable: int) -> None:
     parts = []
     if blank:
-        parts.append(f"{blank} blank row{'s' if blank != 1 else ''} not plotted "
-                     "(the model cannot price them; see the table)")
+        parts.append(f"{blank} blank row{'s' if blank != 1 else ''} not plotted (the model "
+                     f"cannot price {'them' if blank != 1 else 'it'}; see `roofwise analyze`)")
     if unplottable:
         parts.append(f"{unplottable} row{'s' if unplottable != 1 else ''} with no finite "
                      "intensity or rate not plotted")
@@ -381,7 +601,8 @@ def _draw_note(ax: Axes, blank: int, unplottable: int) -> None:
 
 
 def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
-                 series: Sequence[_Series], machines: Mapping[str, Machine]) -> None:
+                 series: Sequence[_Series], machines: Mapping[str, Machine],
+                 faint_envelope: bool = False) -> None:
     handles: list[object] = []
     for name in ("impossible", "anomaly", "below", "latency_bound", "at_ceiling"):
         if counts.get(name):
@@ -396,9 +617,13 @@ def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
     for k, machine in enumerate(machines.values()):
         color = _MACHINE_COLORS[k % len(_MACHINE_COLORS)]
         who = f"{machine.name} " if len(machines) > 1 else ""
-        handles.append(Line2D([], [], color=color, lw=2, label=f"{who}calibrated roof"))
+        handles.append(Line2D([], [], color=color, lw=2, label=f"{who}calibrated roof "
+                                                                "(verdicts' ceiling)"))
         handles.append(Line2D([], [], color=color, lw=1, ls="--", alpha=0.6,
                               label=f"{who}theoretical peak"))
+        if faint_envelope:
+            handles.append(Line2D([], [], color=color, lw=1.2, alpha=_ENVELOPE_ALPHA,
+                                  label=f"{who}envelope (not the verdicts' ceiling)"))
         if machine.dram.calibration_by_mix:
             handles.append(Line2D([], [], color=color, lw=0.9, alpha=0.3,
                                   label=f"{who}other access mixes"))

@@ -1,26 +1,29 @@
 """One self-contained HTML report: chart, sortable verdict table, lint, the profile and its sources.
 
 Nothing is fetched when the file is opened: CSS and JS are inline, the chart is inline SVG.
-Every piece of text from records or profiles goes through `html.escape`.
+Every piece of text from records or profiles goes through `html.escape`. Each row's details
+show its ledger and price (bytes, FLOPs, memory and per-unit compute time, SOL) in words and
+numbers, then the verdict JSON.
 """
 
 from __future__ import annotations
 
 import html
-import importlib
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, is_dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..analysis import Analysis
+from ..errors import InputError
+from ..lint import Finding, lint_analysis
 from ..machine import Machine
 from ..recordio import atomic_writer
 from . import fmt
 from .chart import figure_svg, roofline_figure
-from .table import intensity, seconds3, worst_first
+from .table import NO_EFFICIENCY, intensity, worst_first
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1d2125}
@@ -32,9 +35,12 @@ th{background:#f4f6f8;position:sticky;top:0} th.sortable{cursor:pointer;user-sel
 th.sortable:after{content:" \\2195";color:#aab} th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td:nth-child(11){min-width:340px}
-td:nth-child(3){min-width:220px;max-width:320px;overflow-wrap:anywhere}
-details pre{max-width:520px}
+#verdicts>tbody>tr>td:nth-child(11){min-width:340px}
+#verdicts>tbody>tr>td:nth-child(3){min-width:220px;max-width:320px;overflow-wrap:anywhere}
+details pre{max-width:520px} details{max-width:560px}
+table.ledger{width:auto;font-size:12px;margin:4px 0} table.ledger th{position:static;
+background:none;font-weight:600;white-space:nowrap} table.ledger td{white-space:nowrap}
+tr.binding td{font-weight:600}
 .v{font-weight:600;padding:1px 6px;border-radius:3px;white-space:nowrap}
 .v-impossible{background:#d62728;color:#fff} .v-anomaly{background:#d61fd6;color:#fff}
 .v-below{background:#f0a202;color:#1d2125} .v-at_ceiling{background:#2ca02c;color:#fff}
@@ -49,11 +55,15 @@ _JS = """
   var table=document.getElementById('verdicts'), body=table.tBodies[0];
   var filter=document.getElementById('filter'), pick=document.getElementById('verdict-filter');
   var shown=document.getElementById('shown');
+  function visible(r){  // the row's own cells, not its details
+    var t='';
+    for(var i=0;i<r.cells.length-1;i++)t+=r.cells[i].textContent+' ';
+    return t.toLowerCase();
+  }
   function apply(){
     var text=filter.value.toLowerCase(), want=pick.value, n=0;
     Array.prototype.forEach.call(body.rows,function(r){
-      var ok=(!want||r.dataset.verdict===want)&&
-             (!text||r.textContent.toLowerCase().indexOf(text)>=0);
+      var ok=(!want||r.dataset.verdict===want)&&(!text||visible(r).indexOf(text)>=0);
       r.style.display=ok?'':'none'; if(ok)n++;});
     shown.textContent=n;
   }
@@ -78,9 +88,18 @@ _JS = """
 })();
 """
 
-# (header, sortable) in table order
+# table order; every column but reasons and details sorts
 _HEADERS = ("#", "op", "workload", "machine", "verdict", "efficiency", "time", "SOL", "bound",
             "AI (FLOP/B)", "reasons", "details")
+
+
+REPORT_SUFFIXES = (".html", ".htm")
+
+
+def check_report_path(path: str | Path) -> None:
+    """Refuse an output name that promises another format (`-o r.png` would hold HTML)."""
+    if Path(path).suffix.lower() not in REPORT_SUFFIXES:
+        raise InputError(str(path), "expected a report file ending in .html or .htm")
 
 
 def report_html(analysis: Analysis, title: str = "roofwise report", source: str = "") -> str:
@@ -93,7 +112,8 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
         f"<h1>{_e(title)}</h1>",
         f'<p class="muted">{_e(source)} — {len(analysis)} records: {_e(counts)}</p>',
         '<h2>Roofline</h2><div class="chart" id="chart">', figure_svg(fig), "</div>",
-        _table(analysis), _lint(analysis), _profiles(analysis.machines.values()),
+        _table(analysis), _lint(lint_analysis(analysis, path=source)),
+        _profiles(analysis.machines.values()),
         f"<script>{_JS}</script></body></html>",
     ]
     return "\n".join(parts)
@@ -101,6 +121,7 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
 
 def write_report(analysis: Analysis, path: str | Path, title: str = "roofwise report",
                  source: str = "") -> None:
+    check_report_path(path)
     text = report_html(analysis, title, source)
     with atomic_writer(path, "w") as handle:
         handle.write(text)
@@ -130,11 +151,10 @@ def _table(analysis: Analysis) -> str:
 def _row(analysis: Analysis, i: int, rank: int) -> str:
     row = analysis.row(i)
     verdict = row["verdict"]
-    efficiency = row["efficiency"]
+    efficiency = _shown_efficiency(analysis, i, row)
     workload = row.get("workload")
     workload_text = "" if workload is None else (
         workload if isinstance(workload, str) else json.dumps(workload, separators=(",", ":")))
-    show_eff = efficiency is not None and verdict not in ("latency_bound", "blank")
     ai = row["intensity_flops_per_byte"]
     cells = [
         (str(rank), str(rank + 1), "num"),
@@ -143,10 +163,9 @@ def _row(analysis: Analysis, i: int, rank: int) -> str:
         (str(row["machine"] or ""), _e(row["machine"] or "—"), ""),
         (str(_SEVERITY_KEY.get(verdict, 9)), f'<span class="v v-{_e(verdict)}">{_e(verdict)}'
                                              "</span>", ""),
-        (_num(efficiency if show_eff else None),
-         fmt.percent(efficiency) if show_eff else "—", "num"),
-        (_num(row["time_s"]), _e(seconds3(float(row["time_s"]))), "num"),
-        (_num(row["sol_time_s"]), _e(seconds3(_float(row["sol_time_s"]))), "num"),
+        (_num(efficiency), fmt.percent(efficiency), "num"),
+        (_num(row["time_s"]), _e(_seconds(row["time_s"])), "num"),
+        (_num(row["sol_time_s"]), _e(_seconds(row["sol_time_s"])), "num"),
         (str(row["bound"] or ""), _e(_bound(row)), ""),
         (_num(ai), _e(intensity(_float(ai))), "num"),
     ]
@@ -154,9 +173,64 @@ def _row(analysis: Analysis, i: int, rank: int) -> str:
     reasons = "".join(f"<li>{_e(r)}</li>" for r in row["reasons"])
     tds.append(f'<td data-sort=""><ul class="reasons">{reasons}</ul></td>')
     details = json.dumps(row, indent=2, default=str)
-    tds.append(f'<td data-sort=""><details><summary>verdict JSON</summary><pre>{_e(details)}'
-               "</pre></details></td>")
+    tds.append(f'<td data-sort=""><details><summary>ledger and price</summary>'
+               f"{_ledger(analysis, i, row, efficiency)}<pre>{_e(details)}</pre></details></td>")
     return f'<tr data-verdict="{_e(verdict)}">{"".join(tds)}</tr>'
+
+
+def _shown_efficiency(analysis: Analysis, i: int, row: Mapping[str, Any]) -> float | None:
+    """The efficiency a person may read: none for blank, latency-bound and impossible rows."""
+    if int(analysis.judged.verdict[i]) in NO_EFFICIENCY or row["efficiency"] is None:
+        return None
+    return float(row["efficiency"])
+
+
+def _ledger(analysis: Analysis, i: int, row: Mapping[str, Any],
+            efficiency: float | None) -> str:
+    """One row's ledger and price in words: what it moves and computes, what each costs."""
+    priced = analysis.priced
+    lines: list[tuple[str, str]] = []
+    moved = f"{fmt.nbytes(_float(row['bytes']))} ({fmt.exact(_float(row['bytes']))} B)"
+    if row.get("read_bytes") is not None and row.get("write_bytes") is not None:
+        moved += (f": read {fmt.nbytes(_float(row['read_bytes']))}, "
+                  f"write {fmt.nbytes(_float(row['write_bytes']))}")
+    lines.append(("bytes", moved))
+    flops = f"{fmt.count(_float(row['flops']), digits=3)} ({fmt.exact(_float(row['flops']))})"
+    by_unit = row.get("flops_by_unit")
+    if isinstance(by_unit, Mapping) and by_unit:
+        flops += ": " + ", ".join(f"{k} {fmt.count(_float(v), fmt.op_name(k), 3)}"
+                                  for k, v in by_unit.items())
+    lines.append(("FLOPs", flops))
+    lines.append(("intensity", f"{intensity(_float(row['intensity_flops_per_byte']))} FLOP/B"))
+    bandwidth = float(priced.bandwidth_bytes_per_s[i])
+    memory = _seconds(row["memory_time_s"])
+    if row["memory_time_s"] is not None and math.isfinite(bandwidth):
+        memory += f" at {fmt.rate(bandwidth, 'B/s', 2)} ({row['mix'] or 'theoretical'} mix)"
+    lines.append(("memory time", memory))
+    binding = str(priced.binding_unit[i] or "")
+    units = [(key, float(ops[i]), float(priced.unit_time_s[key][i]))
+             for key, ops in priced.unit_ops.items() if key in priced.unit_time_s
+             and float(ops[i]) > 0]
+    for key, ops, time_s in units:
+        mark = " (binding)" if key == binding and row["compute_time_s"] is not None else ""
+        name = fmt.op_name(key)
+        with_rate = (f" ({fmt.count(ops, name, 3)} at {fmt.rate(ops / time_s, name + '/s')})"
+                     if time_s > 0 and math.isfinite(time_s) else "")
+        lines.append((f"compute time, {key}{mark}", f"{_seconds(time_s)}{with_rate}"))
+    if len(units) > 1:
+        lines.append(("compute time, pipes in series", _seconds(row["compute_serial_time_s"])))
+    lines.append(("SOL", f"{_seconds(row['sol_time_s'])} = max(memory, compute)"))
+    lines.append(("bound", _bound(row) or "—"))
+    lines.append(("mix, regime", f"{row['mix'] or '—'}, {row['regime'] or 'envelope'}"))
+    lines.append(("measured", _seconds(row["time_s"])))
+    lines.append(("efficiency", fmt.percent(efficiency) if efficiency is not None
+                  else f"— ({row['verdict']}: not a reading; see the reasons)"))
+    binding_row = ' class="binding"'
+    body = "".join(f'<tr{binding_row if "(binding)" in k else ""}><th>{_e(k)}</th>'
+                   f"<td>{_e(v)}</td></tr>" for k, v in lines)
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in row["reasons"])
+    return (f'<table class="ledger">{body}</table>'
+            f'<ul class="reasons">{reasons}</ul>')
 
 
 # verdict column sorts by how urgently a person should look (same order as the terminal)
@@ -164,10 +238,14 @@ _SEVERITY_KEY = {"impossible": 0, "anomaly": 1, "blank": 2, "below": 3, "latency
                  "at_ceiling": 5}
 
 
-def _bound(row: dict[str, Any]) -> str:
+def _bound(row: Mapping[str, Any]) -> str:
     if not row["bound"]:
         return ""
     return "memory" if row["bound"] == "memory" else f"compute ({row['binding_unit']})"
+
+
+def _seconds(value: Any) -> str:
+    return fmt.seconds(_float(value), significant=3)
 
 
 def _float(value: Any) -> float:
@@ -178,77 +256,61 @@ def _num(value: Any) -> str:
     return "" if value is None or not math.isfinite(float(value)) else repr(float(value))
 
 
-def _lint(analysis: Analysis) -> str:
-    """Lint findings when `roofwise.lint` is installed; says so plainly when it is not."""
-    try:
-        lint = importlib.import_module("roofwise.lint")
-    except ImportError:
-        lint = None
-    linter = getattr(lint, "lint_analysis", None)
-    if linter is None:
-        return '<h2>Lint</h2><p class="muted" id="lint">lint unavailable</p>'
-    findings = list(linter(analysis))
+def _lint(findings: list[Finding]) -> str:
+    """The misuse checks' findings over the analysed rows, errors first."""
     if not findings:
         return '<h2>Lint</h2><p id="lint">no findings</p>'
-    rows = [_finding_fields(f) for f in findings]
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    head = "".join(f"<th>{_e(k)}</th>" for k in keys)
-    body = "".join("<tr>" + "".join(f"<td>{_e(r.get(k, ''))}</td>" for k in keys) + "</tr>"
-                   for r in rows)
-    return f'<h2>Lint</h2><table id="lint"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>' \
-           "</table>"
+    ordered = sorted(findings, key=lambda f: f.severity != "error")
+    rows = ([f.code, f.severity, f.where, f.reason, f.fix] for f in ordered)
+    return "<h2>Lint</h2>" + _html_table(("code", "severity", "where", "reason", "fix"), rows,
+                                         'id="lint"')
 
 
-def _finding_fields(finding: Any) -> dict[str, Any]:
-    """A finding of any shape (dataclass, mapping, text) as named fields."""
-    if is_dataclass(finding) and not isinstance(finding, type):
-        return {k: getattr(v, "value", v) for k, v in asdict(finding).items()}
-    if isinstance(finding, dict):
-        return dict(finding)
-    return {"finding": str(finding)}
+def _html_table(headers: Iterable[str], rows: Iterable[Iterable[str]], attrs: str) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table {attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _profiles(machines: Sequence[Machine] | Any) -> str:
+def _ceiling_rows(name: str, theory: float | None, fractions: Mapping[str, float],
+                  envelope: str | None, unit: str, digits: int, source: str,
+                  balance: Callable[[str | None], float | None] | None = None
+                  ) -> Iterator[list[str]]:
+    """One row per measured mix or regime of a memory level or unit: the same shape for both."""
+    measured: dict[str, float | None] = dict(fractions) or {"(uncalibrated)": None}
+    for name_of, frac in measured.items():
+        effective = theory * (1.0 if frac is None else frac) if theory else None
+        cells = [name, name_of + (" (envelope)" if name_of == envelope else ""),
+                 fmt.rate(theory, unit, digits) if theory else "gap",
+                 "—" if frac is None else f"{frac:.4f}",
+                 fmt.rate(effective, unit, digits) if effective else "—"]
+        if balance is not None:
+            ridge = balance(name_of if frac is not None else None)
+            cells.append(f"{ridge:.3g} FLOP/B" if ridge else "—")
+        yield [*cells, source]
+
+
+def _balance(machine: Machine, key: str, regime: str | None) -> float | None:
+    return machine.balance_flops_per_byte(key, regime)
+
+
+def _profiles(machines: Iterable[Machine]) -> str:
     out = ["<h2>Machine profiles and their sources</h2>"]
+    common = ("theoretical", "calibration", "effective")
     for m in machines:
         out.append(f"<h3>{_e(m.display_name)} ({_e(m.name)})</h3>"
                    f'<p class="muted">source: {_e(m.source or "—")}'
                    f'{" — loaded from " + _e(m.path) if m.path else ""}</p>')
-        out.append('<table class="profile"><thead><tr><th>memory level</th><th>mix</th>'
-                   "<th>theoretical</th><th>calibration</th><th>effective</th><th>source</th>"
-                   "</tr></thead><tbody>")
-        for level in m.memory.values():
-            theory = level.theoretical_bytes_per_s
-            mixes = dict(level.calibration_by_mix) or {"(uncalibrated)": None}
-            for mix, frac in mixes.items():
-                envelope = " (envelope)" if mix == level.envelope_mix else ""
-                effective = theory * (frac if frac is not None else 1.0) if theory else None
-                out.append(
-                    f"<tr><td>{_e(level.name)}</td><td>{_e(mix + envelope)}</td>"
-                    f"<td>{_e(fmt.rate(theory, 'B/s', 2) if theory else 'gap')}</td>"
-                    f"<td>{_e('—' if frac is None else f'{frac:.4f}')}</td>"
-                    f"<td>{_e(fmt.rate(effective, 'B/s', 2) if effective else '—')}</td>"
-                    f"<td>{_e(level.source)}</td></tr>")
-        out.append("</tbody></table>")
-        out.append('<table class="profile"><thead><tr><th>unit</th><th>regime</th>'
-                   "<th>theoretical</th><th>calibration</th><th>effective</th>"
-                   "<th>balance</th><th>source</th></tr></thead><tbody>")
-        for unit in m.units.values():
-            theory = unit.theoretical_ops_per_s
-            regimes = dict(unit.calibration_by_regime) or {"(uncalibrated)": None}
-            for regime, frac in regimes.items():
-                envelope = " (envelope)" if regime == unit.envelope_regime else ""
-                effective = theory * (frac if frac is not None else 1.0) if theory else None
-                balance = m.balance_flops_per_byte(unit.key,
-                                                   regime if frac is not None else None)
-                out.append(
-                    f"<tr><td>{_e(unit.key)}</td><td>{_e(regime + envelope)}</td>"
-                    f"<td>{_e(fmt.rate(theory, 'op/s') if theory else 'gap')}</td>"
-                    f"<td>{_e('—' if frac is None else f'{frac:.4f}')}</td>"
-                    f"<td>{_e(fmt.rate(effective, 'op/s') if effective else '—')}</td>"
-                    f"<td>{_e(f'{balance:.3g} FLOP/B' if balance else '—')}</td>"
-                    f"<td>{_e(unit.source)}</td></tr>")
-        out.append("</tbody></table>")
+        memory = (row for level in m.memory.values() for row in _ceiling_rows(
+            level.name, level.theoretical_bytes_per_s, level.calibration_by_mix,
+            level.envelope_mix, "B/s", 2, level.source))
+        out.append(_html_table(("memory level", "mix", *common, "source"), memory,
+                               'class="profile"'))
+        units = (row for unit in m.units.values() for row in _ceiling_rows(
+            unit.key, unit.theoretical_ops_per_s, unit.calibration_by_regime,
+            unit.envelope_regime, "op/s", 1, unit.source, partial(_balance, m, unit.key)))
+        out.append(_html_table(("unit", "regime", *common, "balance", "source"), units,
+                               'class="profile"'))
         floor = m.latency_floor
         out.append(f"<p>Latency floor: SOL &lt; {_e(fmt.seconds(floor.sol_s))}, measured &lt; "
                    f"{_e(fmt.seconds(floor.measured_s))} ({_e(floor.source)})</p>")

@@ -20,6 +20,8 @@ VERDICT_STYLE = {
     "impossible": "bold white on red", "anomaly": "bold magenta", "blank": "dim",
     "below": "yellow", "latency_bound": "cyan", "at_ceiling": "bold green",
 }
+# Verdicts whose efficiency is not a reading: the reasons carry the numbers instead.
+NO_EFFICIENCY = frozenset({IMPOSSIBLE, LATENCY_BOUND, BLANK})
 # Lower sorts first: the rows that need a person's eyes come first.
 _SEVERITY = {IMPOSSIBLE: 0, ANOMALY: 1, BLANK: 2, BELOW: 3, LATENCY_BOUND: 4, AT_CEILING: 5}
 
@@ -78,20 +80,12 @@ def _cells(analysis: Analysis, i: int) -> dict[str, str]:
         "op": str(cols.op[i]), "workload": _workload(analysis, i),
         "machine": str(analysis.machine_name[i] or "—"),
         "verdict": f"[{VERDICT_STYLE[verdict]}]{verdict}[/]",
-        "eff.": "—" if code in (BLANK, LATENCY_BOUND) else fmt.percent(judged.efficiency[i]),
-        "time": seconds3(float(cols.time_s[i])),
-        "SOL": seconds3(float(priced.sol_time_s[i])), "bound": bound,
+        "eff.": "—" if code in NO_EFFICIENCY else fmt.percent(judged.efficiency[i]),
+        "time": fmt.seconds(float(cols.time_s[i]), significant=3),
+        "SOL": fmt.seconds(float(priced.sol_time_s[i]), significant=3), "bound": bound,
         "AI": intensity(float(priced.intensity_flops_per_byte[i])),
         "why": escape(why if len(why) <= WHY_WIDTH else why[:WHY_WIDTH - 1] + "…"),
     }
-
-
-def seconds3(value: float) -> str:
-    """Seconds to three significant figures with a unit prefix: 13.0 us, 1.35 ms, 3.79 ns."""
-    if not math.isfinite(value) or value <= 0:
-        return fmt.seconds(value)
-    scaled = next((value / s for s in (1.0, 1e-3, 1e-6, 1e-9) if value >= s), value / 1e-9)
-    return fmt.seconds(value, 0 if scaled >= 100 else (1 if scaled >= 10 else 2))
 
 
 def intensity(value: float) -> str:

@@ -1,0 +1,24 @@
+"""The eight misuses (M1-M8), and R1, as checks over ledgers, machines and analyses: no I/O.
+
+Each check is a small function registered by its code. `lint_machine` checks a profile,
+`lint_ledger` one ledger, `lint_rows` / `lint_analysis` an analysis of benchmark records.
+"""
+
+from .findings import CODES, ERROR, WARNING, Finding, has_errors, is_matrix_unit, is_sfu_unit
+from .judgments import MAX_STAGES_SPLIT, Reading, decompositions
+from .ledger_checks import LEDGER_CHECKS, LedgerCase, lint_ledger
+from .machine_checks import (
+    DATASHEET_MARGIN,
+    KNOWN_DENSE_PEAKS,
+    MACHINE_CHECKS,
+    lint_machine,
+    sparse_reason,
+)
+from .record_checks import ROW_CHECKS, RowCase, lint_analysis, lint_rows, row_where
+
+__all__ = [
+    "CODES", "DATASHEET_MARGIN", "ERROR", "KNOWN_DENSE_PEAKS", "LEDGER_CHECKS",
+    "MACHINE_CHECKS", "MAX_STAGES_SPLIT", "ROW_CHECKS", "WARNING", "Finding", "LedgerCase",
+    "Reading", "RowCase", "decompositions", "has_errors", "is_matrix_unit", "is_sfu_unit",
+    "lint_analysis", "lint_ledger", "lint_machine", "lint_rows", "row_where", "sparse_reason",
+]

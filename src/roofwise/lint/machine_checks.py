@@ -1,0 +1,93 @@
+"""Checks on a machine profile (M1), and the machine facts the other checks read.
+
+`sparse_reason` and the datasheet margin decide M1 on ledgers and records as well;
+`units_missing` decides R1 (a unit the profile does not have) on both.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+
+from ..machine import ComputeUnit, Machine
+from .findings import ERROR, WARNING, Finding
+
+# Calibrations on record run 0.63-0.94 of the datasheet, so a datasheet ceiling whose time is
+# within 2x of the speed of light could decide the reading once measured.
+DATASHEET_MARGIN = 0.5
+_SPARSE_TOLERANCE = 1e-3  # relative
+# Dense datasheet peaks (ops/s) by unit key, from shared/REFERENCES.md; sparse peaks are 2x.
+KNOWN_DENSE_PEAKS: Mapping[str, tuple[tuple[str, float], ...]] = {
+    "tensor_core.fp16": (("H100/H200 SXM", 989.5e12), ("A100 SXM", 312e12), ("H20", 148e12)),
+    "tensor_core.bf16": (("H100/H200 SXM", 989.5e12), ("A100 SXM", 312e12), ("H20", 148e12)),
+    "tensor_core.tf32": (("H100/H200 SXM", 494.7e12), ("A100 SXM", 156e12), ("H20", 74e12)),
+    "tensor_core.fp8": (("H100/H200 SXM", 1979e12), ("H20", 296e12)),
+}
+_SPARSE_WORDS = re.compile(r"\bsparse\b|\bsparsity\b|\b2:4\b", re.IGNORECASE)
+_DENSE_WORDS = re.compile(r"\bdense\b|\bno (structured )?sparsity\b", re.IGNORECASE)
+
+SPARSE_FIX = "use the dense datasheet figure (half the sparse one) and calibrate it"
+
+
+def sparse_reason(unit: ComputeUnit) -> str | None:
+    """Why `unit`'s theoretical rate looks like a sparse (2:4) peak; None when it does not."""
+    rate = unit.theoretical_ops_per_s
+    if rate is not None:
+        known = KNOWN_DENSE_PEAKS.get(unit.key, ())
+        if not any(math.isclose(rate, dense, rel_tol=_SPARSE_TOLERANCE) for _, dense in known):
+            for part, dense in known:
+                if math.isclose(rate, 2 * dense, rel_tol=_SPARSE_TOLERANCE):
+                    return (f"{unit.key} theoretical {rate / 1e12:.1f} T/s is 2x the dense "
+                            f"{part} datasheet figure {dense / 1e12:.1f} T/s (a sparse peak)")
+    if _SPARSE_WORDS.search(unit.source) and not _DENSE_WORDS.search(unit.source):
+        return f"{unit.key} source says sparse: {unit.source!r}"
+    return None
+
+
+def uncalibrated_unit_fix(key: str) -> str:
+    return f"measure {key} on the card (roofwise calibrate) and read verdicts with that rate"
+
+
+def uncalibrated_memory_fix(level: str) -> str:
+    return f"measure {level} access mixes on the card (roofwise calibrate) before trusting SOL"
+
+
+def units_missing(machine: Machine, keys: Iterable[str]) -> list[str]:
+    """The keys (in order, once each) that name no compute unit of `machine`."""
+    return [k for k in dict.fromkeys(keys) if machine.unit(k) is None]
+
+
+def units_missing_reason(machine: Machine, missing: list[str]) -> str:
+    one = len(missing) == 1
+    return (f"{'unit' if one else 'units'} {', '.join(missing)} {'is' if one else 'are'} not "
+            f"on {machine.name} (its units: {', '.join(machine.units)}): nothing can price "
+            f"{'it' if one else 'them'} there")
+
+
+def check_machine_m1(machine: Machine) -> list[Finding]:
+    out: list[Finding] = []
+    for level in machine.memory.values():
+        if level.theoretical_bytes_per_s is not None and not level.calibration_by_mix:
+            out.append(Finding(
+                "M1", WARNING, f"{machine.name} {level.name}",
+                f"{level.name} {level.theoretical_bytes_per_s / 1e9:.0f} GB/s is the datasheet "
+                "figure: no access mix was measured", uncalibrated_memory_fix(level.name)))
+    for unit in machine.units.values():
+        sparse = sparse_reason(unit)
+        if sparse is not None:
+            out.append(Finding("M1", ERROR, f"{machine.name} {unit.key}", sparse, SPARSE_FIX))
+        elif unit.theoretical_ops_per_s is not None and not unit.calibrated:
+            out.append(Finding(
+                "M1", WARNING, f"{machine.name} {unit.key}",
+                f"{unit.key} {unit.theoretical_ops_per_s / 1e12:.2f} T/s is the datasheet "
+                "rate: no regime was measured", uncalibrated_unit_fix(unit.key)))
+    return out
+
+
+MACHINE_CHECKS: Mapping[str, Callable[[Machine], list[Finding]]] = {"M1": check_machine_m1}
+
+
+def lint_machine(machine: Machine) -> list[Finding]:
+    """M1 on a profile: every datasheet ceiling and every sparse peak it holds."""
+    return [f for check in MACHINE_CHECKS.values() for f in check(machine)]
