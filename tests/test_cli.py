@@ -178,3 +178,23 @@ def test_empty_record_file_is_one_line(capsys, tmp_path):
     path = tmp_path / "e.jsonl"
     path.write_text("")
     one_line_error(capsys, "analyze", str(path), expect=(str(path), "no records"))
+
+
+def test_overflowing_record_warns_nobody(capsys, tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps({"op": "x", "flops": 1e308, "bytes": 1e308,
+                                "roof": "cuda_core.fp32", "time_s": 1e-320,
+                                "device": "h200"}) + "\n")
+    code, out, err = run(capsys, "analyze", str(path), "--json")
+    row = json.loads(out)
+    assert code == 0 and not err
+    assert row["verdict"] == "impossible" and row["efficiency"] is None
+    assert "an infinite rate" in row["reasons"][0]
+
+
+def test_a_stage_on_a_missing_unit(capsys, tmp_path):
+    ledger = tmp_path / "l.yaml"
+    ledger.write_text("name: t\nroof: cuda_core.fp32\nstages:\n- name: s\n  roof: cuda_core.fp33\n"
+                      "  tensors:\n  - {name: x, shape: [4], dtype: bf16, role: input}\n")
+    one_line_error(capsys, "price", str(ledger), "-m", "h200",
+                   expect=("h200 has no unit cuda_core.fp33",))

@@ -353,8 +353,10 @@ def cycles_by_unit(ops_by_unit: Mapping[str, float], machine: Machine) -> dict[s
 
 
 def missing_units(ledger: Ledger, machine: Machine) -> list[str]:
-    """Units the ledger's roof or work names that the machine does not have."""
+    """Units the ledger's (or any of its stages') roof or work names that the machine lacks."""
     used = dict.fromkeys([ledger.roof, *ledger.ops_by_unit])
+    for stage in ledger.stages:
+        used.update(dict.fromkeys(missing_units(stage, machine)))
     return [u for u in used if machine.unit(u) is None]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import click
+import numpy as np
 
 from ..errors import InputError
 from .analyze import analyze_command
@@ -49,7 +50,10 @@ for command in (machines_command, machine_command, ops_command, price_command, t
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
+        # Overflow and division by zero are handled where they matter (blank, impossible,
+        # null in JSON, a dash for people); numpy's warnings about them are noise on stderr.
+        with np.errstate(all="ignore"):
+            result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
     except InputError as exc:
         click.echo(f"roofwise: error: {exc}", err=True)
         return 2
