@@ -15,7 +15,16 @@ from .profiles import match_device
 from .reasons import Reason
 from .records import RecordColumns
 from .report import fmt
-from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS, Judged, judge
+from .verdict import (
+    AT_CEILING,
+    BELOW,
+    BLANK,
+    IMPOSSIBLE,
+    LATENCY_BOUND,
+    VERDICTS,
+    Judged,
+    judge,
+)
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ def _match_rows(columns: RecordColumns, machines: Mapping[str, Machine]
 def _blank_rows(n: int) -> tuple[Priced, Judged]:
     nan = np.full(n, np.nan)
     empty = np.full(n, "", dtype=object)
-    flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int64)
+    flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int32)
     priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, nan, nan, {}, {}, nan,
                     empty, nan, flags)
     judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan)
@@ -229,7 +238,7 @@ def explain(analysis: Analysis, i: int) -> list[str]:
                 f"{machine.dram.name} {priced.mix[i]} mix")
         out.append(f"above the ceiling of the {used} it was priced with, but within the "
                    "envelope (the highest measured mix and regime)")
-    if Reason.AT_CEILING in flags or Reason.BELOW in flags:
+    if int(analysis.judged.verdict[i]) in (AT_CEILING, BELOW):
         bound = "memory" if priced.bound_memory[i] else "compute"
         roof_used = (f"{machine.dram.name} {priced.mix[i]} mix" if priced.bound_memory[i]
                      else str(priced.binding_unit[i]))

@@ -41,7 +41,7 @@ class Priced:
     bandwidth_bytes_per_s: np.ndarray
     mix: np.ndarray  # object: the access mix whose ceiling priced the row
     envelope_sol_time_s: np.ndarray  # with the highest mix and regime: what judges anomalies
-    flags: np.ndarray  # int64 Reason bits
+    flags: np.ndarray  # int32 Reason bits
 
     def __len__(self) -> int:
         return int(self.sol_time_s.shape[0])
@@ -76,8 +76,9 @@ def price_columns(
     codes, keys = roof_categories
 
     rates = _unit_rates(machine, keys, regime)
-    flags = rates.flags_by_code[codes] if len(keys) else np.zeros(n, dtype=np.int64)
-    mark(flags, rates.uncalibrated_by_code[codes] & (flops > 0), Reason.UNCALIBRATED_UNIT)
+    flags = rates.flags_by_code[codes] if len(keys) else np.zeros(n, dtype=np.int32)
+    if rates.uncalibrated_by_code.any():
+        mark(flags, rates.uncalibrated_by_code[codes] & (flops > 0), Reason.UNCALIBRATED_UNIT)
     with np.errstate(divide="ignore", invalid="ignore"):
         compute = flops / rates.rate_by_code[codes]
         envelope_compute = (compute if rates.envelope_is_rate
@@ -92,19 +93,19 @@ def price_columns(
         compute, envelope_compute, theoretical_compute, serial, binding_ops, binding_code = (
             compute.copy(), np.array(envelope_compute), theoretical_compute.copy(),
             compute.copy(), flops.copy(), codes.astype(np.int32))
-        split_flags = np.zeros(len(split_rows), dtype=np.int64)
+        split_flags = np.zeros(len(split_rows), dtype=np.int32)
         part = _price_split(machine, {u: v[split_rows] for u, v in (flops_by_unit or {}).items()},
                             regime, split_flags, names)
         compute[split_rows], envelope_compute[split_rows] = part[0], part[1]
         theoretical_compute[split_rows], serial[split_rows] = part[2], part[3]
         binding_ops[split_rows], binding_code[split_rows] = part[4], part[5]
-        flags[split_rows] = (flags[split_rows] & ~np.int64(_UNIT_REASONS)) | split_flags
+        flags[split_rows] = (flags[split_rows] & ~np.int32(_UNIT_REASONS)) | split_flags
 
     bandwidth, mix_used, envelope_bandwidth = _bandwidth(machine, n, mix, read_bytes, write_bytes)
     if machine.dram.theoretical_bytes_per_s is None:
-        flags |= np.int64(Reason.NO_BANDWIDTH)
+        flags |= np.int32(Reason.NO_BANDWIDTH)
     elif not machine.dram.calibration_by_mix:
-        flags |= np.int64(Reason.UNCALIBRATED_MEMORY)
+        flags |= np.int32(Reason.UNCALIBRATED_MEMORY)
     mark(flags, bytes_ <= 0, Reason.ZERO_BYTES)
 
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -154,7 +155,7 @@ def _unit_rates(machine: Machine, keys: tuple[str, ...], regime: str | None) -> 
                      Reason.UNIT_RATE_GAP if known is None else Reason.NONE)
         uncalibrated.append(unit is not None and not unit.calibrated)
     return _Rates(np.array(rate), np.array(envelope), np.array(theoretical),
-                  np.array([int(f) for f in flags], dtype=np.int64),
+                  np.array([int(f) for f in flags], dtype=np.int32),
                   np.array(uncalibrated, dtype=bool), rate == envelope)
 
 
@@ -263,7 +264,7 @@ def _bandwidth(machine: Machine, n: int, mix: str | None, read_bytes: np.ndarray
 
 def mark(flags: np.ndarray, rows: np.ndarray | bool, reason: Reason) -> None:
     """Set `reason` on the selected rows, in place."""
-    np.bitwise_or(flags, np.int64(reason), out=flags, where=rows)
+    np.bitwise_or(flags, np.int32(reason), out=flags, where=rows)
 
 
 def constant(value: float, n: int) -> np.ndarray:

@@ -21,10 +21,8 @@ class Reason(IntFlag):
     # latency
     BELOW_LATENCY_FLOOR = 1 << 9
     FLOOR_ASSUMED = 1 << 10
-    # bands
+    # band
     ANOMALY = 1 << 11
-    AT_CEILING = 1 << 12
-    BELOW = 1 << 13
     # context that qualifies a number
     UNCALIBRATED_MEMORY = 1 << 14
     UNCALIBRATED_UNIT = 1 << 15

@@ -27,7 +27,7 @@ class Judged:
     efficiency: np.ndarray  # sol / measured, against the ceilings the row was priced with
     envelope_efficiency: np.ndarray  # against the highest mix and regime: judges anomalies
     verdict: np.ndarray  # int8 index into VERDICTS
-    flags: np.ndarray  # int64 Reason bits, pricing's included
+    flags: np.ndarray  # int32 Reason bits, pricing's included
     achieved_bytes_per_s: np.ndarray
 
 
@@ -60,16 +60,14 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     mark(flags, (efficiency > ANOMALY_EFFICIENCY) & ~anomaly,
          Reason.ABOVE_REGIME_WITHIN_ENVELOPE)
 
-    blank = (flags & np.int64(BLANK_REASONS)) != 0
-    impossible = ~blank & ((flags & np.int64(IMPOSSIBLE_REASONS)) != 0)
+    blank = (flags & np.int32(BLANK_REASONS)) != 0
+    impossible = ~blank & ((flags & np.int32(IMPOSSIBLE_REASONS)) != 0)
     latency_bound = ~blank & ~impossible & latency
     # lowest precedence first; each later label overrides
     verdict = np.where(at_ceiling, np.int8(AT_CEILING), np.int8(BELOW))
     for mask, label in ((anomaly, ANOMALY), (latency_bound, LATENCY_BOUND),
                         (impossible, IMPOSSIBLE), (blank, BLANK)):
         np.copyto(verdict, np.int8(label), where=mask)
-    mark(flags, verdict == AT_CEILING, Reason.AT_CEILING)
-    mark(flags, verdict == BELOW, Reason.BELOW)
     efficiency = np.where(blank, np.nan, efficiency)
     return Judged(efficiency=efficiency, envelope_efficiency=np.where(blank, np.nan,
                                                                       envelope_efficiency),
