@@ -1,7 +1,8 @@
 """Pricing and judging a million records: vectorised roofwise against a plain per-row loop.
 
 Prints both times and their ratio (measured in the same run), and how long reading a million
-records from disk takes in each supported format. Run: python benchmarks/bench_pricing.py
+records from disk takes in each supported format: the columnar path (pyarrow) and, for
+comparison, the per-row fallback. Run: python benchmarks/bench_pricing.py
 """
 
 from __future__ import annotations
@@ -93,19 +94,26 @@ def main() -> None:
     print(f"  per-row Python loop     : {loop_s:8.3f} s")
     print(f"  speed-up                : {loop_s / vector_s:8.1f} x")
 
-    rows = [{"op": "op", "flops": float(columns.flops[i]), "bytes": float(columns.bytes[i]),
-             "roof": str(columns.roof[i]), "time_s": float(columns.time_s[i]),
+    source = columns if args.read_rows <= args.rows else synthetic(args.read_rows)
+    rows = [{"op": "op", "flops": float(source.flops[i]), "bytes": float(source.bytes[i]),
+             "roof": str(source.roof[i]), "time_s": float(source.time_s[i]),
              "device": "NVIDIA H200", "timing": "device"} for i in range(args.read_rows)]
+    try:
+        import pyarrow  # noqa: F401
+        paths = ((True, "columnar (pyarrow)"), (False, "per-row fallback"))
+    except ImportError:
+        paths = ((False, "per-row (no pyarrow)"),)
     print(f"read {args.read_rows:,} records from disk (parse + validate into columns):")
     with tempfile.TemporaryDirectory() as folder:
         for suffix in ("jsonl", "csv", "parquet"):
             path = Path(folder) / f"records.{suffix}"
             write_records(path, rows)
-            seconds, loaded = best_of(lambda p=path: read_records(p, keep_rows=False), 1)
-            assert len(loaded.columns) == args.read_rows
             size_mb = path.stat().st_size / 1e6
-            print(f"  {suffix:<8} {seconds:8.2f} s  ({size_mb:7.1f} MB)")
-
+            for columnar, label in paths:
+                seconds, loaded = best_of(
+                    lambda p=path, c=columnar: read_records(p, keep_rows=False, columnar=c), 1)
+                assert len(loaded.columns) == args.read_rows
+                print(f"  {suffix:<8} {label:<20} {seconds:8.2f} s  ({size_mb:7.1f} MB)")
 
 if __name__ == "__main__":
     main()

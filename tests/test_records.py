@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 
+import numpy as np
 import pytest
 
 from roofwise.errors import InputError
 from roofwise.recordio import read_records, write_records
+from roofwise.records import LazyRows
 
 GOOD = {"op": "a", "flops": 10, "bytes": 20, "roof": "cuda_core.fp32", "time_s": 1e-6,
         "flops_by_unit": {"cuda_core.fp32": 8, "sfu.fp32": 2}, "workload": {"n": 4}}
@@ -157,3 +160,188 @@ def test_writing_to_a_directory_is_bad_input(tmp_path):
     (tmp_path / "d.jsonl").mkdir()
     with pytest.raises(InputError, match="is a directory"):
         write_records(tmp_path / "d.jsonl", [GOOD])
+
+
+# The columnar path (pyarrow) against the per-row path, on the same malformed files.
+
+MIXED = [
+    {**GOOD},
+    {**GOOD, "bytes": -5.0},
+    {k: v for k, v in GOOD.items() if k != "time_s"},
+    {**GOOD, "timing": "gpu"},
+    {**GOOD, "read_bytes": 15, "write_bytes": 2},
+    {**GOOD, "flops_by_unit": {"cuda_core.fp32": 5}},
+    {**GOOD, "time_p10_s": 2e-6, "time_p90_s": 1e-6},
+    {**GOOD, "op": "b", "device": "H200", "read_bytes": 12, "write_bytes": 8, "timing": "wall"},
+    {**GOOD, "roof": "  "},
+    {"op": "c", "flops": 3.5, "bytes": 7, "roof": " tensor_core.bf16 ", "time_s": 2e-6,
+     "device": "H200", "timing": "device"},
+    {**GOOD, "flops": float("nan")},
+]
+# (index in MIXED, field, problem); the value shown differs by format (CSV cells are text).
+MIXED_BAD = [
+    (1, "bytes", {"jsonl": "-5.0", "csv": "'-5.0'", "parquet": "-5.0"}),
+    (2, "time_s", None),
+    (3, "timing", None),
+    (4, "read_bytes", None),
+    (5, "flops_by_unit", None),
+    (6, "time_p10_s", None),
+    (8, "roof", None),
+    (10, "flops", {"jsonl": "nan", "csv": "'nan'", "parquet": "nan"}),
+]
+PROBLEMS = {
+    "time_s": "missing required field",
+    "timing": "expected one of device, wall, got 'gpu'",
+    "read_bytes": "read_bytes + write_bytes = 17, expected bytes = 20",
+    "flops_by_unit": "sums to 5, expected flops = 10",
+    "time_p10_s": "2e-06 is above time_p90_s 1e-06; expected p10 <= p90",
+    "roof": "expected a unit key such as cuda_core.fp32, got '  '",
+}
+
+
+def _mixed_file(tmp_path, suffix):
+    """MIXED in one file, with a blank line after the first record where the format has lines;
+    returns the path and each record's line (or Parquet row)."""
+    path = tmp_path / f"mixed.{suffix}"
+    if suffix == "parquet":
+        write_records(path, MIXED)
+        return path, list(range(1, len(MIXED) + 1))
+    write_records(path, MIXED)
+    lines = path.read_text().splitlines()
+    head = 1 if suffix == "csv" else 0
+    lines.insert(head + 1, "")
+    path.write_text("\n".join(lines) + "\n")
+    return path, [head + 1] + [head + k + 2 for k in range(1, len(MIXED))]
+
+
+def _same_columns(a, b):
+    for name in ("op", "roof", "timing", "device"):
+        assert list(getattr(a, name)) == list(getattr(b, name)), name
+    for name in ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_p10_s",
+                 "time_p90_s", "has_unit_split", "line"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert sorted(a.flops_by_unit) == sorted(b.flops_by_unit)
+    for unit, values in a.flops_by_unit.items():
+        np.testing.assert_array_equal(values, b.flops_by_unit[unit])
+    assert a.roof_categories()[1] == b.roof_categories()[1]
+    np.testing.assert_array_equal(a.roof_categories()[0], b.roof_categories()[0])
+    assert a.device_categories()[1] == b.device_categories()[1]
+    np.testing.assert_array_equal(a.device_categories()[0], b.device_categories()[0])
+    assert [dict(r) for r in a.rows] == [dict(r) for r in b.rows]
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
+def test_columnar_and_per_row_paths_agree(tmp_path, suffix):
+    path, line = _mixed_file(tmp_path, suffix)
+    fast = read_records(path)
+    slow = read_records(path, columnar=False)
+    assert isinstance(fast.columns.rows, LazyRows) and isinstance(slow.columns.rows, list)
+    where = f"{path}:row " if suffix == "parquet" else f"{path}:"
+    expected = []
+    for k, name, shown in MIXED_BAD:
+        problem = (f"expected a non-negative finite number, got {shown[suffix]}" if shown
+                   else PROBLEMS[name])
+        expected.append(f"{where}{line[k]}: {name}: {problem}")
+    assert [str(s) for s in fast.skipped] == expected
+    assert [str(s) for s in slow.skipped] == expected
+    _same_columns(fast.columns, slow.columns)
+    columns = fast.columns
+    assert columns.op.tolist() == ["a", "b", "c"]
+    assert columns.line.tolist() == [line[0], line[7], line[9]]
+    assert columns.flops.tolist() == [10.0, 10.0, 3.5]
+    assert columns.roof.tolist() == ["cuda_core.fp32", "cuda_core.fp32", "tensor_core.bf16"]
+    assert columns.timing.tolist() == ["", "wall", "device"]
+    assert columns.device.tolist() == ["", "H200", "H200"]
+    assert columns.device_categories()[1] == ("", "H200")
+    assert columns.read_bytes[1] == 12.0 and np.isnan(columns.read_bytes[0])
+    assert columns.flops_by_unit["sfu.fp32"].tolist() == [2.0, 2.0, 0.0]
+    assert columns.has_unit_split.tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
+def test_columnar_strict_fails_on_the_first_bad_row_as_per_row(tmp_path, suffix):
+    path, line = _mixed_file(tmp_path, suffix)
+    messages = []
+    for columnar in (True, False):
+        with pytest.raises(InputError) as caught:
+            read_records(path, strict=True, columnar=columnar)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith(f"{path}:{'row ' if suffix == 'parquet' else ''}{line[1]}: bytes")
+
+
+def test_csv_cells_float_reads_but_the_screen_does_not(tmp_path):
+    """Cells such as ' 12 ' or '1_0' are numbers to float(): the flagged row is kept."""
+    path = tmp_path / "r.csv"
+    path.write_text("op,flops,bytes,roof,time_s\n"
+                    "a, 12 ,1_0,cuda_core.fp32,1e-6\n"
+                    "b,abc,2,cuda_core.fp32,1e-6\n"
+                    "c,3,4,cuda_core.fp32,2e-6\n")
+    for columnar in (True, False):
+        loaded = read_records(path, columnar=columnar)
+        assert loaded.columns.op.tolist() == ["a", "c"]
+        assert loaded.columns.flops.tolist() == [12.0, 3.0]
+        assert loaded.columns.bytes.tolist() == [10.0, 4.0]
+        assert loaded.columns.line.tolist() == [2, 4]
+        assert [str(s) for s in loaded.skipped] == [
+            f"{path}:3: flops: expected a non-negative finite number, got 'abc'"]
+        assert dict(loaded.columns.rows[0]) == {"op": "a", "flops": 12.0, "bytes": 10.0,
+                                               "roof": "cuda_core.fp32", "time_s": 1e-6}
+
+
+def test_jsonl_values_are_shown_as_written(tmp_path):
+    """A number too large for a double: the message shows the line's own text."""
+    big = "1" + "0" * 30
+    path = _write_lines(tmp_path, [json.dumps(GOOD), json.dumps(GOOD)[:-1] + ', "n": 1}',
+                                   json.dumps(GOOD).replace('"flops": 10', f'"flops": {big}')])
+    for columnar in (True, False):
+        loaded = read_records(path, columnar=columnar)
+        assert [str(s) for s in loaded.skipped] == [
+            f"{path}:3: flops_by_unit: sums to 10, expected flops = 1e+30"]
+        assert loaded.columns.rows[1]["n"] == 1 and "n" not in loaded.columns.rows[0]
+        assert loaded.columns.rows[0]["workload"] == {"n": 4}
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
+def test_lazy_rows_take_and_index(tmp_path, suffix):
+    path = tmp_path / f"r.{suffix}"
+    write_records(path, [{**GOOD, "op": name, "time_s": t}
+                         for name, t in zip("pqrst", (1e-6, 2e-6, 3e-6, 4e-6, 5e-6), strict=True)])
+    rows = read_records(path).columns.rows
+    assert isinstance(rows, LazyRows) and len(rows) == 5
+    assert rows[-1]["op"] == "t" and rows[1]["time_s"] == 2e-6
+    assert [r["op"] for r in rows] == ["p", "q", "r", "s", "t"]
+    assert [r["op"] for r in rows[1:4]] == ["q", "r", "s"]
+    with pytest.raises(IndexError):
+        rows[5]
+    columns = read_records(path).columns
+    picked = columns.take(np.array([4, 0, 2]))
+    assert isinstance(picked.rows, LazyRows)
+    assert [r["op"] for r in picked.rows] == ["t", "p", "r"]
+    assert picked.op.tolist() == ["t", "p", "r"]
+    again = picked.take(np.array([False, True, True]))
+    assert [r["op"] for r in again.rows] == ["p", "r"]
+    assert again.rows[0]["flops_by_unit"] == {"cuda_core.fp32": 8.0, "sfu.fp32": 2.0}
+
+
+def test_lazy_rows_walk_blocks_in_order():
+    fetched = []
+
+    def fetch(at):
+        fetched.append(len(at))
+        return [{"i": int(p)} for p in at]
+
+    rows = LazyRows(fetch, np.arange(600)[::-1])
+    assert [r["i"] for r in rows][:3] == [599, 598, 597] and len(list(rows)) == 600
+    assert fetched[:3] == [256, 256, 88]
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
+def test_without_pyarrow_the_per_row_path_reads(tmp_path, monkeypatch, suffix):
+    path, _ = _mixed_file(tmp_path, suffix)
+    expected = read_records(path, columnar=False)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    loaded = read_records(path)
+    assert isinstance(loaded.columns.rows, list)
+    assert [str(s) for s in loaded.skipped] == [str(s) for s in expected.skipped]
+    assert loaded.columns.op.tolist() == ["a", "b", "c"]

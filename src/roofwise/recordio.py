@@ -1,8 +1,15 @@
-"""Read and write benchmark records: JSONL, CSV, Parquet. Writes are atomic (temp file + rename)."""
+"""Read and write benchmark records: JSONL, CSV, Parquet. Writes are atomic (temp file + rename).
+
+With pyarrow installed a file is read whole into a table and screened column by column
+(`records.from_table`); without it, or when the file does not parse as a whole (a JSONL line
+that is not an object, a CSV row with the wrong number of cells), it is read row by row. Both
+paths report a bad row with the same file:line and message.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
@@ -11,8 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from .errors import InputError
-from .records import REQUIRED_FIELDS, Loaded, from_records
+from .records import REQUIRED_FIELDS, Loaded, NotColumnar, TableSource, from_records, from_table
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -28,12 +37,20 @@ def format_of(path: str | Path) -> str:
     raise InputError(str(path), "unknown record format; expected .jsonl, .csv or .parquet")
 
 
-def read_records(path: str | Path, strict: bool = False, keep_rows: bool = True) -> Loaded:
+def read_records(path: str | Path, strict: bool = False, keep_rows: bool = True,
+                 columnar: bool = True) -> Loaded:
     """Validated columns; malformed rows are skipped (and listed) unless `strict`.
 
-    A file with no valid record at all is bad input, whatever `strict` says.
+    A file with no valid record at all is bad input, whatever `strict` says. `columnar=False`
+    forces the row-by-row reader (the fallback), for comparison.
     """
-    loaded = from_records(iter_raw_records(path), strict=strict, keep_rows=keep_rows)
+    source = _table_source(Path(path)) if columnar else None
+    try:
+        loaded = None if source is None else from_table(source, strict, keep_rows)
+    except NotColumnar:
+        loaded = None
+    if loaded is None:
+        loaded = from_records(iter_raw_records(path), strict=strict, keep_rows=keep_rows)
     if not len(loaded.columns):
         if loaded.skipped:
             first = loaded.skipped[0]
@@ -43,14 +60,19 @@ def read_records(path: str | Path, strict: bool = False, keep_rows: bool = True)
     return loaded
 
 
-def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """(where, record) pairs; a line that is not JSON yields its error text as the record."""
-    path = Path(path)
+def _check_file(path: Path) -> str:
     kind = format_of(path)
     if path.is_dir():
         raise InputError(str(path), "is a directory; expected a record file")
     if not path.is_file():
         raise InputError(str(path), "no such file")
+    return kind
+
+
+def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """(where, record) pairs; a line that is not JSON yields its error text as the record."""
+    path = Path(path)
+    kind = _check_file(path)
     try:
         if kind == "jsonl":
             yield from _jsonl(path)
@@ -66,15 +88,17 @@ def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
 def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
     with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{number}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield f"{path}:{number}", Unreadable(
-                    f"not valid JSON ({exc.msg}); expected one JSON object per line")
-            except RecursionError:
-                yield f"{path}:{number}", Unreadable("JSON nested too deeply")
+            if line.strip():
+                yield f"{path}:{number}", _json_line(line)
+
+
+def _json_line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
+    except RecursionError:
+        return Unreadable("JSON nested too deeply")
 
 
 class Unreadable(str):
@@ -84,14 +108,8 @@ class Unreadable(str):
 def _csv(path: Path) -> Iterator[tuple[str, Any]]:
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [name for name in REQUIRED_FIELDS if name not in header]
-        if missing:
-            raise InputError(f"{path}:1", f"header lacks {', '.join(missing)}; expected a header "
-                                          f"naming at least {', '.join(REQUIRED_FIELDS)}")
-        repeated = sorted({name for name in header if header.count(name) > 1})
-        if repeated:
-            raise InputError(f"{path}:1", f"header repeats {', '.join(repeated)}")
+        header = list(reader.fieldnames or [])
+        _check_header(path, header)
         for row in reader:
             where = f"{path}:{reader.line_num}"
             if None in row:
@@ -101,18 +119,123 @@ def _csv(path: Path) -> Iterator[tuple[str, Any]]:
             yield where, {k: v for k, v in row.items() if v not in (None, "")}
 
 
-def _parquet(path: Path) -> Iterator[tuple[str, Any]]:
+def _check_header(path: Path, header: list[str]) -> None:
+    missing = [name for name in REQUIRED_FIELDS if name not in header]
+    if missing:
+        raise InputError(f"{path}:1", f"header lacks {', '.join(missing)}; expected a header "
+                                      f"naming at least {', '.join(REQUIRED_FIELDS)}")
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise InputError(f"{path}:1", f"header repeats {', '.join(repeated)}")
+
+
+def _parquet_table(path: Path) -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(str(path), "reading Parquet needs pyarrow: pip install 'roofwise[parquet]'"
                          ) from None
     try:
-        table = pq.read_table(path)
+        return pq.read_table(path)
     except Exception as exc:  # pyarrow raises many types for a bad file
         raise InputError(str(path), f"not a readable Parquet file ({exc})") from None
-    for number, row in enumerate(table.to_pylist(), 1):
+
+
+def _parquet(path: Path) -> Iterator[tuple[str, Any]]:
+    for number, row in enumerate(_parquet_table(path).to_pylist(), 1):
         yield f"{path}:row {number}", {k: v for k, v in row.items() if v is not None}
+
+
+def _table_source(path: Path) -> TableSource | None:
+    """The file read whole, when pyarrow is installed and the file parses as a whole."""
+    kind = _check_file(path)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return None
+    if kind == "parquet":
+        table = _parquet_table(path)
+        return TableSource(table, np.arange(1, table.num_rows + 1), f"{path}:row ",
+                           lambda at: _table_rows(table, at, (None,)))
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # the row-by-row reader says where
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        return None  # a lone CR ends a line for Python, not for arrow
+    return _csv_source(path, data) if kind == "csv" else _jsonl_source(path, data)
+
+
+_WHITE = np.frombuffer(b" \t\r\n\x0b\x0c", dtype=np.uint8)
+
+
+def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (before the newline) offsets of each physical line."""
+    newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    starts = np.concatenate(([0], newline + 1))
+    ends = np.concatenate((newline, [len(data)]))
+    if starts[-1] == len(data):  # the text ends with a newline
+        starts, ends = starts[:-1], ends[:-1]
+    return starts, ends
+
+
+def _jsonl_source(path: Path, data: bytes) -> TableSource | None:
+    """JSONL through pyarrow.json; rows shown or flagged are re-parsed from their own line."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        table = pj.read_json(io.BytesIO(data))
+    except (pa.ArrowException, ValueError):
+        return None
+    starts, ends = _lines(data)
+    # Blank lines (skipped by both readers) start with white space or are empty; few do.
+    first = np.frombuffer(data, dtype=np.uint8)[np.minimum(starts, max(len(data) - 1, 0))]
+    maybe = np.flatnonzero((ends == starts) | np.isin(first, _WHITE))
+    keep = np.ones(len(starts), dtype=bool)
+    keep[maybe] = [bool(data[starts[k]:ends[k]].strip()) for k in maybe.tolist()]
+    starts, ends, line = starts[keep], ends[keep], np.flatnonzero(keep) + 1
+    if len(line) != table.num_rows:
+        return None  # two objects on a line, or one over several: the per-line reader says so
+
+    def rows(at: np.ndarray) -> list[Any]:
+        return [_json_line(data[starts[p]:ends[p]].decode("utf-8")) for p in at.tolist()]
+
+    return TableSource(table, line, f"{path}:", rows)
+
+
+def _csv_source(path: Path, data: bytes) -> TableSource | None:
+    """CSV through pyarrow.csv, every cell as text (as the csv module reads it), so that one
+    bad cell flags its row instead of failing the file."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")
+    header = next(csv.reader(text), [])
+    _check_header(path, header)
+    try:
+        table = pcsv.read_csv(
+            io.BytesIO(data), parse_options=pcsv.ParseOptions(newlines_in_values=True),
+            convert_options=pcsv.ConvertOptions(column_types={h: pa.string() for h in header}))
+    except (pa.ArrowException, ValueError):
+        return None  # a row with the wrong number of cells: the csv reader says where
+    starts, ends = _lines(data)
+    length = ends - starts
+    carriage = np.frombuffer(data, dtype=np.uint8)[np.maximum(ends - 1, 0)] == 13
+    keep = (length > 1) | ((length == 1) & ~carriage)
+    line = np.flatnonzero(keep)[1:] + 1
+    if table.column_names != header or len(line) != table.num_rows:
+        return None  # a quoted cell over several lines: the csv reader numbers those
+    return TableSource(table, line, f"{path}:", lambda at: _table_rows(table, at, (None, "")))
+
+
+def _table_rows(table: Any, at: np.ndarray, absent: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """Rows as the per-row readers yield them: absent cells dropped."""
+    return [{k: v for k, v in row.items() if v not in absent}
+            for row in table.take(at).to_pylist()]
 
 
 @contextmanager
@@ -175,8 +298,8 @@ def write_records(path: str | Path, records: Iterable[Mapping[str, Any]],
         rows = [dict(r) for _, r in iter_raw_records(target)] + rows
     flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
             for row in rows]
+    columns = list(dict.fromkeys(k for row in flat for k in row))
     if kind == "csv":
-        columns = list(dict.fromkeys(k for row in flat for k in row))
         with atomic_writer(target) as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
@@ -186,7 +309,9 @@ def write_records(path: str | Path, records: Iterable[Mapping[str, Any]],
         import pyarrow.parquet as pq
 
         with atomic_writer(target, "wb") as handle:
-            pq.write_table(pa.Table.from_pylist(flat), handle)
+            # Every key of every row (from_pylist would keep only the first row's keys).
+            table = pa.Table.from_pydict({c: [row.get(c) for row in flat] for c in columns})
+            pq.write_table(table, handle)
     return len(rows)
 
 
