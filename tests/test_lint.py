@@ -671,3 +671,17 @@ def test_analyze_reference_feeds_lint(capsys: pytest.CaptureFixture[str]) -> Non
     out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert "lint: 6 finding(s)" in out
     assert "M4 " in out and "M6 " in out and "exactly its lookups" in out
+
+
+def test_r1_names_the_stage_whose_roof_is_a_typo() -> None:
+    from dataclasses import replace
+
+    from roofwise.ledger import fuse
+    from roofwise.ops import qk_norm_rope_quant_stages
+
+    norm, rope, quant = qk_norm_rope_quant_stages()
+    ledger = fuse("typo", [norm, replace(rope, roof="cuda_core.fp33"), quant],
+                  roof="cuda_core.fp32")
+    found = codes(lint_ledger(ledger, MACHINES["h200"], where="t.yaml"), "R1")
+    assert [(f.where, f.severity) for f in found] == [("t.yaml: stages[1].roof", ERROR)]
+    assert "unit cuda_core.fp33 is not on h200" in found[0].reason

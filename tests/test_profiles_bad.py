@@ -80,3 +80,10 @@ def test_unknown_regime_in_a_profile(tmp_path):
     path = write(tmp_path, GOOD.replace("{sustained: 0.8}", "{turbo: 0.9}"))
     with pytest.raises(InputError, match=r"calibration_by_regime\.turbo: unknown regime"):
         load_machine(path)
+
+
+def test_a_profile_that_is_not_utf8(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_bytes(b"name: x\n\xe9t\xe9: 1\n")
+    with pytest.raises(InputError, match=r"not UTF-8 text \(byte 8\)"):
+        load_machine(path)

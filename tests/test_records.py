@@ -345,3 +345,17 @@ def test_without_pyarrow_the_per_row_path_reads(tmp_path, monkeypatch, suffix):
     assert isinstance(loaded.columns.rows, list)
     assert [str(s) for s in loaded.skipped] == [str(s) for s in expected.skipped]
     assert loaded.columns.op.tolist() == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_integers_above_2_to_the_53_are_read(tmp_path, suffix):
+    path = tmp_path / f"r.{suffix}"
+    write_records(path, [{**GOOD, "flops": 10**16 + 1, "flops_by_unit": {"cuda_core.fp32": 1e16}}])
+    loaded = read_records(path)
+    assert not loaded.skipped and loaded.columns.flops.tolist() == [1e16]
+
+
+def test_directory_without_a_suffix(tmp_path):
+    (tmp_path / "dd").mkdir()
+    with pytest.raises(InputError, match="is a directory"):
+        read_records(tmp_path / "dd")

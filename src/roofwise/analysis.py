@@ -231,7 +231,9 @@ def explain(analysis: Analysis, i: int) -> list[str]:
                    f"(SOL < {floor.sol_s * 1e6:g} us, measured < {floor.measured_s * 1e6:g} us)"
                    f"{note}: the model has no traction, efficiency is not the metric")
     if Reason.ANOMALY in flags:
-        out.append(f"efficiency {judged.envelope_efficiency[i]:.1%} of the envelope ceiling is "
+        ratio = judged.envelope_efficiency[i]
+        shown = f"{ratio:.1%}" if math.isfinite(ratio) else "unbounded"
+        out.append(f"efficiency {shown} of the envelope ceiling is "
                    "above 105%: a formula or calibration error, not a great kernel")
     if Reason.ABOVE_REGIME_WITHIN_ENVELOPE in flags:
         used = (f"{analysis.regime} regime" if analysis.regime else

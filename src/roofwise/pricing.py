@@ -353,19 +353,24 @@ def cycles_by_unit(ops_by_unit: Mapping[str, float], machine: Machine) -> dict[s
     return cycles
 
 
-def missing_units(ledger: Ledger, machine: Machine) -> list[str]:
-    """Units the ledger's (or any of its stages') roof or work names that the machine lacks."""
-    used = dict.fromkeys([ledger.roof, *ledger.ops_by_unit])
-    for stage in ledger.stages:
-        used.update(dict.fromkeys(missing_units(stage, machine)))
-    return [u for u in used if machine.unit(u) is None]
+def missing_units(ledger: Ledger, machine: Machine, at: str = "") -> list[tuple[str, str]]:
+    """(unit, where in the ledger) for each roof or work unit the machine does not have."""
+    found = [(ledger.roof, f"{at}roof")] if machine.unit(ledger.roof) is None else []
+    found += [(w.unit, f"{at}work {w.label or w.op_class!r}") for w in ledger.work
+              if machine.unit(w.unit) is None and not ledger.stages]
+    for i, stage in enumerate(ledger.stages):
+        found += missing_units(stage, machine, f"{at}stages[{i}].")
+    return list(dict.fromkeys(found))
 
 
-def priced_in_seconds(ledger: Ledger, machine: Machine) -> bool:
-    """False where a rate the ledger needs is a gap (e.g. a clock the sources do not give)."""
-    rates_known = all((unit := machine.unit(u)) is not None and unit.theoretical_ops_per_s
-                      for u, ops in ledger.ops_by_unit.items() if ops > 0)
-    return rates_known and machine.dram.theoretical_bytes_per_s is not None
+def rate_gaps(ledger: Ledger, machine: Machine) -> list[str]:
+    """What the ledger needs that the profile leaves as a gap: no time in seconds without it."""
+    gaps = [f"{u} (no rate per second)" for u, ops in ledger.ops_by_unit.items()
+            if ops > 0 and (unit := machine.unit(u)) is not None
+            and unit.theoretical_ops_per_s is None]
+    if machine.dram.theoretical_bytes_per_s is None:
+        gaps.append(f"memory level {machine.dram.name} (no bandwidth)")
+    return gaps
 
 
 @dataclass(frozen=True)

@@ -61,12 +61,16 @@ def read_records(path: str | Path, strict: bool = False, keep_rows: bool = True,
 
 
 def _check_file(path: Path) -> str:
+    _not_a_directory(path)
     kind = format_of(path)
-    if path.is_dir():
-        raise InputError(str(path), "is a directory; expected a record file")
     if not path.is_file():
         raise InputError(str(path), "no such file")
     return kind
+
+
+def _not_a_directory(path: Path) -> None:
+    if path.is_dir():
+        raise InputError(str(path), "is a directory; expected a record file")
 
 
 def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
@@ -266,10 +270,8 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
 def check_appendable(path: str | Path) -> None:
     """Fail before any work when appending to `path` could not succeed."""
     target = Path(path)
-    format_of(target)
-    if target.is_dir():
-        raise InputError(str(target), "is a directory; expected a record file")
-    if target.exists() and format_of(target) != "jsonl":
+    _not_a_directory(target)
+    if format_of(target) != "jsonl" and target.exists():
         for where, record in iter_raw_records(target):
             if isinstance(record, Unreadable):
                 raise InputError(where, f"{record}; fix the file before appending to it")
@@ -283,9 +285,10 @@ def write_records(path: str | Path, records: Iterable[Mapping[str, Any]],
     later `analyze` still reports them where they are. Shards of a sweep should write files of
     their own and be merged afterwards: two writers appending to one file race.
     """
-    rows = [dict(r) for r in records]
-    kind = format_of(path)
     target = Path(path)
+    _not_a_directory(target)
+    kind = format_of(target)
+    rows = [dict(r) for r in records]
     if kind == "jsonl":
         kept = _existing_text(target) if append else ""
         with atomic_writer(target) as handle:

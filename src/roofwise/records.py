@@ -441,12 +441,16 @@ def _screen_numbers(table: Any, name: str, n: int, nested: bool = False,
     present = np.asarray(has.to_numpy(zero_copy_only=False), dtype=bool)
     if nested:
         return values, present, present
-    if text:
-        plain = pc.fill_null(pc.match_substring_regex(column, _PLAIN_NUMBER), False)
-        parsed = pc.cast(pc.if_else(plain, column, None), pa.float64())
-    elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        parsed = pc.cast(column, pa.float64())
-    else:  # bool, decimal, nested: rare; validate_record says what is wrong
+    try:
+        if text:
+            plain = pc.fill_null(pc.match_substring_regex(column, _PLAIN_NUMBER), False)
+            parsed = pc.cast(pc.if_else(plain, column, None), pa.float64(), safe=False)
+        elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            # unsafe: an integer above 2**53 rounds to the nearest double, as float() does
+            parsed = pc.cast(column, pa.float64(), safe=False)
+        else:  # bool, decimal, nested: rare; validate_record says what is wrong
+            return values, present, np.zeros(n, dtype=bool)
+    except pa.ArrowInvalid:  # a form the screen cannot read: validate_record reads each row
         return values, present, np.zeros(n, dtype=bool)
     values = np.asarray(pc.fill_null(parsed, math.nan).to_numpy(zero_copy_only=False),
                         dtype=np.float64).copy()

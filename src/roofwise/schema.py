@@ -14,10 +14,15 @@ from .errors import InputError
 
 def load_yaml(path: str | Path) -> Any:
     path = Path(path)
+    if path.is_dir():
+        raise InputError(str(path), "is a directory; expected a YAML file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(str(path), f"cannot read file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start}); expected a UTF-8 "
+                                    "YAML file") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -22,7 +22,7 @@ from ..pricing import (
     missing_units,
     price_ledger,
     price_ledger_cycles,
-    priced_in_seconds,
+    rate_gaps,
 )
 from ..profiles import resolve_machine
 from ..report import fmt
@@ -42,12 +42,17 @@ def price_command(target: str, machine_name: str, shapes: tuple[str, ...], regim
     """Price a ledger file or a library operator: bytes by tensor, work by unit and class,
     times, bound, per stage."""
     machine = resolve_machine(machine_name)
-    render_price(target_ledger(target, shapes), machine, regime, mix, as_json)
+    ledger = target_ledger(target, shapes)
+    render_price(ledger, machine, regime, mix, as_json, "" if ledger_is_op(target) else target)
+
+
+def ledger_is_op(target: str) -> bool:
+    return not (target.lower().endswith((".yaml", ".yml")) or Path(target).is_file())
 
 
 def target_ledger(target: str, shapes: tuple[str, ...] = ()) -> Ledger:
     """A ledger file (.yaml/.yml or an existing path) or an operator priced at `shapes`."""
-    if target.lower().endswith((".yaml", ".yml")) or Path(target).is_file():
+    if not ledger_is_op(target):
         if shapes:
             raise InputError("--shape", f"applies to operators, not to the ledger file {target}")
         return load_ledger(target)
@@ -55,13 +60,19 @@ def target_ledger(target: str, shapes: tuple[str, ...] = ()) -> Ledger:
 
 
 def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str | None,
-                 as_json: bool) -> None:
+                 as_json: bool, origin: str = "") -> None:
+    """`origin` names the ledger file, so that a unit the machine lacks is blamed on the line
+    of the ledger that names it rather than on --machine."""
     missing = missing_units(ledger, machine)
     if missing:
-        raise InputError("--machine", f"{machine.name} has no unit {', '.join(missing)}, which "
-                                      f"{ledger.name} uses; it has {', '.join(machine.units)}")
-    if not priced_in_seconds(ledger, machine):
-        render_cycles(ledger, machine, as_json)
+        unit, where = missing[0]
+        raise InputError(f"{origin or ledger.name}: {where}",
+                         f"unit {unit} is not on machine {machine.name} (it has "
+                         f"{', '.join(machine.units)}); declare a unit the profile has, or "
+                         "use a profile that has it")
+    gaps = rate_gaps(ledger, machine)
+    if gaps:
+        render_cycles(ledger, machine, as_json, gaps)
         return
     total = price_ledger(ledger, machine, regime, mix)
     stages = [price_ledger(s, machine, regime, mix) for s in ledger.stages]
@@ -103,8 +114,14 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
               f"{regime or 'envelope'} regime")
 
 
-def render_cycles(ledger: Ledger, machine: Machine, as_json: bool) -> None:
-    """Machines whose clock is a gap price per pipe in cycles; seconds would be a guess."""
+def render_cycles(ledger: Ledger, machine: Machine, as_json: bool, gaps: list[str]) -> None:
+    """A profile whose rates are gaps (no clock) prices per pipe in cycles; seconds would be a
+    guess. Without ops/cycle either, there is nothing honest to print."""
+    if any(machine.units[u].ops_per_cycle is None for u, ops in ledger.ops_by_unit.items()
+           if ops > 0):
+        raise InputError(f"--machine {machine.name}",
+                         f"cannot price {ledger.name}: the profile has gaps for "
+                         f"{', '.join(gaps)} and no ops/cycle to price per pipe instead")
     price = price_ledger_cycles(ledger, machine)
     if as_json:
         echo_json({"op": ledger.name, "machine": machine.name, "priced_in": "cycles",
@@ -114,11 +131,12 @@ def render_cycles(ledger: Ledger, machine: Machine, as_json: bool) -> None:
                    "compute_cycles": price.compute_cycles,
                    "compute_serial_cycles": price.compute_serial_cycles,
                    "binding_unit": price.binding_unit, "memory_cycles": price.memory_cycles,
-                   "memory_level": price.memory_level})
+                   "memory_level": price.memory_level, "gaps": gaps})
         return
     out = console()
-    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: priced in cycles per pipe "
-              "(the profile gives no clock, so no time in seconds)")
+    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: priced in cycles per pipe; "
+              f"no time in seconds, because the profile leaves gaps for {', '.join(gaps)}",
+              markup=True)
     table = Table(title="Cycles by pipe", title_justify="left")
     for col in ("unit", "ops", "ops/cycle", "cycles"):
         table.add_column(col, justify="left" if col == "unit" else "right")

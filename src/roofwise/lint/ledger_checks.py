@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..ledger import Ledger, Role, Work
 from ..machine import Machine
-from ..pricing import LedgerPrice, cycles_by_unit, price_ledger
+from ..pricing import LedgerPrice, cycles_by_unit, missing_units, price_ledger
 from ..report import fmt
 from .findings import (
     ERROR,
@@ -40,7 +40,6 @@ from .machine_checks import (
     sparse_reason,
     uncalibrated_memory_fix,
     uncalibrated_unit_fix,
-    units_missing,
     units_missing_reason,
 )
 
@@ -345,15 +344,18 @@ def check_ledger_m7(case: LedgerCase) -> list[Finding]:
 
 
 def check_ledger_r1(case: LedgerCase) -> list[Finding]:
-    """A roof or work unit the machine does not have: a typo, or the wrong profile."""
+    """A roof or work unit the machine does not have (a stage's included): a typo, or the
+    wrong profile. Each is reported where the ledger names it."""
     ledger, machine = case.ledger, case.machine
     if machine is None:
         return []
-    keys = [ledger.roof, *(w.unit for w in ledger.work if w.ops > 0)]
-    missing = units_missing(machine, keys)
-    if not missing:
+    found = missing_units(ledger, machine)
+    if not found:
         return []
-    return [Finding("R1", ERROR, case.where, units_missing_reason(machine, missing),
+    units = list(dict.fromkeys(unit for unit, _ in found))
+    in_stage = next((where for _, where in found if where.startswith("stages[")), None)
+    where = case.where if in_stage is None else f"{case.where}: {in_stage}"
+    return [Finding("R1", ERROR, where, units_missing_reason(machine, units),
                     UNIT_NOT_ON_MACHINE_FIX)]
 
 
