@@ -101,10 +101,58 @@ def test_one_call_over_two_kernels_is_summed_when_asked():
     assert [r.verdict for r in separately] == ["FAIL", "FAIL"]  # each half is 0.5x
 
 
-def test_unmatched_kernel_is_unjudged_with_a_reason():
-    (row,) = audit(list(kernels().values()), LEDGER_READ, kernel_pattern="gemm")
-    assert row.verdict == "UNJUDGED"
-    assert "kernel not matched" in row.reason
+NAMES = ("rmsnorm_pass, rmsnorm_l2_resident, rmsnorm_reread, rmsnorm_kbyte, "
+         "rmsnorm_no_counter, ...")
+
+
+def test_unmatched_kernel_is_an_error_listing_the_kernels():
+    # a typo in --kernel must fail, never pass CI as an UNJUDGED row
+    found = list(kernels().values())
+    assert len({k.kernel for k in found}) == 8  # the fixture's distinct names
+    with pytest.raises(InputError) as caught:
+        audit(found, LEDGER_READ, kernel_pattern="gemm", origin="r.csv")
+    assert str(caught.value) == (f"--kernel 'gemm': matches none of the 8 kernel(s) in r.csv: "
+                                 f"{NAMES}")
+    with pytest.raises(InputError, match=r"^r\.csv: holds no kernel to audit$"):
+        audit([], LEDGER_READ, origin="r.csv")
+
+
+@pytest.mark.parametrize("extra", [(), ("--json",)])
+def test_cli_unmatched_kernel_exits_2_in_one_line(capsys, extra):
+    code = main(["audit", "--ncu-csv", str(SYNTHETIC), "--op", "rmsnorm", "--kernel", "zzz",
+                 *extra])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == (f"roofwise: error: --kernel 'zzz': matches none of the 8 kernel(s) in "
+                   f"{SYNTHETIC}: {NAMES}\n")
+
+
+def test_cli_shape_with_a_ledger_file_is_refused(tmp_path, capsys):
+    ledger = tmp_path / "L.yaml"
+    ledger.write_text("name: x\n")  # never read: the mistake is caught first
+    code = main(["audit", "--ncu-csv", str(SYNTHETIC), "--ledger", str(ledger),
+                 "--shape", "rows=4"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == f"roofwise: error: --shape: applies to --op, not to the ledger file {ledger}\n"
+
+
+def test_cli_shape_takes_comma_lists_as_price_does(capsys):
+    # rows=8192,hidden=4096 in one --shape is the same ledger as two --shape options
+    code = main(["audit", "--ncu-csv", str(SYNTHETIC), "--op", "rmsnorm", "--shape",
+                 "rows=8192,hidden=4096", "--kernel", "rmsnorm_reread", "--json"])
+    assert code == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["ledger_read_bytes"] == LEDGER_READ
+
+
+def test_bad_unit_names_the_unit_column(tmp_path, capsys):
+    path = report(tmp_path, '"0","k","dram__bytes_read.sum","sector","5"\n')
+    code = main(["audit", "--ncu-csv", str(path), "--op", "rmsnorm"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (f"roofwise: error: {path}:3: Metric Unit: unknown byte unit 'sector'; "
+                   "expected one of byte, Kbyte, Mbyte, Gbyte, Tbyte\n")
 
 
 def test_not_a_report():

@@ -237,3 +237,69 @@ def test_cli_refuses_a_corrupt_output_before_timing(tmp_path, capsys, monkeypatc
     folder.mkdir()
     code, err = bench_cli(capsys, "--shape", "hidden=8", "-o", str(folder))
     assert code == 2 and err.count("\n") == 1 and "is a directory" in err
+
+
+def test_cli_shape_takes_comma_lists_as_price_does(tmp_path):
+    out = tmp_path / "r.jsonl"
+    assert main(["bench", "rmsnorm", "--shape", "rows=8,hidden=16", "--device", "cpu",
+                 "--reps", "2", "--warmup", "0", "-o", str(out)]) == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (row["workload"]["rows"], row["workload"]["hidden"]) == (8, 16)
+    assert row["read_bytes"] == 8 * 16 * 2 + 16 * 2  # bf16 x and weight
+
+
+def test_storage_bytes_count_each_tensor_once():
+    from roofwise.measure.memory import storage_bytes
+
+    # rmsnorm 1e6 x 1e6 bf16: x and out 2e12 B each, the weight 2e6 B
+    ledger = OPS["rmsnorm"](rows=10**6, hidden=10**6, dtype="bf16")
+    assert storage_bytes(ledger) == 2 * 2 * 10**12 + 2 * 10**6
+
+
+def test_host_memory_is_the_physical_pages():
+    import os
+
+    from roofwise.measure.memory import available_bytes
+
+    limit, what = available_bytes("cpu")
+    assert limit == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert what == "of host memory"
+
+
+@pytest.mark.parametrize(("shape", "need"), [
+    # (2 * 1e12 + 1e6) bf16 elements = 4,000,002,000,000 B = 3,725.29 GiB
+    (("--shape", "rows=1000000", "--shape", "hidden=1000000"), "3,725"),
+    # 2 * 99999999999 * 99999999 * 2 + 99999999 * 2 B = 3.9999999e19 B: past int64 storage
+    (("--shape", "rows=99999999999,hidden=99999999"), "37,252,902,612"),
+])
+def test_cli_too_large_for_memory_is_one_line_before_allocating(tmp_path, capsys, monkeypatch,
+                                                                 shape, need):
+    import roofwise.measure.memory as memory
+    import roofwise.measure.torch_ops as torch_ops
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("allocated before the memory check")
+
+    monkeypatch.setattr(torch_ops, "build_case", never)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: (8 << 30, "of host memory"))
+    out = tmp_path / "h.jsonl"
+    code, err = bench_cli(capsys, *shape, "-o", str(out))
+    rows, hidden = ("1000000", "1000000") if len(shape) == 4 else ("99999999999", "99999999")
+    assert code == 2
+    assert err == (f"roofwise: error: rmsnorm rows={rows}, hidden={hidden}, dtype=bf16: the "
+                   f"inputs and outputs need {need} GiB, more than the 8 GiB of host memory "
+                   "(cpu)\n")
+    assert not out.exists()
+
+
+def test_refused_allocations_become_one_line_and_other_errors_pass():
+    from roofwise.cli.bench import refused_allocation
+
+    torch_says = ("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
+                  "memory: you tried to allocate 4000000000000 bytes.\nframe #0: ...")
+    with pytest.raises(InputError) as caught, refused_allocation("rmsnorm rows=8"):
+        raise RuntimeError(torch_says)
+    assert str(caught.value) == ("rmsnorm rows=8: torch could not allocate the inputs "
+                                 f"({torch_says.splitlines()[0]})")
+    with pytest.raises(RuntimeError, match="a real bug"), refused_allocation("rmsnorm rows=8"):
+        raise RuntimeError("a real bug")

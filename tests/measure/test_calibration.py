@@ -175,3 +175,66 @@ def test_another_cards_profile_needs_force():
     assert choose_theoretical("NVIDIA A100-SXM4-80GB", "h200", True, machines).name == "h200"
     with pytest.raises(InputError, match=r"^--theoretical-from: unknown machine 'h900'"):
         choose_theoretical("NVIDIA H200", "h900", False, machines)
+
+
+def calibrate_err(capsys, monkeypatch, *args):
+    """Run calibrate with the GPU check made to fail loudly: an option error must come first."""
+    import roofwise.cli.calibrate as calibrate_cli
+
+    def no_gpu_check():
+        raise AssertionError("looked for a GPU before checking the options")
+
+    monkeypatch.setattr(calibrate_cli, "require_gpu", no_gpu_check)
+    code = main(["calibrate", *args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    return err.removeprefix("roofwise: error: ").rstrip("\n")
+
+
+def test_options_are_checked_before_the_gpu(tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "p.yaml")
+    err = calibrate_err(capsys, monkeypatch, "--out", out, "--theoretical-from", "h300")
+    assert err.startswith("--theoretical-from: unknown machine 'h300'; expected a profile file "
+                          "or one of a100-sxm")
+    assert calibrate_err(capsys, monkeypatch, "--out", out, "--log", str(tmp_path)) == (
+        f"--log: expected a .txt or .log path, got {str(tmp_path)!r}")
+    assert calibrate_err(capsys, monkeypatch, "--out", out, "--log", "l.csv") == (
+        "--log: expected a .txt or .log path, got 'l.csv'")
+    folder = tmp_path / "d.txt"
+    folder.mkdir()
+    assert calibrate_err(capsys, monkeypatch, "--out", out, "--log", str(folder)) == (
+        f"--log {folder}: is a directory; expected a file path to write")
+    plain = tmp_path / "f"
+    plain.write_text("")
+    assert calibrate_err(capsys, monkeypatch, "--out", str(plain / "p.yaml")) == (
+        f"--out {plain / 'p.yaml'}: cannot write here ({plain} is not a directory)")
+    assert calibrate_err(capsys, monkeypatch, "--out", str(tmp_path / "p.json")) == (
+        f"--out: expected a .yaml or .yml path, got {str(tmp_path / 'p.json')!r}")
+    assert calibrate_err(capsys, monkeypatch, "--out", out, "--log", out.replace(
+        ".yaml", ".yaml.txt"), "--theoretical-from", str(tmp_path / "nope.yaml")).startswith(
+        str(tmp_path / "nope.yaml"))
+    assert not list(tmp_path.glob("p.*"))
+
+
+def test_theoretical_from_a_bad_file_keeps_its_file_in_the_error(tmp_path):
+    from roofwise.measure.calibration_math import resolve_theoretical
+
+    bad = tmp_path / "m.yaml"
+    bad.write_text("name: m\n")
+    with pytest.raises(InputError) as caught:
+        resolve_theoretical(str(bad), builtin_machines())
+    assert caught.value.where.startswith(str(bad))
+    assert resolve_theoretical("h200", builtin_machines()).name == "h200"
+    # an already-resolved profile is used as given
+    h20 = builtin_machines()["h20"]
+    assert choose_theoretical("NVIDIA H20-3e", h20, False, builtin_machines()) is h20
+
+
+def test_good_options_reach_the_gpu_check(tmp_path, capsys):
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is present")
+    code = main(["calibrate", "--out", str(tmp_path / "new" / "p.yaml"), "--log",
+                 str(tmp_path / "new" / "l.log"), "--theoretical-from", "h200"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no CUDA GPU" in err
+    assert not (tmp_path / "new").exists()  # the check created nothing

@@ -316,3 +316,43 @@ def test_a_module_in_the_current_directory_imports(capsys, tmp_path, monkeypatch
                          "--shape", "b=8x16:fp8")
     assert code == 0, err
     assert "roof tensor_core.fp8" in out and "fp8_e4m3" in out
+
+
+@pytest.mark.parametrize(("dims", "needle"), [
+    # 1e23 x 4 fp32 = 1.6e24 bytes: past int64 before torch could even unpack the size
+    ("99999999999999999999999x4", "--shape x: 99999999999999999999999x4 of fp32 is 1.6e+24 "
+                                  "bytes, more than a torch tensor can address"),
+    # each size fits int64, their byte count (4e22) does not: torch's storage overflow
+    ("9999999999999x999999999", "--shape x: 9999999999999x999999999 of fp32 is 4e+22 bytes"),
+])
+def test_a_shape_past_int64_bytes_is_one_line(capsys, tmp_path, monkeypatch, dims, needle):
+    (tmp_path / "rw_huge_mod.py").write_text("def rms(x, w):\n    return x * w\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "rw_huge_mod", raising=False)
+    code, out, err = run(capsys, "trace", "rw_huge_mod:rms", "--shape", f"x={dims}",
+                         "--shape", "w=4")
+    assert code == 2 and out == ""
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_large_shape_within_int64_traces_on_meta(capsys, tmp_path, monkeypatch):
+    # 2**31 x 2**20 fp32 = 2**53 bytes: no memory on meta tensors, so it traces
+    (tmp_path / "rw_big_mod.py").write_text("def double(x):\n    return x * 2\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "rw_big_mod", raising=False)
+    code, out, err = run(capsys, "trace", "rw_big_mod:double", "--shape",
+                         f"x={2**31}x{2**20}")
+    assert code == 0, err
+    assert f"bytes {2 * 2**53:,}" in out
+
+
+def test_a_name_that_is_not_callable_says_so(capsys, tmp_path, monkeypatch):
+    (tmp_path / "rw_odd_mod.py").write_text("h = 5\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "rw_odd_mod", raising=False)
+    code, _, err = run(capsys, "trace", "rw_odd_mod:h", "--shape", "x=4")
+    assert code == 2
+    assert err == ("roofwise: error: trace rw_odd_mod:h: 'h' in rw_odd_mod is not callable; "
+                   "expected a function\n")
+    code, _, err = run(capsys, "trace", "rw_odd_mod:zz", "--shape", "x=4")
+    assert code == 2 and "module 'rw_odd_mod' has no function 'zz'" in err

@@ -106,3 +106,22 @@ def test_fp8_attention_output_dtype_can_still_be_set() -> None:
     assert ledger.write_bytes == 4 * 2 * 8  # one byte per output element
     bf16 = attention(batch=1, q_len=4, kv_len=4, q_heads=2, kv_heads=2, head_dim=8)
     assert "q_scale" not in {t.name for t in bf16.tensors}  # no descales without fp8
+
+
+@pytest.mark.parametrize(("build", "kwargs", "where"), [
+    (attention_decode, {"page_size": -1}, "attention_decode.page_size"),
+    (attention_decode, {"kv_heads": 5}, "attention_decode.kv_heads"),
+    (attention_decode, {"kv_dtype": "bf17"}, "attention_decode.kv_dtype"),
+    (attention_prefill, {"seq_len": 0}, "attention_prefill.seq_len"),
+    (attention_prefill, {"head_dim": 0}, "attention_prefill.head_dim"),
+    (attention, {"page_size": -1}, "attention.page_size"),
+])
+def test_errors_name_the_operator_called(build, kwargs, where) -> None:
+    with pytest.raises(InputError) as caught:
+        build(**kwargs)
+    assert caught.value.where == where
+
+
+def test_each_operator_keeps_its_own_ledger_name() -> None:
+    assert (attention().name, attention_prefill().name, attention_decode().name) == (
+        "attention", "attention_prefill", "attention_decode")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_hex
 from matplotlib.transforms import Affine2D, Bbox
 
@@ -123,16 +123,60 @@ def test_points_coloured_by_verdict_and_blank_counted(example_analysis):
     assert np.allclose(ok, (189235200 / 67764736, 189235200 / 1.75e-05))
 
 
-def test_latency_floor_bar_spans_floor_rate_to_roof(example_analysis):
+def test_latency_floor_span_runs_from_floor_rate_to_roof_with_caps(example_analysis):
     fig = roofline_figure([("examples", example_analysis)])
     bars = _by_gid(fig, "latency_floor:h200")
-    assert isinstance(bars, PolyCollection)
-    (bar,) = bars.get_paths()  # only the decode step has SOL below the 3 us floor
-    ys = bar.vertices[:, 1]
-    assert np.isclose(ys.min(), 46200 / 20e-6)  # flops / measured floor
-    assert np.isclose(ys.max(), 4.8e12 * 0.9380 * 46200 / 17056)  # its memory roof
+    assert isinstance(bars, LineCollection)
+    (segment,) = bars.get_segments()  # only the decode step has SOL below the 3 us floor
+    (x0, lo), (x1, hi) = segment
+    ai = 46200 / 17056
+    assert np.isclose(x0, ai) and np.isclose(x1, ai)  # vertical, at the row's intensity
+    assert np.isclose(lo, 46200 / 20e-6)  # flops / measured floor
+    assert np.isclose(hi, 4.8e12 * 0.9380 * ai)  # its memory roof
+    caps = [ln for ln in fig.axes[0].lines if ln.get_gid() == "latency_floor:h200:caps"]
+    assert sorted(float(c.get_ydata()[0]) for c in caps) == pytest.approx([lo, hi])
+    assert all(c.get_marker() == "_" for c in caps)
     decode = _by_gid(fig, "points:examples:latency_bound").get_offsets()[0]
-    assert ys.min() < decode[1] < ys.max()
+    assert lo < decode[1] < hi and np.isclose(decode[0], ai)
+    # the low cap is inside the axes, and named
+    y0, y1 = fig.axes[0].get_ylim()
+    assert y0 < lo < hi < y1
+    assert _by_gid(fig, "latency_floor_note:h200").get_text() == "floor 20 us"
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert ("latency floor (20 us, assumed): a point\nbetween the caps took less; no traction"
+            in legend)
+
+
+def test_no_latency_floor_span_without_a_row_below_it():
+    rows = [r for r in EXAMPLE_ROWS if r["workload"].get("note") != "decode step"]
+    fig = roofline_figure([("x", analyze(columns_from_valid(rows), builtin_machines()))])
+    gids = {a.get_gid() or "" for a in [*fig.axes[0].lines, *fig.axes[0].collections]}
+    assert not any(g.startswith("latency_floor") for g in gids)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert not any("latency floor" in t for t in legend)
+
+
+def test_roof_labels_stay_inside_the_axes_when_only_cuda_cores_are_drawn():
+    """The ridge near the right edge once clipped '…57.3 TFLOP/s (sustaine'."""
+    rows = [{"op": "a", "flops": 1.25e9, "bytes": 1e9, "roof": "cuda_core.fp32",
+             "time_s": 4e-4, "device": "NVIDIA H200", "timing": "device"},
+            {"op": "b", "flops": 2.8e9, "bytes": 1e9, "roof": "cuda_core.fp32",
+             "time_s": 2.6e-4, "device": "NVIDIA H200", "timing": "device"}]
+    fig = roofline_figure([("fp32", analyze(columns_from_valid(rows), builtin_machines()))])
+    renderer = fig.canvas.get_renderer()
+    frame = fig.axes[0].get_window_extent(renderer)
+    labels = [t for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label:")]
+    assert {t.get_gid() for t in labels} >= {"label:h200:unit:cuda_core.fp32",
+                                             "label:h200:unit:cuda_core.fp32:theoretical"}
+    for text in labels:
+        box = text.get_window_extent(renderer)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, text.get_text()
+        assert frame.y0 <= box.y0 and box.y1 <= frame.y1, text.get_text()
+    solid = _by_gid(fig, "label:h200:unit:cuda_core.fp32")
+    assert solid.get_text() == "cuda_core.fp32 57.3 TFLOP/s (sustained, envelope)"
+    ridge = 67.0e12 * 0.8548 / (4.8e12 * 0.9380)
+    assert solid.get_position()[0] > ridge  # on its own roof, right of the ridge
+    assert fig.axes[0].get_xlim()[1] >= 10 * ridge * 0.999  # a decade of flat roof
 
 
 def _synthetic(n: int, seed: int = 0) -> Analysis:
@@ -312,3 +356,28 @@ def test_blank_note_says_where_to_look():
     two = roofline_figure([("x", analyze(columns_from_valid(rows), builtin_machines()))])
     assert _by_gid(two, "note:blank").get_text() == (
         "2 blank rows not plotted (the model cannot price them; see `roofwise analyze`)")
+
+
+# ---------------------------------------------------------------- nothing to draw
+
+def test_plot_with_no_priced_row_exits_2_and_writes_nothing(tmp_path, capsys):
+    from roofwise.cli import main
+    row = {"op": "x", "flops": 1e9, "bytes": 1e9, "roof": "cuda_core.fp32", "time_s": 1e-3}
+    records = tmp_path / "dev.jsonl"
+    records.write_text(json.dumps({**row, "device": "H300"}) + "\n"
+                       + json.dumps({**row, "device": "H400"}) + "\n")
+    chart = tmp_path / "p3.png"
+    assert main(["plot", str(records), "-o", str(chart)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"roofwise: error: {records}: no row could be priced (all 2 rows are blank); the "
+        "first: no profile matches device 'H300'; pass --machine NAME (`roofwise machines` "
+        "lists them)"]
+    assert not chart.exists()
+    # one priced row among blank ones: the chart is drawn, the blanks counted in its note
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(records.read_text() + json.dumps({**row, "device": "NVIDIA H200"}) + "\n")
+    assert main(["plot", str(mixed), "-o", str(chart)]) == 0
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    # several runs: a wholly blank run beside a priced one is still a chart
+    assert main(["plot", str(records), str(mixed), "-o", str(tmp_path / "two.png")]) == 0

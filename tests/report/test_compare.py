@@ -6,7 +6,15 @@ import json
 
 from roofwise.analysis import analyze
 from roofwise.cli import main
-from roofwise.compare import IMPROVEMENT, ONLY_BASE, ONLY_NEW, REGRESSION, UNCHANGED, compare
+from roofwise.compare import (
+    IMPROVEMENT,
+    INCOMPARABLE,
+    ONLY_BASE,
+    ONLY_NEW,
+    REGRESSION,
+    UNCHANGED,
+    compare,
+)
 from roofwise.profiles import builtin_machines
 from roofwise.recordio import write_records
 from roofwise.records import columns_from_valid
@@ -152,3 +160,60 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert main(["compare", str(good), str(good), "--threshold", "-1"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("roofwise: error:") == 2
+
+
+def test_non_positive_time_is_incomparable_and_fails_the_gate(tmp_path, capsys):
+    """0 s -> 5 ms is no ratio at all: not 'unchanged', and never a pass under the gate."""
+    row = {"op": "x", "flops": 1e9, "bytes": 1e9, "roof": "cuda_core.fp32",
+           "device": "NVIDIA H200", "timing": "device"}
+    result = compare(_analysis([{**row, "time_s": 0.0}, {**row, "op": "y", "time_s": 1e-3}]),
+                     _analysis([{**row, "time_s": 5e-3}, {**row, "op": "y", "time_s": 1e-3}]))
+    assert [(c.key[0], c.status) for c in result.changes] == [("x", INCOMPARABLE),
+                                                              ("y", UNCHANGED)]
+    bad = result.changes[0]
+    assert bad.reason == "base time 0 s is not positive: no change in time can be measured"
+    data = bad.to_json()
+    assert data["status"] == "incomparable" and data["reason"] == bad.reason
+    assert data["time_change"] is None and data["efficiency_change"] is None
+    assert result.counts()[INCOMPARABLE] == 1 and not result.regressions
+
+    base, new = tmp_path / "b0.jsonl", tmp_path / "n5.jsonl"
+    base.write_text(json.dumps({**row, "time_s": 0}) + "\n")
+    new.write_text(json.dumps({**row, "time_s": 5e-3}) + "\n")
+    assert main(["compare", str(base), str(new)]) == 0  # reported, not gated
+    out = capsys.readouterr().out
+    assert "incomparable" in out and "base time 0 s is not positive" in out
+    assert main(["compare", str(base), str(new), "--fail-on-regression"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["roofwise: compare failed: 1 incomparable row(s) (a time that is not "
+                   "positive cannot be shown not to regress)"]
+    # both sides bad: both named
+    both = compare(_analysis([{**row, "time_s": 0.0}]), _analysis([{**row, "time_s": 0.0}]))
+    assert both.changes[0].reason == ("base time 0 s is not positive; new time 0 s is not "
+                                      "positive: no change in time can be measured")
+
+
+def test_duplicate_keys_are_reported_and_fail_the_gate(tmp_path, capsys):
+    row = {"op": "x", "flops": 1e9, "bytes": 1e9, "roof": "cuda_core.fp32", "device": "h200"}
+    base, new = tmp_path / "bdup.jsonl", tmp_path / "n9.jsonl"
+    base.write_text(json.dumps({**row, "time_s": 1e-3}) + "\n"
+                    + json.dumps({**row, "op": "y", "time_s": 1e-3}) + "\n"
+                    + json.dumps({**row, "time_s": 9e-3}) + "\n")
+    new.write_text(json.dumps({**row, "time_s": 1e-3}) + "\n"
+                   + json.dumps({**row, "op": "y", "time_s": 1e-3}) + "\n"
+                   + json.dumps({**row, "time_s": 9e-3}) + "\n")
+    result = compare(_analysis([json.loads(x) for x in base.read_text().splitlines()]),
+                     _analysis([json.loads(x) for x in new.read_text().splitlines()]))
+    assert [(d.side, d.line, d.first_line) for d in result.duplicates] == [("base", 3, 1),
+                                                                           ("new", 3, 1)]
+    # still paired in file order: 1 ms with 1 ms, 9 ms with 9 ms
+    assert [c.status for c in result.changes] == [UNCHANGED] * 3
+    assert main(["compare", str(base), str(new)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"roofwise: {p}: duplicate key: line 3 repeats line 1 (op 'x', workload "
+                   "none, device 'h200'); paired in file order" for p in (base, new)]
+    assert main(["compare", str(base), str(new), "--fail-on-regression"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and err[-1] == (
+        "roofwise: compare failed: 2 duplicate key(s) (rows repeated within a file cannot be "
+        "matched with certainty)")

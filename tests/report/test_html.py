@@ -37,10 +37,17 @@ def test_report_is_self_contained_and_escaped(example_analysis):
 
 
 def test_report_in_headless_chromium(example_analysis, tmp_path):
+    # .ci/run sets ROOFWISE_REQUIRE_BROWSER: there a missing browser fails, never skips.
+    required = bool(os.environ.get("ROOFWISE_REQUIRE_BROWSER"))
     if not os.path.exists(CHROMIUM):
+        if required:
+            pytest.fail(f"Debian chromium not installed at {CHROMIUM}")
         pytest.skip(f"Debian chromium not installed at {CHROMIUM}")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="the playwright python package is not installed")
+    if required:
+        from playwright import sync_api
+    else:
+        sync_api = pytest.importorskip("playwright.sync_api",
+                                       reason="the playwright python package is not installed")
     path = tmp_path / "report.html"
     write_report(example_analysis, path, source="examples/records.jsonl")
     n = len(example_analysis)
@@ -185,3 +192,20 @@ def test_ledger_lists_every_unit_with_work_and_marks_the_binding_one():
     assert f"|compute time, pipes in series||{(fp32_s + sfu_s) * 1e6:.1f} us|" in ledger
     assert "|FLOPs||1.100 GFLOP (1,100,000,000): cuda_core.fp32 1.000 GFLOP, " \
            "sfu.fp32 100.000 Mop|" in ledger
+
+
+def test_report_with_no_priced_row_exits_2_and_writes_nothing(tmp_path, capsys):
+    records = tmp_path / "dev.jsonl"
+    records.write_text('{"op":"x","flops":1e9,"bytes":1e9,"roof":"cuda_core.fp32",'
+                       '"time_s":1e-3,"device":"H300"}\n')
+    out = tmp_path / "r.html"
+    assert main(["report", str(records), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"roofwise: error: {records}: no row could be priced (the only row is blank); the "
+        "first: no profile matches device 'H300'; pass --machine NAME (`roofwise machines` "
+        "lists them)"]
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["dev.jsonl"]
+    # with the machine named, the same row is priced and the report is written
+    assert main(["report", str(records), "--machine", "h200", "-o", str(out)]) == 0
+    assert out.exists()

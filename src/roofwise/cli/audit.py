@@ -21,9 +21,8 @@ from ..measure.audit import (
     parse_ncu_csv,
     run_ncu,
 )
-from ..ops import build_op
+from ..ops import build_op, parse_shape_args
 from ..report import fmt
-from .bench import parse_assignments
 from .common import console, echo_json
 
 STYLE = {"PASS": "green", "FAIL": "red", "WARN": "yellow", "UNJUDGED": "dim"}
@@ -33,9 +32,11 @@ def _ledger(ledger_path: str | None, op: str | None, shape: tuple[str, ...]) -> 
     if (ledger_path is None) == (op is None):
         raise InputError("--ledger/--op", "give exactly one: a ledger YAML or an operator name")
     if ledger_path is not None:
+        if shape:
+            raise InputError("--shape", f"applies to --op, not to the ledger file {ledger_path}")
         return load_ledger(ledger_path)
     assert op is not None
-    return build_op(op, parse_assignments(shape, "--shape"))
+    return build_op(op, parse_shape_args(shape))
 
 
 def read_report(csv_path: str) -> str:
@@ -73,7 +74,8 @@ def exit_code(rows: Sequence[AuditRow]) -> int:
 @click.option("--ledger", "ledger_path", default=None, metavar="LEDGER.yaml")
 @click.option("--op", default=None,
               help="Or an operator of the registry (see `roofwise ops`): its ledger.")
-@click.option("--shape", multiple=True, metavar="KEY=VALUE", help="Parameters of --op.")
+@click.option("--shape", multiple=True, metavar="KEY=VALUE[,KEY=VALUE...]",
+              help="Parameters of --op (repeatable, as for `price`).")
 @click.option("--kernel", "kernel_pattern", default=None, metavar="REGEX",
               help="Judge only kernels whose name matches.")
 @click.option("--sum", "sum_kernels", is_flag=True,
@@ -88,7 +90,8 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
     judged: writes still in L2 when a kernel ends escape the counter.
 
     Exit status: 0 when no row FAILs (WARN and UNJUDGED rows alone exit 0), 1 when any row
-    FAILs, 2 on bad input (an unreadable report, a malformed line, a bad argument).
+    FAILs, 2 on bad input (an unreadable report, a malformed line, a bad argument, a --kernel
+    that matches no kernel).
     """
     ledger = _ledger(ledger_path, op, shape)
     if (csv_path is None) == (run_cmd is None):
@@ -99,7 +102,7 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
         assert run_cmd is not None
         text, origin = run_ncu(command_argv(run_cmd), kernel_pattern), "ncu"
     rows = audit(parse_ncu_csv(text, origin), ledger.read_bytes, ledger.write_bytes,
-                 kernel_pattern, sum_kernels)
+                 kernel_pattern, sum_kernels, origin)
     if as_json:
         for row in rows:
             echo_json({"op": ledger.name, **row.to_dict()})

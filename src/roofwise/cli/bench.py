@@ -7,7 +7,8 @@ so n jobs on n cards write n record files that together hold the sweep exactly o
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import InputError
+from ..ops import parse_shape_args
 from ..profiles import builtin_machines, match_device, resolve_machine
 from ..recordio import format_of, iter_raw_records, write_records
 from .common import console, machine_option
@@ -115,6 +117,11 @@ def check_appendable(out: str) -> bool:
     return True
 
 
+# torch's messages for allocations it refuses (OutOfMemoryError's among them)
+ALLOCATION_FAILURES = ("out of memory", "can't allocate memory", "Storage size calculation "
+                       "overflowed", "Overflow when unpacking")
+
+
 def require_device(device: str) -> None:
     """One clear line (exit 2) when the asked-for device is not there."""
     try:
@@ -127,10 +134,31 @@ def require_device(device: str) -> None:
                                           "use --device cpu to time on the host")
 
 
+@contextmanager
+def refused_allocation(where: str) -> Iterator[None]:
+    """An allocation torch refuses (out of memory, a size past int64) as one line naming the
+    point `where`, not torch's multi-line C++ message; other errors pass through untouched."""
+    try:
+        yield
+    except RuntimeError as exc:
+        text = str(exc)
+        if not any(needle in text for needle in ALLOCATION_FAILURES):
+            raise
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        raise InputError(where, f"torch could not allocate the inputs ({first[:160]})"
+                         ) from None
+
+
+def point_text(op: str, params: Mapping[str, Any]) -> str:
+    """`rmsnorm rows=8, hidden=16`: the point an error is about, as the user would type it."""
+    return f"{op} " + ", ".join(f"{k}={v}" for k, v in params.items())
+
+
 @click.command("bench")
 @click.argument("op")
-@click.option("--shape", "shape", multiple=True, metavar="KEY=VALUE",
-              help="A fixed parameter of the op (repeatable), e.g. --shape m=4096.")
+@click.option("--shape", "shape", multiple=True, metavar="KEY=VALUE[,KEY=VALUE...]",
+              help="Fixed parameters of the op (repeatable, as for `price`), e.g. "
+                   "--shape m=4096,n=4096 --shape k=4096.")
 @click.option("--sweep", "sweep", multiple=True, metavar="KEY=V1,V2,...",
               help="Sweep a parameter (repeatable; the sweep is the product).")
 @machine_option()
@@ -149,11 +177,12 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
                   reps: int, warmup: int, compile_fn: bool, no_flush: bool) -> None:
     """Time a torch reference of OP (gemm, rmsnorm, softmax, qk_norm_rope_quant)."""
     from ..measure.bench import bench
+    from ..measure.memory import available_bytes, require_fits
     from ..measure.torch_ops import build_case, build_ledger, resolve_params
 
     format_of(out)  # a bad suffix fails before any timing
     index, count = parse_shard(shard_text)
-    fixed = parse_assignments(shape, "--shape")
+    fixed = parse_shape_args(shape)
     swept = parse_assignments(sweep, "--sweep")
     refuse_fixed_and_swept(fixed, swept)
     resolve_params(op, fixed, "--shape")
@@ -162,11 +191,14 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
         for point in all_points:
             resolve_params(op, {key: point[key]}, "--sweep")
     points = shard_or_refuse(all_points, index, count)
-    for point in points:
-        build_ledger(op, resolve_params(op, point))  # every point prices before any is timed
+    resolved = [resolve_params(op, point) for point in points]
+    ledgers = [build_ledger(op, params) for params in resolved]  # all price before any is timed
     append = check_appendable(out)
     machine = resolve_machine(machine_name) if machine_name else None
     require_device(device)
+    available = available_bytes(device)
+    for params, ledger in zip(resolved, ledgers, strict=True):  # before anything is allocated
+        require_fits(ledger, point_text(op, params), device, available)
     records: list[dict[str, Any]] = []
     err = console(err=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -174,9 +206,10 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
                   disable=not err.is_terminal) as progress:
         task = progress.add_task(f"bench {op}", total=len(points))
         for point in points:
-            case = build_case(op, point, device, compile_fn=compile_fn)
-            result = bench(case.fn, *case.args, ledger=case.ledger, warmup=warmup, reps=reps,
-                           flush_l2=not no_flush, device=device)
+            with refused_allocation(point_text(op, point)):
+                case = build_case(op, point, device, compile_fn=compile_fn)
+                result = bench(case.fn, *case.args, ledger=case.ledger, warmup=warmup,
+                               reps=reps, flush_l2=not no_flush, device=device)
             profile = machine.name if machine is not None else (
                 match_device(result.device, builtin_machines().values()).machine)
             name = profile if isinstance(profile, str) else (

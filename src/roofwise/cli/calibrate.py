@@ -2,16 +2,47 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import click
 import yaml
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..errors import InputError
+from ..measure.calibration_math import choose_theoretical, resolve_theoretical
 from ..profiles import builtin_machines, parse_machine
 from ..recordio import atomic_writer
 from .common import console
+
+PROFILE_SUFFIXES = (".yaml", ".yml")
+LOG_SUFFIXES = (".txt", ".log")
+
+
+def check_writable(path: str, option: str, suffixes: tuple[str, ...]) -> None:
+    """Refuse, before any measuring, a path `recordio.atomic_writer` could not write.
+
+    atomic_writer refuses a directory, creates missing parent folders, and writes a temporary
+    file beside the target before renaming it over; so the nearest existing ancestor must be a
+    directory we may write in, and the target, if present, a regular file.
+    """
+    if not path.lower().endswith(suffixes):
+        raise InputError(option, f"expected a {' or '.join(suffixes)} path, got {path!r}")
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(f"{option} {path}", "is a directory; expected a file path to write")
+    if target.exists() and not target.is_file():
+        raise InputError(f"{option} {path}", "exists and is not a regular file")
+    ancestor = target.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InputError(f"{option} {path}", f"cannot write here ({ancestor} is not a "
+                                             "directory)")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}", f"cannot write here ({ancestor}: permission "
+                                             "denied)")
 
 
 def require_gpu() -> None:
@@ -36,7 +67,7 @@ def require_gpu() -> None:
                    "matches).")
 @click.option("--force", is_flag=True,
               help="Use --theoretical-from even when it is not a profile of this card.")
-@click.option("--log", "log_path", default=None, metavar="LOG.txt",
+@click.option("--log", "log_path", default=None, metavar="LOG.txt|LOG.log",
               help="Also write every measured window (clocks, spread) to this file.")
 def calibrate_command(out: str, quick: bool, theoretical_from: str | None, force: bool,
                       log_path: str | None) -> None:
@@ -46,16 +77,21 @@ def calibrate_command(out: str, quick: bool, theoretical_from: str | None, force
     is then probably another card's), or whose clocks moved, or whose spread is too wide; they
     are listed in the profile's notes instead of becoming calibrations.
     """
-    if not out.endswith((".yaml", ".yml")):
-        raise InputError("--out", f"expected a .yaml path, got {out!r}")
+    # every option is checked before the GPU is looked for, so a typo fails on any machine
+    check_writable(out, "--out", PROFILE_SUFFIXES)
+    if log_path is not None:
+        check_writable(log_path, "--log", LOG_SUFFIXES)
+        if Path(log_path).resolve() == Path(out).resolve():
+            raise InputError("--log", f"is the same file as --out ({out}); give another path")
+    machines = builtin_machines()
+    requested = (None if theoretical_from is None
+                 else resolve_theoretical(theoretical_from, machines))
     require_gpu()
     import torch
 
     from ..measure.calibrate import run_calibration
-    from ..measure.calibration_math import choose_theoretical
 
-    theoretical = choose_theoretical(torch.cuda.get_device_name(0), theoretical_from, force,
-                                     builtin_machines())
+    theoretical = choose_theoretical(torch.cuda.get_device_name(0), requested, force, machines)
 
     command = "roofwise " + " ".join(sys.argv[1:]) if sys.argv[1:] else "roofwise calibrate"
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),

@@ -9,13 +9,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..analysis import analyze
-from ..compare import DEFAULT_THRESHOLD, IMPROVEMENT, ONLY_BASE, REGRESSION, Comparison, compare
+from ..compare import (
+    DEFAULT_THRESHOLD,
+    IMPROVEMENT,
+    INCOMPARABLE,
+    ONLY_BASE,
+    REGRESSION,
+    Comparison,
+    compare,
+)
 from ..recordio import read_records
 from ..records import Loaded
 from ..report import fmt
 from .common import all_machines, console, echo_json, load_machine_arg, machine_option
 
-_STATUS_STYLE = {"regression": "bold red", "improvement": "green", "unchanged": "dim",
+_STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
+                 "improvement": "green", "unchanged": "dim",
                  "only_base": "yellow", "only_new": "yellow"}
 MAX_SKIPPED_LINES = 20  # per file; the count that follows covers the rest
 
@@ -27,7 +36,8 @@ MAX_SKIPPED_LINES = 20  # per file; the count that follows covers the rest
 @click.option("--threshold", type=click.FloatRange(min=0.0), default=DEFAULT_THRESHOLD,
               show_default=True, help="Smallest relative change in time that counts (0.05 = 5%).")
 @click.option("--fail-on-regression", is_flag=True,
-              help="Exit 1 when any row regressed, any malformed record was skipped, or any "
+              help="Exit 1 when any row regressed or is incomparable (a time not positive), "
+                   "any malformed record was skipped, any key repeats within a file, or any "
                    "row of BASE is missing from NEW (for CI).")
 @click.option("--strict", is_flag=True, help="Fail a file on its first bad record (exit 2).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per matched row.")
@@ -41,6 +51,8 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     time_p10_s/time_p90_s, with the new p10 above the base p90. A malformed record is
     skipped with a line on stderr; under --fail-on-regression it fails the gate, as does a
     BASE row with no match in NEW: a benchmark that vanished cannot be shown not to regress.
+    So do a pair whose base or new time is not positive (incomparable, listed with its
+    reason) and a key repeated within one file (one stderr line each; paired in file order).
     """
     machine = load_machine_arg(machine_name)
     machines = all_machines()
@@ -48,6 +60,11 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     skipped = sum(_report_skipped(path, loaded[path]) for path in dict.fromkeys(loaded))
     base, new = (analyze(loaded[p].columns, machines, machine) for p in (base_path, new_path))
     result = compare(base, new, threshold)
+    paths = {"base": base_path, "new": new_path}
+    said = dict.fromkeys(f"roofwise: {paths[d.side]}: duplicate key: {d.describe()}"
+                         for d in result.duplicates)  # BASE and NEW may be one file
+    for line in said:
+        _note(line)
     if as_json:
         for change in result.changes:
             echo_json(change.to_json())
@@ -65,6 +82,13 @@ def gate_failures(result: Comparison, skipped: int) -> list[str]:
     out = []
     if result.regressions:
         out.append(f"{len(result.regressions)} regression(s)")
+    incomparable = len(result.by_status(INCOMPARABLE))
+    if incomparable:
+        out.append(f"{incomparable} incomparable row(s) (a time that is not positive cannot "
+                   "be shown not to regress)")
+    if result.duplicates:
+        out.append(f"{len(result.duplicates)} duplicate key(s) (rows repeated within a file "
+                   "cannot be matched with certainty)")
     if skipped:
         out.append(f"{skipped} malformed record(s) skipped (a skipped row cannot be compared)")
     vanished = len(result.by_status(ONLY_BASE))
@@ -88,10 +112,13 @@ def render_comparison(result: Comparison) -> None:
     counts = ", ".join(f"{n} {s}" for s, n in result.counts().items() if n)
     table = Table(title=f"{len(result.changes)} rows: {counts} (threshold "
                         f"{fmt.percent(result.threshold)})", title_justify="left")
-    for col in ("status", "op", "workload", "base", "new", "Δ time", "Δ eff.", "spread"):
+    columns = ["status", "op", "workload", "base", "new", "Δ time", "Δ eff.", "spread"]
+    why = any(c.reason for c in result.changes)
+    for col in columns + (["why"] if why else []):
         table.add_column(col, justify="right" if col.startswith(("base", "new", "Δ")) else
-                         "left", no_wrap=True, overflow="ellipsis",
-                         max_width=40 if col == "workload" else None)
+                         "left", no_wrap=col != "why", overflow="ellipsis" if col != "why"
+                         else "fold", max_width=40 if col == "workload" else None,
+                         min_width=30 if col == "why" else None)
     for c in result.changes:
         op, workload, _device = c.key
         table.add_row(
@@ -101,7 +128,8 @@ def render_comparison(result: Comparison) -> None:
             _signed_percent(c.time_change, c.status in (REGRESSION, IMPROVEMENT)),
             "—" if not math.isfinite(c.efficiency_change) else
             f"{c.efficiency_change * 100:+.1f} pt",
-            {True: "beyond", False: "within", None: "—"}[c.beyond_spread])
+            {True: "beyond", False: "within", None: "—"}[c.beyond_spread],
+            *([escape(c.reason)] if why else []))
     console().print(table)
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import numpy as np
 
 from ..analysis import Analysis, analyze
+from ..errors import InputError
 from ..recordio import read_records
 from ..report.chart import roofline_figure, save_figure
+from ..verdict import BLANK
 from .common import all_machines, console, load_machine_arg, machine_option, regime_mix_options
 
 
@@ -35,7 +38,25 @@ def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regim
                                     "malformed record(s)", markup=False)
         runs.append((_run_label(path, records_paths),
                      analyze(loaded.columns, all_machines(), machine, regime, mix)))
+    if not any(priced_rows(analysis) for _, analysis in runs):
+        raise nothing_priced(records_paths[0], runs[0][1])
     write_chart(runs, output, title)
+
+
+def priced_rows(analysis: Analysis) -> int:
+    return int(np.count_nonzero(analysis.judged.verdict != BLANK))
+
+
+def nothing_priced(path: str, analysis: Analysis) -> InputError:
+    """The error for a file with no row the model could price: an empty chart helps nobody."""
+    if not len(analysis):
+        return InputError(path, "no row could be priced: no valid record (every one skipped)")
+    reasons = analysis.reasons(0)
+    first = reasons[0] if reasons else "blank"
+    if first.startswith("no profile matches"):
+        first += "; pass --machine NAME (`roofwise machines` lists them)"
+    every = "the only row is" if len(analysis) == 1 else f"all {len(analysis)} rows are"
+    return InputError(path, f"no row could be priced ({every} blank); the first: {first}")
 
 
 def write_chart(runs: list[tuple[str, Analysis]], output: str, title: str | None = None) -> None:

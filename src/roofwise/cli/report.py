@@ -8,6 +8,7 @@ from ..analysis import analyze
 from ..recordio import read_records
 from ..report.html import check_report_path, write_report
 from .common import all_machines, load_machine_arg, machine_option, regime_mix_options
+from .plot import nothing_priced, priced_rows
 
 MAX_SKIPPED_LINES = 20  # the count that follows covers the rest
 
@@ -33,6 +34,8 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
               f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead")
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
+    if not priced_rows(analysis):
+        raise nothing_priced(records_path, analysis)
     write_report(analysis, output, title=title, source=records_path)
     _note(f"roofwise: wrote {output}")
 

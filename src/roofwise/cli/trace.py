@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import os
 import re
 import sys
@@ -27,6 +28,7 @@ from ..recordio import atomic_writer
 from ..report import fmt
 from .common import console, machine_option
 
+MAX_TENSOR_BYTES = 2**63 - 1  # torch sizes and storage byte counts are int64
 NEEDS_TORCH = "trace needs torch: pip install 'roofwise[gpu]'"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # roofwise dtype names (roofwise.dtypes) whose torch spelling differs; the others are torch's
@@ -63,7 +65,10 @@ def parse_shape_spec(text: str) -> ShapeSpec:
     if any(d <= 0 for d in dims):
         raise InputError(where, f"every dimension must be positive, got {dims_text!r}")
     dtype = (dtype.strip() or "fp32").lower()
-    bytes_per_element(dtype, f"{where} dtype")
+    nbytes = math.prod(dims) * bytes_per_element(dtype, f"{where} dtype")
+    if max(dims) > MAX_TENSOR_BYTES or nbytes > MAX_TENSOR_BYTES:
+        raise InputError(where, f"{dims_text.strip()} of {dtype} is {nbytes:.3g} bytes, more "
+                                "than a torch tensor can address (2**63 - 1 bytes)")
     return ShapeSpec(name, dims, dtype)
 
 
@@ -149,10 +154,13 @@ def _load_function(target: str) -> Callable[..., Any]:
     except Exception as exc:
         raise InputError(f"trace {target}", f"importing {module_name!r} raised "
                                             f"{type(exc).__name__}: {exc}") from None
-    fn = getattr(module, func_name, None)
-    if not callable(fn):
+    if not hasattr(module, func_name):
         raise InputError(f"trace {target}", f"module {module_name!r} has no function "
                                             f"{func_name!r}")
+    fn = getattr(module, func_name)
+    if not callable(fn):
+        raise InputError(f"trace {target}", f"{func_name!r} in {module_name} is not callable; "
+                                            "expected a function")
     return fn
 
 
@@ -180,8 +188,13 @@ def _example_inputs(fn: Callable[..., Any], target: str, specs: tuple[str, ...],
         spec = parse_shape_spec(text)
         if spec.name in given:
             raise InputError(f"--shape {spec.name}", "given twice")
-        given[spec.name] = torch.empty(spec.dims, device="meta", dtype=torch_dtype(
-            spec.dtype, f"--shape {spec.name} dtype", torch))
+        dtype = torch_dtype(spec.dtype, f"--shape {spec.name} dtype", torch)
+        try:
+            given[spec.name] = torch.empty(spec.dims, device="meta", dtype=dtype)
+        except (RuntimeError, TypeError, ValueError) as exc:  # torch's own size limits
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"--shape {spec.name}", f"torch cannot make this tensor: "
+                                                     f"{first}") from None
     params = [p for p in signature.parameters.values()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     known = [p.name for p in params]

@@ -63,21 +63,26 @@ class AuditRow:
                 "dram_write_bytes": self.dram_write_bytes}
 
 
-def to_bytes(value: str, unit: str, where: str = "Metric Value") -> float:
+def to_bytes(value: str, unit: str, where: str = "") -> float:
     """'2,816' byte -> 2816.0; '1.5' Gbyte -> 1.5e9. Unknown units raise, never guess; so do
-    NaN, infinities (1e400 included) and negative counts, which no counter can read."""
+    NaN, infinities (1e400 included) and negative counts, which no counter can read.
+
+    Errors name `where` (the report's line) and the column at fault: Metric Unit or Metric
+    Value.
+    """
+    prefix = f"{where}: " if where else ""
     try:
         scale = UNIT_BYTES[unit.strip().lower()]
     except KeyError:
-        raise InputError(where, f"unknown byte unit {unit!r}; expected one of byte, Kbyte, "
-                                "Mbyte, Gbyte, Tbyte") from None
+        raise InputError(f"{prefix}Metric Unit", f"unknown byte unit {unit!r}; expected one of "
+                                                 "byte, Kbyte, Mbyte, Gbyte, Tbyte") from None
     text = value.strip().replace(",", "")
     try:
         number = float(text) * scale
     except ValueError:
-        raise InputError(where, f"expected a number, got {value!r}") from None
+        raise InputError(f"{prefix}Metric Value", f"expected a number, got {value!r}") from None
     if not (math.isfinite(number) and number >= 0):
-        raise InputError(where, "expected a non-negative finite number")
+        raise InputError(f"{prefix}Metric Value", "expected a non-negative finite number")
     return number
 
 
@@ -133,8 +138,7 @@ def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]
             values[launch][metric] = None
             problems[launch].append(f"{metric} is {raw or 'empty'} (counter not available)")
             continue
-        values[launch][metric] = to_bytes(raw, row["Metric Unit"],
-                                          f"{origin}:{number}: Metric Value")
+        values[launch][metric] = to_bytes(raw, row["Metric Unit"], f"{origin}:{number}")
     if not order:
         raise InputError(origin, "the report has a header but no kernel rows (did ncu "
                                  "profile any kernel?)")
@@ -159,16 +163,26 @@ def judge_reads(ledger_read_bytes: float,
     return PASS, ratio, f"DRAM read {ratio:.3f}x the ledger"
 
 
+SHOWN_NAMES = 5  # kernel names an unmatched --kernel lists
+
+
 def audit(kernels: Sequence[KernelCounters], ledger_read_bytes: float,
           ledger_write_bytes: float | None = None, kernel_pattern: str | None = None,
-          sum_kernels: bool = False) -> list[AuditRow]:
+          sum_kernels: bool = False, origin: str = "the report") -> list[AuditRow]:
     """One row per matched kernel launch, or one row for their sum (`sum_kernels`: one call
-    of the operator launches several kernels)."""
+    of the operator launches several kernels).
+
+    A pattern that matches no kernel is an InputError listing the names there are: a typo
+    must fail (exit 2), never pass as an unjudged row.
+    """
     matched = _match(kernels, kernel_pattern)
+    if not matched and not kernel_pattern:
+        raise InputError(origin, "holds no kernel to audit")
     if not matched:
-        what = f"matching {kernel_pattern!r}" if kernel_pattern else "in the report"
-        return [AuditRow("(none)", (), float(ledger_read_bytes), None, None, UNJUDGED,
-                         f"no kernel {what}: kernel not matched", ledger_write_bytes)]
+        names = list(dict.fromkeys(k.kernel for k in kernels))
+        shown = ", ".join(names[:SHOWN_NAMES]) + (", ..." if len(names) > SHOWN_NAMES else "")
+        raise InputError(f"--kernel {kernel_pattern!r}",
+                         f"matches none of the {len(names)} kernel(s) in {origin}: {shown}")
     groups: Iterable[Sequence[KernelCounters]] = [matched] if sum_kernels else (
         [k] for k in matched)
     return [_row(group, ledger_read_bytes, ledger_write_bytes) for group in groups]

@@ -151,13 +151,27 @@ def check_plausible(m: Measurement, theoretical_per_s: float | None,
     return frac
 
 
-def choose_theoretical(device: str, requested: str | None, force: bool,
+def resolve_theoretical(requested: str, machines: Mapping[str, Machine]) -> Machine:
+    """The profile `--theoretical-from` names (a built-in name or alias, or a YAML file).
+
+    Needs no GPU, so the command checks it before looking for one. A bad file's error keeps
+    its file and line; an unknown name is blamed on --theoretical-from.
+    """
+    try:
+        return resolve_machine(requested, machines)
+    except InputError as exc:
+        if exc.where == "--machine":
+            raise InputError("--theoretical-from", exc.problem) from None
+        raise
+
+
+def choose_theoretical(device: str, requested: str | Machine | None, force: bool,
                        machines: Mapping[str, Machine]) -> Machine:
     """The profile whose theoretical rates a calibration of `device` divides by.
 
     None requested: the profile matching the device, or InputError asking for
-    `--theoretical-from`. A profile requested (name or file) that does not match the device:
-    InputError unless `force`, since its rates would be another card's.
+    `--theoretical-from`. A profile requested (name, file, or one already resolved) that does
+    not match the device: InputError unless `force`, since its rates would be another card's.
     """
     detected = match_device(device, machines.values()).machine
     if requested is None:
@@ -166,10 +180,8 @@ def choose_theoretical(device: str, requested: str | None, force: bool,
                                                    f"{device!r}; give --theoretical-from "
                                                    "NAME|FILE with its datasheet rates")
         return detected
-    try:
-        given = resolve_machine(requested, machines)
-    except InputError as exc:
-        raise InputError("--theoretical-from", exc.problem) from None
+    given = requested if isinstance(requested, Machine) else resolve_theoretical(requested,
+                                                                                  machines)
     if force or match_device(device, [given]).machine is not None:
         return given
     hint = f" (built-in {detected.name} does)" if detected is not None else ""

@@ -24,8 +24,6 @@ Convention:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ..errors import InputError
@@ -45,7 +43,15 @@ def attention(batch: int = 1, q_len: int = 4096, kv_len: int = 4096, q_heads: in
               dtype: str = "bf16", kv_dtype: str = "auto", out_dtype: str = "auto",
               page_size: int = 0) -> Ledger:
     """Attention of q_len queries over kv_len keys; page_size 0 means a contiguous KV cache."""
-    where = "attention"
+    return _attention("attention", batch, q_len, kv_len, q_heads, kv_heads, head_dim, causal,
+                      dtype, kv_dtype, out_dtype, page_size)
+
+
+def _attention(where: str, batch: int, q_len: int, kv_len: int, q_heads: int, kv_heads: int,
+               head_dim: int, causal: bool, dtype: str, kv_dtype: str, out_dtype: str,
+               page_size: int) -> Ledger:
+    """The ledger, named `where`: the operator the caller called, so that its parameter
+    errors say `attention_decode.page_size`, not the shared body's name."""
     for name, size in (("batch", batch), ("q_len", q_len), ("kv_len", kv_len),
                        ("q_heads", q_heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
         c.positive(size, f"{where}.{name}")
@@ -101,8 +107,9 @@ def attention_prefill(batch: int = 1, seq_len: int = 4096, q_heads: int = 32,
                       dtype: str = "bf16", kv_dtype: str = "auto",
                       out_dtype: str = "auto") -> Ledger:
     """Prefill: every position of seq_len attends to the sequence (q_len = kv_len)."""
-    return _renamed(attention(batch, seq_len, seq_len, q_heads, kv_heads, head_dim, causal,
-                              dtype, kv_dtype, out_dtype), "attention_prefill")
+    c.positive(seq_len, "attention_prefill.seq_len")  # its own name, not q_len or kv_len
+    return _attention("attention_prefill", batch, seq_len, seq_len, q_heads, kv_heads,
+                      head_dim, causal, dtype, kv_dtype, out_dtype, 0)
 
 
 def attention_decode(batch: int = 64, kv_len: int = 4096, q_heads: int = 32,
@@ -110,9 +117,5 @@ def attention_decode(batch: int = 64, kv_len: int = 4096, q_heads: int = 32,
                      dtype: str = "bf16", kv_dtype: str = "auto", out_dtype: str = "auto",
                      page_size: int = 16) -> Ledger:
     """Decode: q_len new tokens (1, or a few when speculating) over a cached kv_len context."""
-    return _renamed(attention(batch, q_len, kv_len, q_heads, kv_heads, head_dim, True, dtype,
-                              kv_dtype, out_dtype, page_size), "attention_decode")
-
-
-def _renamed(ledger: Ledger, name: str) -> Ledger:
-    return replace(ledger, name=name)
+    return _attention("attention_decode", batch, q_len, kv_len, q_heads, kv_heads, head_dim,
+                      True, dtype, kv_dtype, out_dtype, page_size)

@@ -11,15 +11,16 @@ labels through matplotlib's objects instead of pixels:
 - `label:<machine>:...` the text beside each roof; `ridge:<machine>:<key>` balance points
 - `points:<series>:<verdict>` one scatter per run/machine and verdict;
   `annotation:<verdict>:<row>` the callouts on impossible and anomalous rows
-- `latency_floor:<machine>` the shaded latency-floor bars; `note:blank` the blank-row count
+- `latency_floor:<machine>` the latency-floor spans (`...:caps` their end caps,
+  `latency_floor_note:<machine>` the "floor 20 us" notes); `note:blank` the blank-row count
 
 The latency floor, faithfully: whether a row is latency-bound depends on its size (its SOL time
 and its measured time against the floor), not on where it sits in this plane, so no single
-region of the plane is "below the floor" for every row. The chart therefore shades, for every
-row whose SOL time is below the machine's SOL floor, a vertical bar at its intensity from
-`flops / measured_floor` (the rate it reaches taking exactly the measured floor) up to its roof.
-A point inside its bar finished faster than the floor: launch and scheduling, not the roofs, set
-its rate, so its distance from the roof is not inefficiency.
+region of the plane is "below the floor" for every row. The chart therefore draws, for every
+row whose SOL time is below the machine's SOL floor, a vertical span with caps at its intensity
+from `flops / measured_floor` (the rate it reaches taking exactly the measured floor) up to its
+roof. A point between the caps finished faster than the floor: launch and scheduling, not the
+roofs, set its rate, so its distance from the roof is not inefficiency.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from typing import Any, Literal
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.collections import PathCollection
+from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
@@ -63,6 +65,10 @@ _ENVELOPE_ALPHA = 0.35  # the envelope roof, drawn faint when the verdicts used 
 _LABEL_GAP = 1.12  # a roof label sits this factor above or below its roof
 _LABEL_X_GAP = 1.15  # and starts this factor right of the roof's left end (the ridge)
 _LABEL_STEP_DECADES = 0.05  # how far a label slides per try to clear the points
+_FLOOR_COLOR = "#5f6b73"
+_FLOOR_NOTES = 3  # at most this many floor spans carry a "floor 20 us" note at the low cap
+_FLAT_ROOF_DECADES = 10.0  # the x axis reaches at least this factor right of every ridge
+_LABEL_RIGHT_GAP = 1.04  # a label that ends at the right edge stops this factor short of it
 
 
 @dataclass(frozen=True)
@@ -100,17 +106,20 @@ def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None 
     ax.set_ylim(*ylim)
 
     faint = False
+    floors: list[ErrorbarContainer] = []
     for k, (name, machine) in enumerate(machines.items()):
         faint |= _draw_roofs(ax, machine, _used_units(analyses, name, machine),
                              _MACHINE_COLORS[k % len(_MACHINE_COLORS)], xlim, ylim,
                              prefix=len(machines) > 1, ceilings=ceilings[name])
-        _draw_latency_floor(ax, analyses, name, machine)
+        drawn = _draw_latency_floor(ax, analyses, name, machine)
+        if drawn is not None:
+            floors.append(drawn)
     counts = _draw_points(ax, series, n_points)
     _place_roof_labels(ax)
     blank = sum(int(np.count_nonzero(a.judged.verdict == BLANK)) for _, a in analyses)
     unplottable = sum(len(a) for _, a in analyses) - blank - n_points
     _draw_note(ax, blank, unplottable)
-    _draw_legend(fig, ax, counts, series, machines, faint)
+    _draw_legend(fig, ax, counts, series, machines, faint, floors[:1])
     runs = ", ".join(label for label, _ in analyses)
     on = ", ".join(m.display_name for m in machines.values()) or "no machine"
     ax.set_title(title or f"Roofline: {runs} on {on}", fontsize=11, loc="left")
@@ -199,6 +208,8 @@ def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
     x_vals = list(xs)
     y_vals = list(ys)
     for name, machine in machines.items():
+        _, floor_low, _ = _floor_spans(analyses, name, machine)  # the low caps stay in view
+        y_vals.extend(floor_low)
         bandwidths = [b for b in (ceilings[name].bandwidth(machine),
                                   machine.dram.effective_bytes_per_s()) if b]
         for key in _used_units(analyses, name, machine):
@@ -208,6 +219,8 @@ def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
                 if rate:
                     y_vals.append(rate)
                     x_vals.extend(rate / b for b in bandwidths)
+                    # a decade of flat roof right of each ridge: room for the roof's label
+                    x_vals.extend(rate / b * _FLAT_ROOF_DECADES / 4 for b in bandwidths)
     x_arr = np.array([v for v in x_vals if v > 0 and math.isfinite(v)] or [1.0])
     y_arr = np.array([v for v in y_vals if v > 0 and math.isfinite(v)] or [1e12])
     x_lo, x_hi = float(x_arr.min()) / 4, float(x_arr.max()) * 4
@@ -404,12 +417,17 @@ def _place_roof_labels(ax: Axes) -> None:
 
 
 _VAlign = Literal["top", "bottom"]
-_Spot = tuple[str, float, float, _VAlign]  # text, x, y, vertical alignment
+_HAlign = Literal["left", "right"]
+_Spot = tuple[str, float, float, _VAlign, _HAlign]  # text, x, y, alignments
 
 
 def _label_spots(text: str, theoretical: bool, x_start: float, x_end: float,
                  y: float) -> list[_Spot]:
-    """Where a roof label may go, best first: near its roof, on its own side, at the left."""
+    """Where a roof label may go, best first: near its roof, on its own side, at the left.
+
+    Then, for a roof too short to hold it (the ridge near the right edge), ending at the
+    right edge of the axes, and last sliding left of the ridge: a label always fits somewhere.
+    """
     texts = [text]
     if theoretical and " theoretical " in text:
         tag = text[:text.index(": ") + 2] if ": " in text else ""  # the machine, on shared charts
@@ -420,7 +438,13 @@ def _label_spots(text: str, theoretical: bool, x_start: float, x_end: float,
         else [(y / _LABEL_GAP, "top"), (y / _LABEL_GAP ** 2, "top")])
     steps = max(1, int(math.log10(x_end / x_start) / _LABEL_STEP_DECADES))
     xs = [x_start * _LABEL_X_GAP * 10 ** (k * _LABEL_STEP_DECADES) for k in range(steps)]
-    return [(t, x, side_y, va) for side_y, va in side for t in texts for x in xs]
+    spots: list[_Spot] = [(t, x, side_y, va, "left") for side_y, va in side for t in texts
+                          for x in xs]
+    right_end = x_end / _LABEL_RIGHT_GAP
+    spots += [(t, right_end, side_y, va, "right") for side_y, va in side for t in texts]
+    spots += [(t, x_start * 10 ** (-k * _LABEL_STEP_DECADES), side_y, va, "right")
+              for side_y, va in side for t in texts for k in range(1, 40)]
+    return spots
 
 
 def _best_spot(text: Text, renderer: Any, obstacles: np.ndarray, frame: Any,
@@ -428,28 +452,32 @@ def _best_spot(text: Text, renderer: Any, obstacles: np.ndarray, frame: Any,
     """Put `text` on the first spot that covers nothing and fits the axes.
 
     Where none is free (a dense cloud of points, several machines' roofs), it takes the
-    fitting spot that covers least, on a translucent white backing above the points.
+    fitting spot that covers least, on a translucent white backing above the points. A spot
+    that does not fit inside the axes is never taken while one that fits exists.
     """
     best: tuple[float, _Spot] | None = None
     for spot in spots:
         _move(text, *spot)
         box = text.get_window_extent(renderer)
-        if box.x1 > frame.x1 or box.y1 > frame.y1 or box.y0 < frame.y0:
+        if (box.x1 > frame.x1 or box.x0 < frame.x0 or box.y1 > frame.y1
+                or box.y0 < frame.y0):
             continue
         covered = _overlap(_box(box), obstacles)
         if covered == 0.0:
             return
         if best is None or covered < best[0]:
             best = (covered, spot)
-    _move(text, *(best[1] if best is not None else spots[0]))
+    fallback = next((s for s in spots if s[4] == "right"), spots[0])  # ends at the edge
+    _move(text, *(best[1] if best is not None else fallback))
     text.set_bbox({"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     text.set_zorder(7.5)  # above the points (6, 7), below the callouts (8)
 
 
-def _move(text: Text, label: str, x: float, y: float, va: _VAlign) -> None:
+def _move(text: Text, label: str, x: float, y: float, va: _VAlign, ha: _HAlign) -> None:
     text.set_text(label)
     text.set_position((x, y))
     text.set_verticalalignment(va)
+    text.set_horizontalalignment(ha)
 
 
 def _box(extent: Any) -> np.ndarray:
@@ -509,35 +537,61 @@ def _obstacles(ax: Axes, renderer: Any) -> np.ndarray:
     return np.vstack(boxes)
 
 
-def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name: str,
-                        machine: Machine) -> None:
-    """Bars from flops/measured_floor up to the roof, for rows whose SOL is below the floor."""
+def _floor_spans(analyses: Sequence[tuple[str, Analysis]], name: str,
+                 machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(AI, flops/measured_floor, roof rate at the AI) for rows whose SOL is below the floor."""
     floor = machine.latency_floor
-    bars = []
+    parts = []
     for _, analysis in analyses:
         rows = np.flatnonzero((analysis.machine_name == name)
                               & (analysis.judged.verdict != BLANK)
                               & (analysis.priced.sol_time_s < floor.sol_s))
         if not len(rows):
             continue
-        x = analysis.priced.intensity_flops_per_byte[rows]
-        flops = analysis.columns.flops[rows]
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            x = analysis.priced.intensity_flops_per_byte[rows].astype(float)
+            flops = analysis.columns.flops[rows].astype(float)
             low = flops / floor.measured_s
             high = flops / analysis.priced.sol_time_s[rows]  # the row's own roof at its AI
-        half = 10 ** 0.05
-        for xi, lo, hi in zip(x, low, high, strict=True):
-            if all(math.isfinite(v) and v > 0 for v in (xi, lo, hi)) and hi > lo:
-                bars.append([(xi / half, lo), (xi * half, lo), (xi * half, hi), (xi / half, hi)])
-    if not bars:
-        return
-    assumed = " (assumed)" if floor.assumed else ""
-    collection = PolyCollection(bars, facecolors="#9aa5ad", edgecolors="none", alpha=0.28,
-                                zorder=1, rasterized=len(bars) > MANY_POINTS,
-                                label=f"latency floor{assumed}: measured < "
-                                      f"{fmt.seconds(floor.measured_s, 0)}")
-    collection.set_gid(f"latency_floor:{machine.name}")
-    ax.add_collection(collection)
+        keep = (np.isfinite(x) & np.isfinite(low) & np.isfinite(high) & (x > 0) & (low > 0)
+                & (high > low))
+        parts.append((x[keep], low[keep], high[keep]))
+    if not parts:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]))
+
+
+def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name: str,
+                        machine: Machine) -> ErrorbarContainer | None:
+    """A capped span per row whose SOL is below the floor: from flops/measured_floor up to
+    its roof. A point between the caps took less than the floor: no traction.
+
+    Returns the drawn container (the legend shows it as it is drawn), or None.
+    """
+    x, low, high = _floor_spans(analyses, name, machine)
+    if not len(x):
+        return None
+    floor = machine.latency_floor
+    many = len(x) > MANY_POINTS
+    drawn = ax.errorbar(x, low, yerr=[np.zeros_like(low), high - low], fmt="none",
+                        ecolor=_FLOOR_COLOR, elinewidth=1.4, capsize=0 if many else 5,
+                        capthick=1.4, alpha=0.35 if many else 0.9, zorder=4)
+    _data_line, caps, (bars,) = drawn.lines
+    bars.set_gid(f"latency_floor:{machine.name}")
+    bars.set_rasterized(many)
+    for cap in caps:
+        cap.set_gid(f"latency_floor:{machine.name}:caps")
+    assumed = ", assumed" if floor.assumed else ""
+    drawn.set_label(f"latency floor ({fmt.seconds(floor.measured_s, 0)}{assumed}): a point\n"
+                    "between the caps took less; no traction")
+    if len(x) <= _FLOOR_NOTES:
+        for xi, lo in zip(x, low, strict=True):
+            ax.annotate(f"floor {fmt.seconds(floor.measured_s, 0)}", (xi, lo),
+                        textcoords="offset points", xytext=(6, 0), ha="left", va="center",
+                        fontsize=7, color=_FLOOR_COLOR, zorder=4,
+                        gid=f"latency_floor_note:{machine.name}")
+    return drawn
 
 
 # ----------------------------------------------------------------------------- points
@@ -602,7 +656,8 @@ def _draw_note(ax: Axes, blank: int, unplottable: int) -> None:
 
 def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
                  series: Sequence[_Series], machines: Mapping[str, Machine],
-                 faint_envelope: bool = False) -> None:
+                 faint_envelope: bool = False,
+                 floors: Sequence[ErrorbarContainer] = ()) -> None:
     handles: list[object] = []
     for name in ("impossible", "anomaly", "below", "latency_bound", "at_ceiling"):
         if counts.get(name):
@@ -627,9 +682,7 @@ def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
         if machine.dram.calibration_by_mix:
             handles.append(Line2D([], [], color=color, lw=0.9, alpha=0.3,
                                   label=f"{who}other access mixes"))
-    if any(isinstance(c, PolyCollection) for c in ax.collections):
-        handles.append(Line2D([], [], color="#9aa5ad", lw=6, alpha=0.5,
-                              label="latency floor (per row)"))
+    handles.extend(floors)  # drawn as on the chart: a span with caps
     legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                        fontsize=8, frameon=False, borderaxespad=0)
     legend.set_gid("legend")

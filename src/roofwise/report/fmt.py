@@ -1,4 +1,9 @@
-"""Numbers with units and sensible precision, for people. NaN, inf and None read "—"."""
+"""Numbers with units and sensible precision, for people. NaN, inf and None read "—".
+
+A value beyond a million of the largest unit prefix (1e6 s, 1e18 B) reads in scientific form
+("2.2e+295 s"), as does a non-zero value below a millionth of the smallest: never a wall of
+digits or zeros.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,10 @@ import math
 
 _TIME_STEPS = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
 _SI_STEPS = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SCIENTIFIC_ABOVE = 1e6  # times the largest prefix
+_SCIENTIFIC_BELOW = 1e-6  # times the smallest prefix
+PERCENT_SCIENTIFIC_ABOVE = 1e4  # a fraction: 1,000,000%
+DASH = "—"
 
 
 def _step(value: float, steps: tuple[tuple[float, str], ...]) -> tuple[float, str]:
@@ -13,10 +22,26 @@ def _step(value: float, steps: tuple[tuple[float, str], ...]) -> tuple[float, st
     return next(((s, p) for s, p in steps if abs(value) >= s), steps[-1])
 
 
+def _scientific(value: float, steps: tuple[tuple[float, str], ...], figures: int,
+                tiny: bool = False) -> str | None:
+    """`value` in scientific form where prefixes would make a wall of digits, else None.
+
+    With `tiny`, a non-zero value far below the smallest prefix too (1e-300 s, not 0.000 ns).
+    """
+    size = abs(value)
+    if size >= steps[0][0] * _SCIENTIFIC_ABOVE or (
+            tiny and 0 < size < steps[-1][0] * _SCIENTIFIC_BELOW):
+        return f"{value:.{max(1, figures)}g}"
+    return None
+
+
 def _scaled(value: float | None, unit: str, steps: tuple[tuple[float, str], ...],
-            digits: int) -> str:
+            digits: int, tiny: bool = False) -> str:
     if value is None or not math.isfinite(value):
-        return "—"
+        return DASH
+    wide = _scientific(value, steps, digits + 1, tiny)
+    if wide is not None:
+        return f"{wide} {unit}"
     scale, prefix = _step(value, steps)
     return f"{value / scale:.{digits}f} {prefix}{unit}"
 
@@ -25,9 +50,12 @@ def seconds(value: float | None, digits: int = 3, significant: int | None = None
     """Seconds with a unit prefix: `digits` decimals (1.750 us), or, with `significant`,
     that many significant figures (13.0 us, 1.35 ms, 112 us, 3.79 ns)."""
     if significant is None or value is None or not math.isfinite(value):
-        return _scaled(value, "s", _TIME_STEPS, digits)
+        return _scaled(value, "s", _TIME_STEPS, digits, tiny=True)
     if value == 0:
         return "0 s"
+    wide = _scientific(value, _TIME_STEPS, significant, tiny=True)
+    if wide is not None:
+        return f"{wide} s"
     rounded = float(f"{value:.{significant}g}")  # 999.6 us rounds to 1.00 ms, not "1000 us"
     scale, _ = _step(rounded, _TIME_STEPS)
     magnitude = math.floor(math.log10(abs(rounded) / scale))
@@ -48,7 +76,9 @@ def count(value: float | None, unit: str = "FLOP", digits: int = 1) -> str:
 
 def percent(value: float | None, digits: int = 1) -> str:
     if value is None or not math.isfinite(value):
-        return "—"
+        return DASH
+    if abs(value) >= PERCENT_SCIENTIFIC_ABOVE:  # 1e+06%, not a wall of digits
+        return f"{value * 100:.{digits + 1}g}%"
     return f"{value * 100:.{digits}f}%"
 
 
@@ -57,8 +87,13 @@ def op_name(unit_key: str) -> str:
     return "op" if unit_key.startswith(("sfu", "ascend_vector")) else "FLOP"
 
 
+EXACT_UP_TO = 1e18  # beyond, float64 holds no exact integer worth printing in full
+
+
 def exact(value: float | None) -> str:
     """An integer count in full, with thousands separators: 402,653,184."""
     if value is None or not math.isfinite(value):
-        return "—"
+        return DASH
+    if abs(value) >= EXACT_UP_TO:
+        return f"{value:.4g}"
     return f"{value:,.0f}"

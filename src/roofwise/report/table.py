@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 
 import numpy as np
 from rich import box
@@ -37,35 +38,82 @@ _COLUMNS = (("op", "left", 0), ("workload", "left", 120), ("machine", "left", 10
             ("verdict", "left", 0), ("eff.", "right", 0), ("time", "right", 0),
             ("SOL", "right", 0), ("bound", "left", 100), ("AI", "right", 90),
             ("why", "left", 0))
-WHY_WIDTH = 72  # characters of the first reason; --json carries them all
+# The reason is the most useful column: these give way to it, in this order, until it has
+# WHY_MIN_WIDTH characters (or all of its text).
+_GIVE_WAY = ("workload", "machine", "bound", "AI")
+WORKLOAD_WIDTH = 20  # characters of the workload; --json carries it whole
+WHY_MIN_WIDTH = 48
+WRAP_FROM_WIDTH = 100  # on consoles this wide a reason wraps instead of being cut
+WHY_MAX_LINES = 4  # lines a wrapped reason may take; beyond, it is cut with "…"
+INTENSITY_SCIENTIFIC_ABOVE = 1e6  # FLOP/byte; beyond, scientific form, never a wall of digits
+WHY_WIDTH = 72  # characters of a reason on one line below WRAP_FROM_WIDTH
 
 
 def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50) -> None:
-    """Print the verdict table; columns of least value drop out on narrow consoles."""
+    """Print the verdict table; the reason keeps its room, low-value columns give way first."""
     order = worst_first(analysis)
     shown = order if limit is None else order[:limit]
     width = console.width
     several = len({str(m) for m in analysis.machine_name if m}) > 1
     keep = [c for c in _COLUMNS if width >= c[2] and (c[0] != "machine" or several)]
     rows = [_cells(analysis, int(i)) for i in shown]
-    fixed = {c[0]: max([len(c[0])] + [len(Text.from_markup(r[c[0]]).plain) for r in rows])
+    fixed = {c[0]: max([len(c[0])] + [_plain_len(c[0], r[c[0]]) for r in rows])
              for c in keep if c[0] != "why"}
     if "workload" in fixed:
-        fixed["workload"] = min(fixed["workload"], 28)
-    # every column keeps its content's width; only `why` gives way, cut with "…"
-    why_width = max(12, min(WHY_WIDTH, width - sum(w + 3 for w in fixed.values()) - 2))
+        fixed["workload"] = min(fixed["workload"], WORKLOAD_WIDTH)
+    needed = max([len("why")] + [len(r["why"]) for r in rows])
+    for name in _GIVE_WAY:
+        if _why_room(width, fixed) >= min(needed, WHY_MIN_WIDTH):
+            break
+        fixed.pop(name, None)
+    keep = [c for c in keep if c[0] == "why" or c[0] in fixed]
+    wrap = width >= WRAP_FROM_WIDTH
+    room = _why_room(width, fixed)
+    why_width = max(12, min(needed, room, room if wrap else WHY_WIDTH))
+    wrapped = []
+    for cells in rows:
+        lines = reason_lines(cells["why"], why_width, WHY_MAX_LINES if wrap else 1)
+        wrapped.append(len(lines) > 1)
+        cells["why"] = "\n".join(lines)
+        cells["workload"] = _cut(cells["workload"], WORKLOAD_WIDTH)
     table = Table(title=_title(analysis), title_justify="left", show_lines=False,
                   pad_edge=False, box=box.SIMPLE_HEAD)
     for col, justify, _ in keep:
         size = fixed.get(col, why_width)
         table.add_column(col, justify=justify,  # type: ignore[arg-type]
                          no_wrap=True, overflow="ellipsis", min_width=size, max_width=size)
-    for cells in rows:
-        table.add_row(*(cells[c[0]] for c in keep))
+    for k, cells in enumerate(rows):  # every cell but the verdict is plain text: escaped
+        # a blank line sets a wrapped row apart from its neighbours; one-line rows stay packed
+        apart = wrapped[k] or (k + 1 < len(rows) and wrapped[k + 1])
+        table.add_row(*(cells[c] if c == "verdict" else escape(cells[c]) for c, _, _ in keep),
+                      end_section=apart)
     console.print(table)
     if limit is not None and len(order) > limit:
         console.print(f"[dim]… {len(order) - limit} more rows (use --limit 0 for all, "
                       "--json or --csv for machines)[/]")
+
+
+def _plain_len(column: str, cell: str) -> int:
+    return len(Text.from_markup(cell).plain) if column == "verdict" else len(cell)
+
+
+def _why_room(width: int, fixed: dict[str, int]) -> int:
+    """Characters left for `why` once the other columns (and their gaps) are laid out."""
+    return width - sum(w + 3 for w in fixed.values()) - 2
+
+
+def reason_lines(text: str, width: int, max_lines: int) -> list[str]:
+    """`text` wrapped at word boundaries into at most `max_lines` lines of `width`; what does
+    not fit is cut with "…" (a word longer than a line is cut too, never spilled)."""
+    lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+    if len(lines) <= max_lines:
+        return lines
+    last = " ".join([lines[max_lines - 1], *lines[max_lines:]])
+    return [*lines[:max_lines - 1], _cut(last, width)]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _cells(analysis: Analysis, i: int) -> dict[str, str]:
@@ -84,14 +132,16 @@ def _cells(analysis: Analysis, i: int) -> dict[str, str]:
         "time": fmt.seconds(float(cols.time_s[i]), significant=3),
         "SOL": fmt.seconds(float(priced.sol_time_s[i]), significant=3), "bound": bound,
         "AI": intensity(float(priced.intensity_flops_per_byte[i])),
-        "why": escape(why if len(why) <= WHY_WIDTH else why[:WHY_WIDTH - 1] + "…"),
+        "why": why,  # wrapped or cut once the width is known
     }
 
 
 def intensity(value: float) -> str:
-    """FLOP/byte with sensible precision: 0.25, 2.98, 12.7, 5461."""
+    """FLOP/byte with sensible precision: 0.25, 2.98, 12.7, 5,461, 2.2e+295."""
     if not math.isfinite(value):
         return "—"
+    if abs(value) >= INTENSITY_SCIENTIFIC_ABOVE or 0 < abs(value) < 1 / INTENSITY_SCIENTIFIC_ABOVE:
+        return f"{value:.3g}"
     if value >= 100:
         return f"{value:,.0f}"
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
@@ -108,4 +158,4 @@ def _workload(analysis: Analysis, i: int) -> str:
         return ""
     workload = rows[i]["workload"]
     text = workload if isinstance(workload, str) else json.dumps(workload, separators=(",", ":"))
-    return text if len(text) <= 40 else text[:39] + "…"
+    return text
