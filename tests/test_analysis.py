@@ -147,3 +147,13 @@ def test_unknown_regime_is_bad_input(machines):
 
     with pytest.raises(InputError, match="--regime: expected one of sustained, burst"):
         _one({**BASE, "bytes": 1e9, "time_s": 1e-3}, machines, regime="turbo")
+
+
+def test_absurd_numbers_read_as_words_not_digit_walls(machines):
+    row = _one({**BASE, "flops": 1e300, "bytes": 1e-10, "time_s": 1e-300}, machines)
+    assert row["verdict"] == "impossible"
+    assert row["reasons"][:2] == [
+        "bytes/time 1e+281 GB/s exceeds hbm theoretical 4800 GB/s: physically impossible, "
+        "so the bytes or the time are wrong",
+        "cuda_core.fp32 at an infinite rate exceeds its theoretical 67.00 T/s: physically "
+        "impossible"]

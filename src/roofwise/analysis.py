@@ -186,6 +186,11 @@ def _fill(n: int, pieces: list[tuple[np.ndarray, np.ndarray | None]]) -> np.ndar
 
 def explain(analysis: Analysis, i: int) -> list[str]:
     """Short sentences saying why row `i` got its verdict, with the numbers that decided it."""
+    with np.errstate(all="ignore"):  # an overflowing rate is reported, not warned about
+        return _explain(analysis, i)
+
+
+def _explain(analysis: Analysis, i: int) -> list[str]:
     flags = Reason(int(analysis.judged.flags[i]))
     name = analysis.machine_name[i]
     cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
@@ -210,7 +215,8 @@ def explain(analysis: Analysis, i: int) -> list[str]:
         out.append(f"non-positive time_s {float(cols.time_s[i]):g}")
     if Reason.ABOVE_THEORETICAL_BANDWIDTH in flags:
         theory = machine.dram.theoretical_bytes_per_s or math.nan
-        out.append(f"bytes/time {_gbps(judged.achieved_bytes_per_s[i])} exceeds "
+        achieved = fmt.fixed(judged.achieved_bytes_per_s[i] / 1e9, ".1f", "GB/s")
+        out.append(f"bytes/time {achieved} exceeds "
                    f"{machine.dram.name} theoretical {theory / 1e9:.0f} GB/s: physically "
                    "impossible, so the bytes or the time are wrong")
     if Reason.ABOVE_THEORETICAL_RATE in flags:
@@ -220,8 +226,7 @@ def explain(analysis: Analysis, i: int) -> list[str]:
         for u in over:
             rate = priced.unit_ops[u][i] / cols.time_s[i]
             peak = machine.units[u].theoretical_ops_per_s or math.nan
-            shown = f"{rate / 1e12:.2f} T/s" if math.isfinite(rate) else "an infinite rate"
-            out.append(f"{u} at {shown} exceeds its theoretical "
+            out.append(f"{u} at {fmt.fixed(rate / 1e12, '.2f', 'T/s')} exceeds its theoretical "
                        f"{peak / 1e12:.2f} T/s: physically impossible")
     if Reason.BELOW_LATENCY_FLOOR in flags:
         floor = machine.latency_floor
@@ -256,8 +261,7 @@ def explain(analysis: Analysis, i: int) -> list[str]:
     return out
 
 
-def _gbps(bytes_per_s: float) -> str:
-    return f"{bytes_per_s / 1e9:.1f} GB/s" if math.isfinite(bytes_per_s) else "an infinite rate"
+
 
 
 def _num(value: float, blank: bool) -> float | None:

@@ -79,7 +79,7 @@ def price_columns(
     flags = rates.flags_by_code[codes] if len(keys) else np.zeros(n, dtype=np.int32)
     if rates.uncalibrated_by_code.any():
         mark(flags, rates.uncalibrated_by_code[codes] & (flops > 0), Reason.UNCALIBRATED_UNIT)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         compute = flops / rates.rate_by_code[codes]
         envelope_compute = (compute if rates.envelope_is_rate
                             else flops / rates.envelope_by_code[codes])
@@ -108,7 +108,7 @@ def price_columns(
         flags |= np.int32(Reason.UNCALIBRATED_MEMORY)
     mark(flags, bytes_ <= 0, Reason.ZERO_BYTES)
 
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         memory = bytes_ / bandwidth
         intensity = np.divide(flops, bytes_, out=np.full(n, np.nan), where=bytes_ > 0)
         envelope_sol = np.maximum(bytes_ / envelope_bandwidth, envelope_compute)
@@ -284,7 +284,7 @@ def _mix_for_split(mixes: list[str], read_bytes: np.ndarray,
         return np.full(read_bytes.shape, -1)
     ratio = {"read": math.inf, "write": 0.0, **_MIX_READ_WRITE_RATIO}
     targets = np.array([ratio.get(m, np.nan) for m in mixes])
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         row_log = np.log2(read_bytes / write_bytes)
         target_log = np.log2(targets)
         distance = np.abs(row_log[:, None] - target_log[None, :])

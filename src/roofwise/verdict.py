@@ -37,7 +37,7 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     mark(flags, ~(time_s > 0), Reason.BAD_TIME)
     mark(flags, wall_timing(timing), Reason.WALL_TIMING)
 
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         safe_time = np.where(time_s > 0, time_s, np.nan)
         efficiency = priced.sol_time_s / safe_time
         envelope_efficiency = priced.envelope_sol_time_s / safe_time

@@ -306,7 +306,8 @@ def check_rows_m8(case: RowCase) -> RowFindings:
         achieved = judged.achieved_bytes_per_s[i]
         if theory is not None and achieved > theory:
             reasons.append(f"{nbytes_text(cols.bytes[i])} in {fmt.seconds(cols.time_s[i])} is "
-                           f"{achieved / 1e9:.1f} GB/s, above {machine.dram.name} theoretical "
+                           f"{fmt.fixed(achieved / 1e9, '.1f', 'GB/s')}, above "
+                           f"{machine.dram.name} theoretical "
                            f"{theory / 1e9:.0f} GB/s")
         for key, ops in priced.unit_ops.items():
             unit = machine.unit(key)
@@ -314,7 +315,8 @@ def check_rows_m8(case: RowCase) -> RowFindings:
                 continue
             rate = ops[i] / cols.time_s[i]
             if rate > unit.theoretical_ops_per_s:
-                reasons.append(f"{key} at {rate / 1e12:.2f} T/s, above its theoretical "
+                reasons.append(f"{key} at {fmt.fixed(rate / 1e12, '.2f', 'T/s')}, above its "
+                               "theoretical "
                                f"{unit.theoretical_ops_per_s / 1e12:.2f} T/s")
         if judged.verdict[i] == ANOMALY or not reasons:
             reasons.append(f"efficiency {fmt.percent(judged.envelope_efficiency[i])} of the "

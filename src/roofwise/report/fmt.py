@@ -97,3 +97,11 @@ def exact(value: float | None) -> str:
     if abs(value) >= EXACT_UP_TO:
         return f"{value:.4g}"
     return f"{value:,.0f}"
+
+
+def fixed(value: float, spec: str, unit: str) -> str:
+    """A rate in a fixed unit (GB/s, T/s) for sentences: fixed point in the range kernels live
+    in, scientific beyond it, never a wall of digits, and words for an infinite value."""
+    if not math.isfinite(value):
+        return "an infinite rate"
+    return f"{value:{spec if abs(value) < 1e6 else '.3g'}} {unit}"
