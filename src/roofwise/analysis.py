@@ -230,11 +230,12 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
                        f"{peak / 1e12:.2f} T/s: physically impossible")
     if Reason.BELOW_LATENCY_FLOOR in flags:
         floor = machine.latency_floor
-        note = f" ({floor.source})" if floor.assumed else ""
+        which = ("the assumed latency floor (TileOPs' constants, not measured on this machine"
+                 if floor.assumed else f"the latency floor ({floor.source}")
         out.append(f"SOL {fmt.seconds(priced.sol_time_s[i])} and measured "
-                   f"{fmt.seconds(cols.time_s[i])} are below the latency floor "
-                   f"(SOL < {floor.sol_s * 1e6:g} us, measured < {floor.measured_s * 1e6:g} us)"
-                   f"{note}: the model has no traction, efficiency is not the metric")
+                   f"{fmt.seconds(cols.time_s[i])} are below {which}: SOL < "
+                   f"{floor.sol_s * 1e6:g} us, measured < {floor.measured_s * 1e6:g} us): "
+                   "the model has no traction, efficiency is not the metric")
     if Reason.ANOMALY in flags:
         ratio = judged.envelope_efficiency[i]
         shown = f"{ratio:.1%}" if math.isfinite(ratio) else "unbounded"
