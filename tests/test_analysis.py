@@ -160,3 +160,10 @@ def test_absurd_numbers_read_as_words_not_digit_walls(machines):
         "so the bytes or the time are wrong",
         "cuda_core.fp32 at an infinite rate exceeds its theoretical 67.00 T/s: physically "
         "impossible"]
+
+
+def test_unknown_roof_is_blank_even_when_the_work_is_split(machines):
+    row = _one({**BASE, "roof": "bogus.unit", "flops": 100, "bytes": 1000, "time_s": 1e-3,
+                "flops_by_unit": {"cuda_core.fp32": 100}}, machines)
+    assert row["verdict"] == "blank"
+    assert any("unknown roof 'bogus.unit'" in r for r in row["reasons"])

@@ -79,3 +79,10 @@ def test_unmatched_device_is_an_explicit_blank(machines, device):
 def test_resolve_by_alias_and_by_path(machines):
     assert resolve_machine("NVIDIA H200").name == "h200"
     assert resolve_machine(machines["h20"].path).name == "h20"
+
+
+def test_profiles_are_read_only(h200):
+    with pytest.raises(TypeError):
+        h200.dram.calibration_by_mix["read"] = 1.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        h200.units["cuda_core.fp32"] = h200.units["sfu.fp32"]  # type: ignore[index]

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
-# Seconds. TileOPs' latency-bound rule (scripts/nightly_report.py, Aug 2026): SOL < 3 us and
-# measured < 20 us, fixed for every GPU. Used only when a profile has no measured floor, and
-# every verdict that uses it says so.
 # Compute regimes a calibration can name: `burst` right after an idle pause, `sustained` once
 # clocks settle under load, `unspecified` where the source does not say which.
 REGIMES = ("sustained", "burst", "unspecified")
 
+# Seconds. TileOPs' latency-bound rule (scripts/nightly_report.py, Aug 2026): SOL < 3 us and
+# measured < 20 us, fixed for every GPU. Used only when a profile has no measured floor, and
+# every verdict that uses it says so.
 ASSUMED_FLOOR_SOL_S = 3e-6
 ASSUMED_FLOOR_MEASURED_S = 20e-6
 ASSUMED_FLOOR_SOURCE = "assumed: TileOPs constants (SOL < 3 us and measured < 20 us)"
@@ -31,6 +32,9 @@ class MemoryLevel:
     calibration_by_mix: Mapping[str, float] = field(default_factory=dict)
     bytes_per_cycle: float | None = None
     source: str = ""
+
+    def __post_init__(self) -> None:
+        _freeze(self, "calibration_by_mix")
 
     @property
     def envelope_mix(self) -> str | None:
@@ -66,6 +70,9 @@ class ComputeUnit:
     calibration_by_regime: Mapping[str, float] = field(default_factory=dict)  # sustained, burst
     ops_per_cycle: float | None = None  # per SM / per core, as the source states it
     source: str = ""
+
+    def __post_init__(self) -> None:
+        _freeze(self, "calibration_by_regime")
 
     @property
     def envelope_regime(self) -> str | None:
@@ -122,6 +129,10 @@ class Machine:
     notes: tuple[str, ...] = ()
     path: str = ""  # where it was loaded from, for messages
 
+    def __post_init__(self) -> None:
+        _freeze(self, "memory")
+        _freeze(self, "units")
+
     @property
     def dram(self) -> MemoryLevel:
         return next(iter(self.memory.values()))
@@ -145,6 +156,11 @@ class Machine:
         wanted = _normalise(device)
         names = (self.name, self.display_name, *self.aliases)
         return any(_normalise(n) == wanted for n in names)
+
+
+def _freeze(value: object, name: str) -> None:
+    """A frozen dataclass's mapping field, made read-only too (frozen only stops rebinding)."""
+    object.__setattr__(value, name, MappingProxyType(dict(getattr(value, name))))
 
 
 def _normalise(name: str) -> str:

@@ -85,8 +85,8 @@ def m1(ctx: Context) -> Demo:
         f"(~{unit.calibration('sustained'):.2f} of peak under the 700 W cap) and burst "
         f"{unit.calibration('burst'):.4f} "
         f"(~{unit.calibration('burst'):.2f}).",
-        " roofwise keeps both, says which one a reading used, and judges anomalies against "
-        "the higher (the envelope).",
+        " roofwise keeps both (TileOPs h200.yaml:31-34), says which one a reading used, and "
+        "judges anomalies against the higher (the envelope).",
         f" same lesson on the memory side: {(hbm.theoretical_bytes_per_s or 0) / 1e9:.0f} GB/s "
         f"spec -> {(hbm.effective_bytes_per_s() or 0) / 1e9:.0f} GB/s envelope "
         f"({hbm.envelope_mix} mix; copy {(hbm.effective_bytes_per_s('copy') or 0) / 1e9:.0f} GB/s)",
@@ -105,7 +105,8 @@ def m2(ctx: Context) -> Demo:
         lines.append(f" {key:<18} balance {balance:7.2f} FLOP/Byte -> {bound}")
     lines += [
         f" the ledger declares roof {ctx.ledger.roof}: no stage has a contraction, so an optimal",
-        " implementation runs on CUDA cores and only the last row prices it honestly.",
+        " implementation runs on CUDA cores and only the last row prices it honestly",
+        " (TileOPs roofline.md:63-70: the roof names the unit an optimal implementation uses).",
         " A tensor-core roof moves the balance point by "
         f"{balances['tensor_core.fp16'] / balances['cuda_core.fp32']:.1f}x: enough to flip the "
         "verdict of a heavier per-element body.",
@@ -125,6 +126,7 @@ def m3(ctx: Context) -> Demo:
         f"cuda-core {b['cuda_core.fp32']:.2f} FLOP/Byte",
         " a roofwise ledger declares the unit of each piece of work; nothing infers it from a "
         "dtype.",
+        " TileSight's authors call the bounds of existing tools coarse (arXiv 2607.22432).",
     ))
 
 
@@ -175,7 +177,8 @@ def m5(ctx: Context) -> Demo:
         f" per pipe, overlapped (the speed of light): the exp pipe alone bounds the row at "
         f"{per_pipe_max / 1e3:.1f} k cycles ({cycles['ascend_vector.sfu']:.0f}) against "
         f"{cycles['ascend_vector.alu'] / 1e3:.1f} k ({cycles['ascend_vector.alu']:.1f}) for "
-        "everything else",
+        "everything else (TileOPs roofline.md:34: the metric does not certify an SFU-bound "
+        "kernel as at its limit)",
         f" on {ctx.machine.name} (CUDA guide: 128 FP32 vs 16 SFU results/clk/SM, uncalibrated): "
         f"sfu.fp32 {nv_price.unit_time_s['sfu.fp32'] * 1e9:.2f} ns vs cuda_core.fp32 "
         f"{nv_price.unit_time_s['cuda_core.fp32'] * 1e9:.2f} ns per row: the "
@@ -206,8 +209,8 @@ def m6(ctx: Context) -> Demo:
         + ", ".join(t.name for t in ledger.tensors if t.role is Role.LOOKUP) + ")",
         f" SOL time          : {ledger.payload_bytes / bw * 1e6:8.3f} us -> "
         f"{ledger.bytes / bw * 1e6:8.3f} us",
-        " that is the ideal count, lookups charged once per call. A design that re-reads both "
-        "norm weights and",
+        " that is the ideal count, lookups charged once per call (the case study's chapter, "
+        "code/06). A design that re-reads both norm weights and",
         f" its token's cos/sin rows for every row moves {per_row.bytes:,} B: "
         f"{per_row.bytes / ledger.bytes:.2f}x the ideal bytes, "
         f"{per_row.lookup_bytes / per_row.bytes * 100:.1f}% of it lookups.",
@@ -231,7 +234,8 @@ def m7(ctx: Context) -> Demo:
         f" verdict for a hypothetical {HYPOTHETICAL_DECODE_TIME_S * 1e6:.1f} us decode kernel: "
         f"{verdict} (floor: SOL < {floor.sol_s * 1e6:g} us and measured < "
         f"{floor.measured_s * 1e6:g} us, {floor.source})",
-        " below the floor, count launches and grid fill, not efficiency.",
+        " below the floor, count launches and grid fill, not efficiency (TileOPs "
+        "roofline.md:40-41: the model has no traction).",
     ))
 
 
@@ -246,8 +250,9 @@ def m8(ctx: Context) -> Demo:
     scales = sum(t_.nbytes for t_ in ledger.tensors if t_.name.endswith("_scale"))
     bw = ctx.machine.dram.effective_bytes_per_s() or 0.0
     return Demo("M8", "reading a >100% efficiency as a great kernel", (
-        f" bands: at ceiling >= {AT_CEILING_EFFICIENCY:.0%}; anomaly > {ANOMALY_EFFICIENCY:.0%} "
-        "of the envelope ceiling (a formula or calibration error, never 'at ceiling')",
+        f" bands (TileOPs roofline.md:156-163): at ceiling >= {AT_CEILING_EFFICIENCY:.0%}; "
+        f"anomaly > {ANOMALY_EFFICIENCY:.0%} of the envelope ceiling (a formula or calibration "
+        "error, never 'at ceiling')",
         f" physics: bytes/time <= {theory / 1e9:.0f} GB/s theoretical; flops/time <= each "
         "declared unit's theoretical peak",
         f" a hypothetical {t * 1e6:.1f} us run of the fused kernel:",

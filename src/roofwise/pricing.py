@@ -128,7 +128,9 @@ def price_columns(
         flags=flags)
 
 
-_UNIT_REASONS = Reason.UNKNOWN_ROOF | Reason.UNIT_RATE_GAP | Reason.UNCALIBRATED_UNIT
+# A row that splits its work is priced by its split, not its roof; but an unknown roof is
+# still an unknown roof (blank), so only these flags are recomputed from the split.
+_UNIT_REASONS = Reason.UNIT_RATE_GAP | Reason.UNCALIBRATED_UNIT
 
 
 @dataclass(frozen=True)

@@ -49,10 +49,10 @@ def test_prefill_flops_hand_count() -> None:
 
 def test_decode_paged_fp8_kv_bytes_recount() -> None:
     b, kv_len, hq, hkv, d, page = 3, 40, 8, 1, 64, 16  # MQA; 3 pages per sequence
-    pages = b * 3
+    # the 40 tokens each sequence attends to, not the 48 slots of its 3 pages
     arrays: list[np.ndarray] = [np.empty((b, 1, hq, d), np.float16),  # q, bf16
-              np.empty((pages, page, hkv, d), np.uint8),            # k pages, fp8
-              np.empty((pages, page, hkv, d), np.uint8),            # v pages, fp8
+              np.empty((b, kv_len, hkv, d), np.uint8),              # k tokens, fp8
+              np.empty((b, kv_len, hkv, d), np.uint8),              # v tokens, fp8
               np.empty((b, 3), np.int32), np.empty((b,), np.int32),  # page table, lengths
               np.empty((1,), np.float32), np.empty((1,), np.float32)]  # k and v scales
     ledger = attention_decode(batch=b, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=d,

@@ -17,9 +17,10 @@ Convention:
 - online softmax on cuda_core.fp32: per score a scale multiply, a running-max compare, the
   subtraction of the max and the sum accumulate (3 arithmetic + 1 compare), one exp on
   sfu.fp32; per query row one reciprocal of the sum (sfu.fp32) and d output multiplies;
-- paged KV: K and V live in pages of `page_size` tokens; the call reads the pages its
-  sequences use (ceil(kv_len/page_size) per sequence, whole pages) plus the page table
-  (batch, pages per sequence) and the sequence lengths (batch,), int32 lookups.
+- paged KV: K and V live in pages of `page_size` tokens; the call must read the kv_len tokens
+  each sequence attends to (not the unused tail of its last page: a kernel that loads whole
+  pages moves more than the ledger requires, and the ledger must not excuse it), plus the page
+  table (batch, ceil(kv_len/page_size)) and the sequence lengths (batch,), int32 lookups.
 """
 
 from __future__ import annotations
@@ -72,9 +73,9 @@ def _attention(where: str, batch: int, q_len: int, kv_len: int, q_heads: int, kv
     tensors = [Tensor("q", (batch, q_len, q_heads, head_dim), compute, Role.INPUT)]
     if page_size:
         pages_per_seq = -(-kv_len // page_size)
-        pages = batch * pages_per_seq
-        tensors += [Tensor("k_cache", (pages, page_size, kv_heads, head_dim), kv, Role.INPUT),
-                    Tensor("v_cache", (pages, page_size, kv_heads, head_dim), kv, Role.INPUT),
+        # the kv_len tokens each sequence attends to, wherever its pages put them
+        tensors += [Tensor("k_cache", (batch, kv_len, kv_heads, head_dim), kv, Role.INPUT),
+                    Tensor("v_cache", (batch, kv_len, kv_heads, head_dim), kv, Role.INPUT),
                     Tensor("page_table", (batch, pages_per_seq), "int32", Role.LOOKUP),
                     Tensor("seq_lens", (batch,), "int32", Role.LOOKUP)]
     else:

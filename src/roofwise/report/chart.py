@@ -8,7 +8,8 @@ labels through matplotlib's objects instead of pixels:
   measured access mix (faint); `...:theoretical` the datasheet bandwidth (dashed)
 - `roof:<machine>:unit:<key>` one flat roof per compute unit the records use, at its
   effective rate (solid); `...:theoretical` the datasheet peak (dashed)
-- `label:<machine>:...` the text beside each roof; `ridge:<machine>:<key>` balance points
+- `label:<machine>:...` the text beside each roof (moved clear of the points by
+  `labels.place_roof_labels`); `ridge:<machine>:<key>` balance points
 - `points:<series>:<verdict>` one scatter per run/machine and verdict;
   `annotation:<verdict>:<row>` the callouts on impossible and anomalous rows
 - `latency_floor:<machine>` the latency-floor spans (`...:caps` their end caps,
@@ -26,21 +27,17 @@ roofs, set its rate, so its distance from the roof is not inefficiency.
 from __future__ import annotations
 
 import io
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import PathCollection
 from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.text import Text
 
 from ..analysis import Analysis
 from ..errors import InputError
@@ -49,6 +46,7 @@ from ..pricing import AUTO_MIX
 from ..recordio import atomic_writer
 from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 from . import fmt
+from .labels import LABEL_GAP, place_roof_labels
 
 VERDICT_COLOR = {
     "at_ceiling": "#2ca02c", "below": "#f0a202", "latency_bound": "#17a2b8",
@@ -62,13 +60,9 @@ MANY_POINTS = 2000  # above this many points: small translucent rasterized marke
 MAX_CALLOUTS = 10  # per verdict; beyond, the legend count still tells the whole story
 SAVE_FORMATS = ("png", "svg", "pdf")
 _ENVELOPE_ALPHA = 0.35  # the envelope roof, drawn faint when the verdicts used another ceiling
-_LABEL_GAP = 1.12  # a roof label sits this factor above or below its roof
-_LABEL_X_GAP = 1.15  # and starts this factor right of the roof's left end (the ridge)
-_LABEL_STEP_DECADES = 0.05  # how far a label slides per try to clear the points
 _FLOOR_COLOR = "#5f6b73"
 _FLOOR_NOTES = 3  # at most this many floor spans carry a "floor 20 us" note at the low cap
 _FLAT_ROOF_DECADES = 10.0  # the x axis reaches at least this factor right of every ridge
-_LABEL_RIGHT_GAP = 1.04  # a label that ends at the right edge stops this factor short of it
 
 
 @dataclass(frozen=True)
@@ -115,7 +109,7 @@ def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None 
         if drawn is not None:
             floors.append(drawn)
     counts = _draw_points(ax, series, n_points)
-    _place_roof_labels(ax)
+    place_roof_labels(ax)  # after the points and callouts it must avoid
     blank = sum(int(np.count_nonzero(a.judged.verdict == BLANK)) for _, a in analyses)
     unplottable = sum(len(a) for _, a in analyses) - blank - n_points
     _draw_note(ax, blank, unplottable)
@@ -338,7 +332,7 @@ def _draw_roofs(ax: Axes, machine: Machine, units: Sequence[str], color: str,
                     gid=f"roof:{machine.name}:unit:{key}",
                     label=f"{key} {ceilings.regime_text(machine, key)}", zorder=3)
             text = f"{tag}{key} {fmt.rate(rate, op_unit)} ({ceilings.regime_text(machine, key)})"
-            _roof_text(ax, x_start * _LABEL_GAP, rate / _LABEL_GAP, text, color,
+            _roof_text(ax, x_start * LABEL_GAP, rate / LABEL_GAP, text, color,
                        gid=f"label:{machine.name}:unit:{key}", va="top")
             if bandwidth and x_lo < rate / bandwidth < x_hi:
                 ridge = rate / bandwidth
@@ -362,7 +356,7 @@ def _draw_roofs(ax: Axes, machine: Machine, units: Sequence[str], color: str,
             ax.plot([x_start, x_hi], [theory, theory], color=color, lw=1.0, ls="--", alpha=0.6,
                     gid=f"roof:{machine.name}:unit:{key}:theoretical",
                     label=f"{key} theoretical", zorder=2)
-            _roof_text(ax, x_start * _LABEL_GAP, theory * _LABEL_GAP,
+            _roof_text(ax, x_start * LABEL_GAP, theory * LABEL_GAP,
                        f"{tag}{key} theoretical {fmt.rate(theory, op_unit)}", color,
                        gid=f"label:{machine.name}:unit:{key}:theoretical",
                        va="bottom", alpha=0.7)
@@ -385,156 +379,6 @@ def _screen_slope_degrees(ax: Axes) -> float:
     dx = bbox.width * fig_w / math.log10(x1 / x0)
     dy = bbox.height * fig_h / math.log10(y1 / y0)
     return math.degrees(math.atan2(dy, dx))
-
-
-def _place_roof_labels(ax: Axes) -> None:
-    """Move each flat roof's label along its roof until it covers no point, callout or label.
-
-    A label starts at the left end of its roof, just right of the ridge: below the solid roof,
-    above the dashed one. Where points sit there, it slides right; then a theoretical label
-    drops the unit key (the solid label just below names it); then it steps further off its
-    roof. It never crosses to the other side, where it would read as the other roof's label.
-    Where every spot is taken, it keeps the one that covers least, on a white backing.
-    """
-    fig = ax.get_figure(root=True)
-    renderer = fig.canvas.get_renderer()  # type: ignore[union-attr]
-    obstacles = _obstacles(ax, renderer)
-    frame = ax.get_window_extent(renderer)
-    lines = {line.get_gid(): line for line in ax.lines}
-    labels = [t for t in ax.texts if ":unit:" in (t.get_gid() or "")
-              and (t.get_gid() or "").startswith("label:")]
-    labels.sort(key=lambda t: (t.get_gid() or "").endswith(":theoretical"))  # solid ones first
-    for text in labels:
-        gid = text.get_gid() or ""
-        line = lines.get("roof:" + gid.removeprefix("label:"))
-        if line is None:
-            continue
-        xs, ys = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
-        _best_spot(text, renderer, obstacles, frame, _label_spots(
-            text.get_text(), gid.endswith(":theoretical"), float(xs[0]), float(xs[-1]),
-            float(ys[0])))
-        obstacles = np.vstack([obstacles, _box(text.get_window_extent(renderer))[None]])
-
-
-_VAlign = Literal["top", "bottom"]
-_HAlign = Literal["left", "right"]
-_Spot = tuple[str, float, float, _VAlign, _HAlign]  # text, x, y, alignments
-
-
-def _label_spots(text: str, theoretical: bool, x_start: float, x_end: float,
-                 y: float) -> list[_Spot]:
-    """Where a roof label may go, best first: near its roof, on its own side, at the left.
-
-    Then, for a roof too short to hold it (the ridge near the right edge), ending at the
-    right edge of the axes, and last sliding left of the ridge: a label always fits somewhere.
-    """
-    texts = [text]
-    if theoretical and " theoretical " in text:
-        tag = text[:text.index(": ") + 2] if ": " in text else ""  # the machine, on shared charts
-        texts.append(f"{tag}theoretical {text.split(' theoretical ', 1)[1]}")
-    # the solid roof's label sits below it, the dashed one's above: never across the other
-    side: list[tuple[float, _VAlign]] = (
-        [(y * _LABEL_GAP, "bottom"), (y * _LABEL_GAP ** 2, "bottom")] if theoretical
-        else [(y / _LABEL_GAP, "top"), (y / _LABEL_GAP ** 2, "top")])
-    steps = max(1, int(math.log10(x_end / x_start) / _LABEL_STEP_DECADES))
-    xs = [x_start * _LABEL_X_GAP * 10 ** (k * _LABEL_STEP_DECADES) for k in range(steps)]
-    spots: list[_Spot] = [(t, x, side_y, va, "left") for side_y, va in side for t in texts
-                          for x in xs]
-    right_end = x_end / _LABEL_RIGHT_GAP
-    spots += [(t, right_end, side_y, va, "right") for side_y, va in side for t in texts]
-    spots += [(t, x_start * 10 ** (-k * _LABEL_STEP_DECADES), side_y, va, "right")
-              for side_y, va in side for t in texts for k in range(1, 40)]
-    return spots
-
-
-def _best_spot(text: Text, renderer: Any, obstacles: np.ndarray, frame: Any,
-               spots: list[_Spot]) -> None:
-    """Put `text` on the first spot that covers nothing and fits the axes.
-
-    Where none is free (a dense cloud of points, several machines' roofs), it takes the
-    fitting spot that covers least, on a translucent white backing above the points. A spot
-    that does not fit inside the axes is never taken while one that fits exists.
-    """
-    best: tuple[float, _Spot] | None = None
-    for spot in spots:
-        _move(text, *spot)
-        box = text.get_window_extent(renderer)
-        if (box.x1 > frame.x1 or box.x0 < frame.x0 or box.y1 > frame.y1
-                or box.y0 < frame.y0):
-            continue
-        covered = _overlap(_box(box), obstacles)
-        if covered == 0.0:
-            return
-        if best is None or covered < best[0]:
-            best = (covered, spot)
-    fallback = next((s for s in spots if s[4] == "right"), spots[0])  # ends at the edge
-    _move(text, *(best[1] if best is not None else fallback))
-    text.set_bbox({"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    text.set_zorder(7.5)  # above the points (6, 7), below the callouts (8)
-
-
-def _move(text: Text, label: str, x: float, y: float, va: _VAlign, ha: _HAlign) -> None:
-    text.set_text(label)
-    text.set_position((x, y))
-    text.set_verticalalignment(va)
-    text.set_horizontalalignment(ha)
-
-
-def _box(extent: Any) -> np.ndarray:
-    return np.array([extent.x0, extent.y0, extent.x1, extent.y1], dtype=float)
-
-
-def _overlap(box: np.ndarray, obstacles: np.ndarray) -> float:
-    """Total area of `box` (x0, y0, x1, y1) shared with each obstacle box."""
-    if not len(obstacles):
-        return 0.0
-    width = np.minimum(box[2], obstacles[:, 2]) - np.maximum(box[0], obstacles[:, 0])
-    height = np.minimum(box[3], obstacles[:, 3]) - np.maximum(box[1], obstacles[:, 1])
-    return float(np.sum(np.clip(width, 0, None) * np.clip(height, 0, None)))
-
-
-def _line_boxes(ax: Axes, line: Line2D, step_px: float = 3.0) -> np.ndarray:
-    """Small boxes along a roof line, so a label never sits across another roof."""
-    ends = ax.transData.transform(np.column_stack(
-        [line.get_xdata(), line.get_ydata()]).astype(np.float64))
-    parts = []
-    for (x0, y0), (x1, y1) in itertools.pairwise(ends):
-        n = max(2, int(math.hypot(x1 - x0, y1 - y0) / step_px) + 1)
-        t = np.linspace(0.0, 1.0, n)
-        parts.append(np.column_stack([x0 + t * (x1 - x0), y0 + t * (y1 - y0)]))
-    if not parts:
-        return np.zeros((0, 4))
-    pts = np.vstack(parts)
-    return np.column_stack([pts - 1.0, pts + 1.0])
-
-
-def _obstacles(ax: Axes, renderer: Any) -> np.ndarray:
-    """Display-space boxes a roof label must not cover: points, callouts, ridge markers."""
-    boxes = [np.zeros((0, 4))]
-    scale = ax.get_figure(root=True).dpi / 72.0  # type: ignore[union-attr]
-    for c in ax.collections:
-        if not (isinstance(c, PathCollection) and (c.get_gid() or "").startswith("points:")):
-            continue
-        centres = ax.transData.transform(np.asarray(c.get_offsets(), dtype=np.float64))
-        # a marker of area s pt^2 reaches sqrt(s)/2 out, a diamond's tips about 1.4x that
-        radius = np.sqrt(np.asarray(c.get_sizes(), dtype=np.float64)) * 0.7 * scale + 1.0
-        radius = np.broadcast_to(radius if len(radius) else np.zeros(1), (len(centres),))
-        boxes.append(np.column_stack([centres - radius[:, None], centres + radius[:, None]]))
-    for t in ax.texts:
-        gid = t.get_gid() or ""
-        if gid.startswith("annotation:") or ":ridge:" in gid:
-            pad = 0.3 * float(t.get_fontsize()) * scale  # the callout's box around its text
-            boxes.append(_box(t.get_window_extent(renderer))[None] + [-pad, -pad, pad, pad])
-    for line in ax.lines:
-        if (line.get_gid() or "").startswith("roof:"):
-            boxes.append(_line_boxes(ax, line))
-        if (line.get_gid() or "").startswith("ridge:"):
-            (centre,) = ax.transData.transform(np.column_stack(
-                [line.get_xdata(), line.get_ydata()]).astype(float))
-            r = line.get_markersize() / 2 * scale + 1.0
-            boxes.append(np.array([[centre[0] - r, centre[1] - r, centre[0] + r,
-                                    centre[1] + r]]))
-    return np.vstack(boxes)
 
 
 def _floor_spans(analyses: Sequence[tuple[str, Analysis]], name: str,
