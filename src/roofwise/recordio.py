@@ -21,7 +21,8 @@ from typing import IO, Any
 import numpy as np
 
 from .errors import InputError
-from .records import REQUIRED_FIELDS, Loaded, NotColumnar, TableSource, from_records, from_table
+from .records import REQUIRED_FIELDS, Loaded, from_records
+from .records_table import NotColumnar, TableSource, from_table
 
 FORMATS = ("jsonl", "csv", "parquet")
 
