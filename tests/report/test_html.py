@@ -11,11 +11,14 @@ import pytest
 
 from roofwise.analysis import analyze
 from roofwise.cli import main
+from roofwise.ledgerio import load_ledger
 from roofwise.profiles import builtin_machines
 from roofwise.recordio import read_records
 from roofwise.report.html import report_html, write_report
+from roofwise.report.row_ledgers import NO_LEDGER, Reference
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
+FUSED = EXAMPLES.with_name("qk_norm_rope_quant.yaml")
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -49,7 +52,8 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
         sync_api = pytest.importorskip("playwright.sync_api",
                                        reason="the playwright python package is not installed")
     path = tmp_path / "report.html"
-    write_report(example_analysis, path, source="examples/records.jsonl")
+    write_report(example_analysis, path, source="examples/records.jsonl",
+                 references=[Reference(load_ledger(FUSED), "examples/qk_norm_rope_quant.yaml")])
     n = len(example_analysis)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -91,12 +95,94 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             assert first.locator("table.ledger").is_visible()
             assert "SOL" in first.locator("table.ledger").inner_text()
             assert '"verdict":' in first.locator("pre").inner_text()
+            # the payload-only qk record: its reference ledger, copied in from its template
+            # only when the details open, and where the record falls short of it
+            split = page.locator("#verdicts > tbody > tr", has_text="two-kernel split")
+            assert split.locator("table.ledger-tensors").count() == 0  # not opened, not copied
+            payload = page.locator("#verdicts > tbody > tr", has_text="payload-only")
+            payload.locator("summary").click()
+            tensors = payload.locator("table.ledger-tensors")
+            tensors.wait_for(state="visible", timeout=5000)  # the toggle event is queued
+            cells = tensors.locator("tbody tr").first.locator("td").all_inner_texts()
+            assert cells == ["q", "input", "4096x32x128", "bf16", "33,554,432", "0"]
+            assert "moves 67.76 MB = 67,764,736 B" in payload.locator(".row-ledger").inner_text()
+            assert payload.locator("ul.differences").inner_text() == (
+                "bytes: the record counts 63,569,920 B, this ledger 67,764,736 B "
+                "(the record 4,194,816 B fewer)")
+            assert payload.locator("table.ledger-stages tbody tr").count() == 5
+            assert "M6 error" in payload.locator("ul.row-lint").inner_text()
+            gemm = page.locator("#verdicts > tbody > tr", has_text="double-counted")
+            gemm.locator("summary").click()
+            assert gemm.locator("p.no-ledger").inner_text() == NO_LEDGER
+            payload.scroll_into_view_if_needed()
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         finally:
             browser.close()
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
 
+
+def test_report_cli_shows_reference_ledgers_on_demand(tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLES), "--reference", str(FUSED), "-o", str(out)]) == 0
+    text = out.read_text()
+    # one ledger per distinct ledger, not per row: the reference (four qk rows) and the
+    # library's softmax; rows of no known op say so
+    templates = re.findall(r'<template id="(ledger-\d+)">(.*?)</template>', text, re.S)
+    assert [key for key, _ in templates] == ["ledger-0", "ledger-1"]
+    fused = _text(templates[0][1])
+    q_b = 4096 * 32 * 128 * 2  # bf16
+    assert q_b == 33_554_432
+    for tensor in (f"|q|input|4096x32x128|bf16|{q_b:,}|0|", "|k|input|4096x8x128|bf16|8,388,608|0|",
+                   "|cos|lookup|4096x128|fp32|2,097,152|0|",
+                   "|q_fp8|output|4096x32x128|fp8_e4m3|0|16,777,216|",
+                   "|q_scale|output|4096x32|fp32|0|524,288|",
+                   "|total|46,137,856|21,626,880|"):
+        assert tensor in fused
+    assert "moves 67.76 MB = 67,764,736 B (read 46,137,856 B, of them lookups 4,194,816 B; " \
+           "write 21,626,880 B)" in fused
+    assert "|sfu.fp32|transcendental|163,840|qk_norm: rsqrt, 1/row|" in fused
+    assert "by unit: cuda_core.fp32 189.071 MFLOP (189,071,360); sfu.fp32 163.840 kop (163,840)" \
+        in fused
+    # per stage: qk_norm reads q, k and the weights (41,943,552 B), writes q/k_normed
+    assert "|qk_norm|cuda_core.fp32|41,943,552|41,943,040|83,886,592|63,078,400|" in fused
+    assert "|qk_norm_rope_quant as composed|cuda_core.fp32|46,137,856|21,626,880|67,764,736|" \
+           "189,235,200|" in fused
+    # four intermediates of 33,554,432 + 8,388,608 B each written once and read once
+    assert f"{4 * (q_b + 8_388_608):,} B fewer than the stages as separate calls (q_normed, " \
+           "k_normed, q_roped, k_roped" in fused
+    rows = _rows(text)
+    qk = [r for found in rows.values() for r in found if "qk_norm_rope_quant" in r]
+    assert len(qk) == 4 and all('data-ledger="ledger-0"' in r for r in qk)
+    assert all("from the reference " in r and "qk_norm_rope_quant.yaml" in r for r in qk)
+    split = next(r for r in qk if "151,650,816" in r)
+    details = _text(split.split("<h4>price</h4>")[0])
+    assert "bytes: the record counts 151,650,816 B, this ledger 67,764,736 B (the record " \
+           "83,886,080 B more)" in details
+    assert "|M4 error: bytes 151,650,816 B and FLOPs 189,235,200 are the 2-call total" in details
+    (rmsnorm,) = [r for found in rows.values() for r in found if ">rmsnorm<" in r]
+    assert f"{NO_LEDGER}; workload key 'tokens' is not a parameter" in _text(rmsnorm)
+    assert text.count(f"<p class=\"no-ledger\">{html.escape(NO_LEDGER)}</p>") == 2  # gemm_bf16
+
+
+def test_report_refuses_two_references_of_one_op(tmp_path, capsys):
+    twin = tmp_path / "twin.yaml"
+    twin.write_text(FUSED.read_text())
+    out = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLES), "--reference", str(FUSED), "--reference", str(twin),
+                 "-o", str(out)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (f"roofwise: error: {twin}: ledger 'qk_norm_rope_quant' is also given by "
+                    f"{FUSED}; expected one --reference per op name")
+    assert not out.exists()
+    assert main(["report", str(EXAMPLES), "--reference", str(tmp_path / "none.yaml"),
+                 "-o", str(out)]) == 2
+    assert not out.exists() and "none.yaml" in capsys.readouterr().err
+
+
+def _text(fragment: str) -> str:
+    """Markup to text with `|` where tags were, runs of them folded: cells read |a|b|."""
+    return re.sub(r"\|+", "|", html.unescape(re.sub(r"<[^>]+>", "|", fragment)))
 
 
 def _rows(text: str) -> dict[str, list[str]]:

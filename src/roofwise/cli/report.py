@@ -5,8 +5,11 @@ from __future__ import annotations
 import click
 
 from ..analysis import analyze
+from ..errors import InputError
+from ..ledgerio import load_ledger
 from ..recordio import read_records
 from ..report.html import check_report_path, write_report
+from ..report.row_ledgers import Reference
 from .common import all_machines, load_machine_arg, machine_option, regime_mix_options
 from .plot import nothing_priced, priced_rows
 
@@ -21,11 +24,16 @@ MAX_SKIPPED_LINES = 20  # the count that follows covers the rest
               help="The HTML file to write (.html or .htm).")
 @click.option("--title", default="roofwise report", show_default=True)
 @click.option("--strict", is_flag=True, help="Fail the file on its first bad record.")
+@click.option("--reference", "reference_paths", multiple=True, metavar="LEDGER.yaml",
+              help="A ledger of an op as it should be counted; rows whose op it names show it, "
+                   "and lint judges them against it (repeatable).")
 def report_command(records_path: str, machine_name: str | None, regime: str | None,
-                   mix: str | None, output: str, title: str, strict: bool) -> None:
+                   mix: str | None, output: str, title: str, strict: bool,
+                   reference_paths: tuple[str, ...] = ()) -> None:
     """Write an HTML report: the chart, a sortable and filterable verdict table, lint findings,
     the profile with its sources, and each row's ledger and price on demand. Opens offline."""
     check_report_path(output)  # before any work: a wrong name fails at once
+    references = load_references(reference_paths)
     loaded = read_records(records_path, strict=strict)
     for skipped in loaded.skipped[:MAX_SKIPPED_LINES]:
         _note(f"roofwise: skipped {skipped}")
@@ -36,8 +44,23 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
                        regime, mix)
     if not priced_rows(analysis):
         raise nothing_priced(records_path, analysis)
-    write_report(analysis, output, title=title, source=records_path)
+    write_report(analysis, output, title=title, source=records_path, references=references)
     _note(f"roofwise: wrote {output}")
+
+
+def load_references(paths: tuple[str, ...]) -> list[Reference]:
+    """Each --reference ledger; two of one op name would leave a row's ledger to chance."""
+    references: list[Reference] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        ledger = load_ledger(path)
+        name = ledger.name.lower()
+        if name in seen:
+            raise InputError(path, f"ledger {ledger.name!r} is also given by {seen[name]}; "
+                                   "expected one --reference per op name")
+        seen[name] = path
+        references.append(Reference(ledger, path))
+    return references
 
 
 def _note(line: str) -> None:

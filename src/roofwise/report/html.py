@@ -2,8 +2,13 @@
 
 Nothing is fetched when the file is opened: CSS and JS are inline, the chart is inline SVG.
 Every piece of text from records or profiles goes through `html.escape`. Each row's details
-show its ledger and price (bytes, FLOPs, memory and per-unit compute time, SOL) in words and
-numbers, then the verdict JSON.
+show its ledger where one is known (a `--reference` ledger or the operator library's, see
+`row_ledgers`): the tensors with role, shape, dtype and read/write bytes, the work by unit and
+class, the stages of a composed op, and where the record's numbers differ from it. Then its
+price (bytes, FLOPs, memory and per-unit compute time, SOL) in words and numbers, its lint
+findings, and the verdict JSON. A ledger shared by many rows is written once, in a
+`<template>`, and copied into a row's details when they open: ten thousand rows of one op
+cost one ledger, not ten thousand.
 """
 
 from __future__ import annotations
@@ -11,18 +16,20 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..analysis import Analysis
 from ..errors import InputError
-from ..lint import Finding, lint_analysis
+from ..ledger import Ledger, Role
+from ..lint import Finding, lint_rows
 from ..machine import Machine
 from ..recordio import atomic_writer
 from . import fmt
 from .chart import figure_svg, roofline_figure
+from .row_ledgers import LedgerFinder, NoLedger, Reference, RowLedger
 from .table import NO_EFFICIENCY, intensity, worst_first
 
 _CSS = """
@@ -48,6 +55,12 @@ tr.binding td{font-weight:600}
 details pre{white-space:pre-wrap;font-size:12px;background:#f7f8fa;padding:8px;margin:4px 0}
 .controls{margin:8px 0;display:flex;gap:12px;align-items:center}
 input[type=search]{width:320px;padding:4px 6px} ul.reasons{margin:0;padding-left:18px}
+.row-ledger table{width:auto;font-size:12px;margin:4px 0 8px} .row-ledger th{position:static}
+.row-ledger p{margin:4px 0} table.ledger-tensors td:nth-child(n+5),
+table.ledger-work td:nth-child(3),table.ledger-stages td:nth-child(n+3){text-align:right;
+font-variant-numeric:tabular-nums;white-space:nowrap}
+details h4{font-size:13px;margin:10px 0 2px} ul.differences{margin:2px 0;padding-left:18px;
+color:#b0141b;font-weight:600} p.no-ledger{color:#66707a;font-style:italic}
 """
 
 _JS = """
@@ -84,6 +97,13 @@ _JS = """
       rows.forEach(function(r){body.appendChild(r);});
     });
   });
+  // a row's ledger lives once in a <template>; copy it in when its details first open
+  body.addEventListener('toggle',function(e){
+    var d=e.target; if(d.tagName!=='DETAILS'||!d.open)return;
+    var slot=d.querySelector('[data-ledger]');
+    if(slot&&!slot.hasChildNodes())
+      slot.appendChild(document.getElementById(slot.dataset.ledger).content.cloneNode(true));
+  },true);
   apply();
 })();
 """
@@ -102,9 +122,12 @@ def check_report_path(path: str | Path) -> None:
         raise InputError(str(path), "expected a report file ending in .html or .htm")
 
 
-def report_html(analysis: Analysis, title: str = "roofwise report", source: str = "") -> str:
-    """The whole report as one HTML string."""
+def report_html(analysis: Analysis, title: str = "roofwise report", source: str = "",
+                references: Sequence[Reference] = ()) -> str:
+    """The whole report as one HTML string; `references` are ledgers matched to rows by op."""
     fig = roofline_figure([(Path(source).stem or "records", analysis)])
+    findings = lint_rows(analysis, [r.ledger for r in references], path=source)
+    templates: dict[int, tuple[str, Ledger]] = {}
     counts = ", ".join(f"{n} {name}" for name, n in analysis.counts().items() if n)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -112,7 +135,10 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
         f"<h1>{_e(title)}</h1>",
         f'<p class="muted">{_e(source)} — {len(analysis)} records: {_e(counts)}</p>',
         '<h2>Roofline</h2><div class="chart" id="chart">', figure_svg(fig), "</div>",
-        _table(analysis), _lint(lint_analysis(analysis, path=source)),
+        _table(analysis, LedgerFinder(references), findings, templates),
+        *(f'<template id="{key}">{_ledger_view(ledger)}</template>'
+          for key, ledger in templates.values()),
+        _lint([f for row in findings for f in row]),
         _profiles(analysis.machines.values()),
         f"<script>{_JS}</script></body></html>",
     ]
@@ -120,9 +146,9 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
 
 
 def write_report(analysis: Analysis, path: str | Path, title: str = "roofwise report",
-                 source: str = "") -> None:
+                 source: str = "", references: Sequence[Reference] = ()) -> None:
     check_report_path(path)
-    text = report_html(analysis, title, source)
+    text = report_html(analysis, title, source, references)
     with atomic_writer(path, "w") as handle:
         handle.write(text)
 
@@ -131,7 +157,8 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _table(analysis: Analysis) -> str:
+def _table(analysis: Analysis, finder: LedgerFinder, findings: Sequence[Sequence[Finding]],
+           templates: dict[int, tuple[str, Ledger]]) -> str:
     out = ['<h2>Verdicts</h2><div class="controls">',
            '<input type="search" id="filter" placeholder="filter rows (any text)">',
            '<select id="verdict-filter"><option value="">all verdicts</option>']
@@ -143,13 +170,14 @@ def _table(analysis: Analysis) -> str:
             for h in _HEADERS]
     out.append("</tr></thead><tbody>")
     for rank, i in enumerate(worst_first(analysis)):
-        out.append(_row(analysis, int(i), rank))
+        row = analysis.row(int(i))
+        out.append(_row(analysis, int(i), rank, row,
+                        _row_ledger(finder.find(row), findings[int(i)], templates)))
     out.append("</tbody></table>")
     return "\n".join(out)
 
 
-def _row(analysis: Analysis, i: int, rank: int) -> str:
-    row = analysis.row(i)
+def _row(analysis: Analysis, i: int, rank: int, row: Mapping[str, Any], ledger: str) -> str:
     verdict = row["verdict"]
     efficiency = _shown_efficiency(analysis, i, row)
     workload = row.get("workload")
@@ -173,8 +201,9 @@ def _row(analysis: Analysis, i: int, rank: int) -> str:
     reasons = "".join(f"<li>{_e(r)}</li>" for r in row["reasons"])
     tds.append(f'<td data-sort=""><ul class="reasons">{reasons}</ul></td>')
     details = json.dumps(row, indent=2, default=str)
-    tds.append(f'<td data-sort=""><details><summary>ledger and price</summary>'
-               f"{_ledger(analysis, i, row, efficiency)}<pre>{_e(details)}</pre></details></td>")
+    tds.append(f'<td data-sort=""><details><summary>ledger and price</summary>{ledger}'
+               f"<h4>price</h4>{_ledger(analysis, i, row, efficiency)}"
+               f"<pre>{_e(details)}</pre></details></td>")
     return f'<tr data-verdict="{_e(verdict)}">{"".join(tds)}</tr>'
 
 
@@ -183,6 +212,88 @@ def _shown_efficiency(analysis: Analysis, i: int, row: Mapping[str, Any]) -> flo
     if int(analysis.judged.verdict[i]) in NO_EFFICIENCY or row["efficiency"] is None:
         return None
     return float(row["efficiency"])
+
+
+def _row_ledger(found: RowLedger | NoLedger, findings: Sequence[Finding],
+                templates: dict[int, tuple[str, Ledger]]) -> str:
+    """The row's ledger section: where it came from, how the record differs, the lint findings
+    on the row, and a slot the ledger's template fills when the details open."""
+    lint = ""
+    if findings:
+        items = "".join(f"<li>{_e(f.code)} {_e(f.severity)}: {_e(f.reason)}</li>"
+                        for f in findings)
+        lint = f'<p>lint on this row:</p><ul class="reasons row-lint">{items}</ul>'
+    if isinstance(found, NoLedger):
+        return f'<h4>ledger</h4><p class="no-ledger">{_e(found.text)}</p>{lint}'
+    key, _ = templates.setdefault(id(found.ledger), (f"ledger-{len(templates)}", found.ledger))
+    said = [f"from the {found.source}"]
+    if found.defaults:
+        said.append(f"defaults for what the workload leaves out: {', '.join(found.defaults)}")
+    if found.ignored:
+        said.append(f"workload text ignored (not parameters): {', '.join(found.ignored)}")
+    differs = ""
+    if found.differences:
+        items = "".join(f"<li>{_e(d)}</li>" for d in found.differences)
+        differs = (f"<p>the record disagrees with this ledger:</p>"
+                   f'<ul class="differences">{items}</ul>')
+    return (f'<h4>ledger</h4><div class="row-ledger"><p class="muted">{_e("; ".join(said))}'
+            f'</p>{differs}{lint}<div data-ledger="{key}"></div></div>')
+
+
+def _ledger_view(ledger: Ledger) -> str:
+    """One ledger in full: totals, tensors, work by unit and class, and its stages."""
+    calls = f"{ledger.calls} calls" if ledger.calls != 1 else "one call"
+    head = (f"<p><b>{_e(ledger.name)}</b>, {calls}, roof {_e(ledger.roof)}: moves "
+            f"{_e(fmt.nbytes(ledger.bytes))} = {_e(fmt.exact(ledger.bytes))} B (read "
+            f"{_e(fmt.exact(ledger.read_bytes))} B, of them lookups "
+            f"{_e(fmt.exact(ledger.lookup_bytes))} B; write {_e(fmt.exact(ledger.write_bytes))}"
+            f" B); computes {_e(fmt.count(ledger.flops, digits=3))} = "
+            f"{_e(fmt.exact(ledger.flops))}; {_e(intensity(ledger.intensity_flops_per_byte))}"
+            " FLOP/B</p>")
+    tensors = [[t.name, _role(t.role, t.uses, t.bytes_per_use), "x".join(map(str, t.shape)),
+                t.dtype, fmt.exact(t.read_bytes), fmt.exact(t.write_bytes)]
+               for t in ledger.tensors]
+    tensors.append(["total", "", "", "", fmt.exact(ledger.read_bytes),
+                    fmt.exact(ledger.write_bytes)])
+    work = [[w.unit, w.op_class, fmt.exact(w.ops), w.label] for w in ledger.work]
+    by_unit = "; ".join(f"{k} {fmt.count(v, fmt.op_name(k), 3)} ({fmt.exact(v)})"
+                        for k, v in ledger.ops_by_unit.items())
+    by_class = "; ".join(f"{k} {fmt.exact(v)}" for k, v in ledger.ops_by_class.items())
+    parts = [head,
+             _html_table(("tensor", "role", "shape", "dtype", "read B", "write B"), tensors,
+                         'class="ledger-tensors"'),
+             _html_table(("unit", "class", "ops", "label"), work, 'class="ledger-work"'),
+             f"<p>by unit: {_e(by_unit or '—')}</p><p>by class: {_e(by_class or '—')}</p>"]
+    if ledger.stages:
+        parts.append(_stages(ledger))
+    parts += [f'<p class="muted">note: {_e(note)}</p>' for note in ledger.notes]
+    return "".join(parts)
+
+
+def _stages(ledger: Ledger) -> str:
+    """Each stage's own bytes and FLOPs, and what composing them saved (or paid)."""
+    rows = [[s.name, s.roof, fmt.exact(s.read_bytes), fmt.exact(s.write_bytes),
+             fmt.exact(s.bytes), fmt.exact(s.flops)] for s in ledger.stages]
+    alone = sum(s.bytes for s in ledger.stages)
+    rows.append(["stages alone", "", "", "", fmt.exact(alone), ""])
+    rows.append([f"{ledger.name} as composed", ledger.roof, fmt.exact(ledger.read_bytes),
+                 fmt.exact(ledger.write_bytes), fmt.exact(ledger.bytes), fmt.exact(ledger.flops)])
+    names = {t.name for t in ledger.tensors}
+    dropped = list(dict.fromkeys(t.name for s in ledger.stages for t in s.tensors
+                                 if t.name not in names and f"{s.name}/{t.name}" not in names))
+    saved = ""
+    if alone > ledger.bytes:
+        between = f" ({', '.join(dropped)}: written by one stage, read back by the next)"
+        saved = (f"<p>{_e(fmt.exact(alone - ledger.bytes))} B fewer than the stages as "
+                 f"separate calls{_e(between) if dropped else ''}</p>")
+    return (_html_table(("stage", "roof", "read B", "write B", "bytes", "FLOPs"), rows,
+                        'class="ledger-stages"') + saved)
+
+
+def _role(role: Role, uses: int, bytes_per_use: int) -> str:
+    if uses:
+        return f"{role.value}, {uses} uses x {bytes_per_use:,} B"
+    return str(role.value)
 
 
 def _ledger(analysis: Analysis, i: int, row: Mapping[str, Any],
