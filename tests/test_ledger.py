@@ -149,3 +149,9 @@ def test_a_profile_is_not_a_ledger(h200):
     path = next(p for p in builtin_paths() if p.name == "h200.yaml")
     with pytest.raises(InputError, match="machine profile, not a ledger"):
         parse_ledger(load_yaml(path), str(path))
+
+
+def test_huge_sizes_stay_exact():
+    ledger = parse_ledger({"name": "x", "roof": "cuda_core.fp32", "tensors": [
+        {"name": "a", "shape": [10**30], "dtype": "int8", "role": "input"}]}, "l.yaml")
+    assert ledger.tensors[0].shape == (10**30,) and ledger.bytes == 10**30

@@ -87,3 +87,8 @@ def test_a_profile_that_is_not_utf8(tmp_path):
     path.write_bytes(b"name: x\n\xe9t\xe9: 1\n")
     with pytest.raises(InputError, match=r"not UTF-8 text \(byte 8\)"):
         load_machine(path)
+
+
+def test_a_ledger_is_not_a_profile(examples):
+    with pytest.raises(InputError, match="this is a ledger, not a machine profile"):
+        load_machine(examples / "qk_norm_rope_quant.yaml")

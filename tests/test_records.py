@@ -359,3 +359,15 @@ def test_directory_without_a_suffix(tmp_path):
     (tmp_path / "dd").mkdir()
     with pytest.raises(InputError, match="is a directory"):
         read_records(tmp_path / "dd")
+
+
+def test_writing_into_a_missing_folder_creates_nothing(tmp_path):
+    with pytest.raises(InputError, match="cannot write here: no folder"):
+        write_records(tmp_path / "typo" / "r.jsonl", [GOOD])
+    assert not (tmp_path / "typo").exists()
+
+
+def test_writing_under_a_file_says_so(tmp_path):
+    (tmp_path / "f.txt").write_text("")
+    with pytest.raises(InputError, match=r"f\.txt is a file, not a folder"):
+        write_records(tmp_path / "f.txt" / "r.jsonl", [GOOD])

@@ -238,7 +238,7 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
                    "the model has no traction, efficiency is not the metric")
     if Reason.ANOMALY in flags:
         ratio = judged.envelope_efficiency[i]
-        shown = f"{ratio:.1%}" if math.isfinite(ratio) else "unbounded"
+        shown = fmt.percent(ratio) if math.isfinite(ratio) else "unbounded"
         out.append(f"efficiency {shown} of the envelope ceiling is "
                    "above 105%: a formula or calibration error, not a great kernel")
     if Reason.ABOVE_REGIME_WITHIN_ENVELOPE in flags:
@@ -250,7 +250,7 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
         bound = "memory" if priced.bound_memory[i] else "compute"
         roof_used = (f"{machine.dram.name} {priced.mix[i]} mix" if priced.bound_memory[i]
                      else str(priced.binding_unit[i]))
-        out.append(f"{judged.efficiency[i]:.1%} of SOL; {bound}-bound on {roof_used}")
+        out.append(f"{fmt.percent(judged.efficiency[i])} of SOL; {bound}-bound on {roof_used}")
     if Reason.UNCALIBRATED_MEMORY in flags:
         out.append(f"{machine.dram.name} bandwidth is the datasheet figure (uncalibrated)")
     if Reason.UNCALIBRATED_UNIT in flags:

@@ -30,6 +30,9 @@ def load_machine(path: str | Path) -> Machine:
 
 def parse_machine(data: Any, origin: str) -> Machine:
     top = schema.expect_mapping(data, origin)
+    if "memory" not in top and ("tensors" in top or "stages" in top or "roof" in top):
+        raise InputError(origin, "this is a ledger, not a machine profile; pass it to "
+                                 "`roofwise price`")
     schema.reject_unknown_keys(top, _TOP_KEYS, origin)
     name = schema.expect_str(schema.require(top, "name", origin), schema.at(origin, "name"))
     memory_raw = schema.expect_mapping(schema.require(top, "memory", origin),

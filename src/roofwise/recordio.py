@@ -252,9 +252,14 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     target = Path(path)
     if target.is_dir():
         raise InputError(str(target), "is a directory; expected a file path to write")
+    parent = target.parent
+    if not parent.is_dir():  # a typo in a path must not build a tree of folders
+        blocker = next((p for p in [parent, *parent.parents] if p.exists()), None)
+        problem = (f"{blocker} is a file, not a folder" if blocker is not None
+                   and not blocker.is_dir() else f"no folder {parent}")
+        raise InputError(str(target), f"cannot write here: {problem}")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
     except OSError as exc:
         raise InputError(str(target), f"cannot write here ({exc.strerror})") from None
     # mkstemp makes the file private (0600); outputs are meant to be shared like any other file.

@@ -77,6 +77,8 @@ def expect_positive(value: Any, where: str) -> float:
 
 def expect_positive_int(value: Any, where: str) -> int:
     """A size: a whole number above zero (1.5 is not silently truncated)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value  # exact, however large: a float would round 10**30
     number = expect_positive(value, where)
     if number != int(number):
         raise InputError(where, f"expected a whole number, got {value!r}")

@@ -8,7 +8,8 @@ import re
 from rich.console import Console
 
 from roofwise.report import fmt
-from roofwise.report.table import intensity, reason_lines, render_analysis, worst_first
+from roofwise.report.fmt import intensity
+from roofwise.report.table import reason_lines, render_analysis, worst_first
 
 
 def _render(analysis, width):

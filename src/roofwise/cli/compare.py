@@ -136,7 +136,7 @@ def render_comparison(result: Comparison) -> None:
 def _signed_percent(value: float, loud: bool) -> str:
     if not math.isfinite(value):
         return "—"
-    text = f"{value * 100:+.1f}%"
+    text = ("+" if value >= 0 else "") + fmt.percent(value)
     return f"[bold]{text}[/]" if loud else text
 
 

@@ -105,7 +105,7 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
     for p in [*stages, total]:
         name = p.ledger.name if p is not total else f"[bold]{p.ledger.name} (total)"
         times.add_row(name, fmt.nbytes(p.ledger.bytes), fmt.count(p.ledger.flops),
-                      f"{p.intensity_flops_per_byte:.2f}", fmt.seconds(p.memory_time_s),
+                      fmt.intensity(p.intensity_flops_per_byte), fmt.seconds(p.memory_time_s),
                       fmt.seconds(p.compute_time_s), fmt.seconds(p.compute_serial_time_s),
                       fmt.seconds(p.sol_time_s), f"{p.bound} ({_bound_on(p)})")
     out.print(times)

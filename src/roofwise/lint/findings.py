@@ -10,6 +10,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..report import fmt
+
 ERROR = "error"
 WARNING = "warning"
 
@@ -66,11 +68,11 @@ def busiest(ops_by_unit: Mapping[str, float]) -> str:
 
 
 def nbytes_text(value: float) -> str:
-    return f"{round(value):,} B"
+    return f"{fmt.exact(value)} B"
 
 
 def ops_text(value: float) -> str:
-    return f"{round(value):,}"
+    return fmt.exact(value)
 
 
 def intensity_text(flops: float, nbytes: float) -> str:

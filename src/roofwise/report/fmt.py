@@ -79,6 +79,9 @@ def percent(value: float | None, digits: int = 1) -> str:
         return DASH
     if abs(value) >= PERCENT_SCIENTIFIC_ABOVE:  # 1e+06%, not a wall of digits
         return f"{value * 100:.{digits + 1}g}%"
+    smallest = 10.0 ** -digits
+    if 0 < abs(value * 100) < smallest / 2:  # not "0.0%" for a reading that is not zero
+        return f"<{smallest:.{digits}f}%"
     return f"{value * 100:.{digits}f}%"
 
 
@@ -105,3 +108,17 @@ def fixed(value: float, spec: str, unit: str) -> str:
     if not math.isfinite(value):
         return "an infinite rate"
     return f"{value:{spec if abs(value) < 1e6 else '.3g'}} {unit}"
+
+
+INTENSITY_SCIENTIFIC_ABOVE = 1e6  # FLOP/byte; beyond, scientific form, never a wall of digits
+
+
+def intensity(value: float) -> str:
+    """FLOP/byte with sensible precision: 0.25, 2.98, 12.7, 5,461, 2.2e+295."""
+    if not math.isfinite(value):
+        return "—"
+    if abs(value) >= INTENSITY_SCIENTIFIC_ABOVE or 0 < abs(value) < 1 / INTENSITY_SCIENTIFIC_ABOVE:
+        return f"{value:.3g}"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"

@@ -30,7 +30,7 @@ from ..recordio import atomic_writer
 from . import fmt
 from .chart import figure_svg, roofline_figure
 from .row_ledgers import LedgerFinder, NoLedger, Reference, RowLedger
-from .table import NO_EFFICIENCY, intensity, worst_first
+from .table import NO_EFFICIENCY, worst_first
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1d2125}
@@ -195,7 +195,7 @@ def _row(analysis: Analysis, i: int, rank: int, row: Mapping[str, Any], ledger: 
         (_num(row["time_s"]), _e(_seconds(row["time_s"])), "num"),
         (_num(row["sol_time_s"]), _e(_seconds(row["sol_time_s"])), "num"),
         (str(row["bound"] or ""), _e(_bound(row)), ""),
-        (_num(ai), _e(intensity(_float(ai))), "num"),
+        (_num(ai), _e(fmt.intensity(_float(ai))), "num"),
     ]
     tds = [f'<td class="{cls}" data-sort="{_e(key)}">{shown}</td>' for key, shown, cls in cells]
     reasons = "".join(f"<li>{_e(r)}</li>" for r in row["reasons"])
@@ -248,7 +248,7 @@ def _ledger_view(ledger: Ledger) -> str:
             f"{_e(fmt.exact(ledger.read_bytes))} B, of them lookups "
             f"{_e(fmt.exact(ledger.lookup_bytes))} B; write {_e(fmt.exact(ledger.write_bytes))}"
             f" B); computes {_e(fmt.count(ledger.flops, digits=3))} = "
-            f"{_e(fmt.exact(ledger.flops))}; {_e(intensity(ledger.intensity_flops_per_byte))}"
+            f"{_e(fmt.exact(ledger.flops))}; {_e(fmt.intensity(ledger.intensity_flops_per_byte))}"
             " FLOP/B</p>")
     tensors = [[t.name, _role(t.role, t.uses, t.bytes_per_use), "x".join(map(str, t.shape)),
                 t.dtype, fmt.exact(t.read_bytes), fmt.exact(t.write_bytes)]
@@ -312,7 +312,7 @@ def _ledger(analysis: Analysis, i: int, row: Mapping[str, Any],
         flops += ": " + ", ".join(f"{k} {fmt.count(_float(v), fmt.op_name(k), 3)}"
                                   for k, v in by_unit.items())
     lines.append(("FLOPs", flops))
-    lines.append(("intensity", f"{intensity(_float(row['intensity_flops_per_byte']))} FLOP/B"))
+    lines.append(("intensity", f"{fmt.intensity(_float(row['intensity_flops_per_byte']))} FLOP/B"))
     bandwidth = float(priced.bandwidth_bytes_per_s[i])
     memory = _seconds(row["memory_time_s"])
     if row["memory_time_s"] is not None and math.isfinite(bandwidth):

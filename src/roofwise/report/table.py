@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import textwrap
 
 import numpy as np
@@ -45,7 +44,6 @@ WORKLOAD_WIDTH = 20  # characters of the workload; --json carries it whole
 WHY_MIN_WIDTH = 48
 WRAP_FROM_WIDTH = 100  # on consoles this wide a reason wraps instead of being cut
 WHY_MAX_LINES = 4  # lines a wrapped reason may take; beyond, it is cut with "…"
-INTENSITY_SCIENTIFIC_ABOVE = 1e6  # FLOP/byte; beyond, scientific form, never a wall of digits
 WHY_WIDTH = 72  # characters of a reason on one line below WRAP_FROM_WIDTH
 
 
@@ -131,20 +129,9 @@ def _cells(analysis: Analysis, i: int) -> dict[str, str]:
         "eff.": "—" if code in NO_EFFICIENCY else fmt.percent(judged.efficiency[i]),
         "time": fmt.seconds(float(cols.time_s[i]), significant=3),
         "SOL": fmt.seconds(float(priced.sol_time_s[i]), significant=3), "bound": bound,
-        "AI": intensity(float(priced.intensity_flops_per_byte[i])),
+        "AI": fmt.intensity(float(priced.intensity_flops_per_byte[i])),
         "why": why,  # wrapped or cut once the width is known
     }
-
-
-def intensity(value: float) -> str:
-    """FLOP/byte with sensible precision: 0.25, 2.98, 12.7, 5,461, 2.2e+295."""
-    if not math.isfinite(value):
-        return "—"
-    if abs(value) >= INTENSITY_SCIENTIFIC_ABOVE or 0 < abs(value) < 1 / INTENSITY_SCIENTIFIC_ABOVE:
-        return f"{value:.3g}"
-    if value >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
 def _title(analysis: Analysis) -> str:
