@@ -63,11 +63,12 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     blank = (flags & np.int32(BLANK_REASONS)) != 0
     impossible = ~blank & ((flags & np.int32(IMPOSSIBLE_REASONS)) != 0)
     latency_bound = ~blank & ~impossible & latency
-    # lowest precedence first; each later label overrides
+    # lowest precedence first; each later label overrides (arithmetic, not `where=`: the masks
+    # flip from row to row and a branch-free update is several times faster)
     verdict = np.where(at_ceiling, np.int8(AT_CEILING), np.int8(BELOW))
     for mask, label in ((anomaly, ANOMALY), (latency_bound, LATENCY_BOUND),
                         (impossible, IMPOSSIBLE), (blank, BLANK)):
-        np.copyto(verdict, np.int8(label), where=mask)
+        verdict += (np.int8(label) - verdict) * mask.astype(np.int8)
     efficiency = np.where(blank, np.nan, efficiency)
     return Judged(efficiency=efficiency, envelope_efficiency=np.where(blank, np.nan,
                                                                       envelope_efficiency),
