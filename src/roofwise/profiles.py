@@ -70,22 +70,10 @@ def parse_machine(data: Any, origin: str) -> Machine:
 def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
     body = schema.expect_mapping(body, where)
     schema.reject_unknown_keys(body, _MEMORY_KEYS, where)
-    if "theoretical_bytes_per_s" not in body:
-        raise InputError(schema.at(where, "theoretical_bytes_per_s"),
-                         "missing required key (write null to mark a gap in the sources)")
-    mixes = schema.expect_mapping(body.get("calibration_by_mix") or {},
-                                  schema.at(where, "calibration_by_mix"))
-    for mix in mixes:
-        if mix not in MIXES:
-            raise InputError(schema.at(where, f"calibration_by_mix.{mix}"),
-                             f"unknown access mix; expected one of {', '.join(MIXES)}")
     return MemoryLevel(
         name=str(level),
-        theoretical_bytes_per_s=_optional_positive(body["theoretical_bytes_per_s"],
-                                                   schema.at(where, "theoretical_bytes_per_s")),
-        calibration_by_mix={str(m): schema.expect_fraction(
-                                v, schema.at(where, f"calibration_by_mix.{m}"))
-                            for m, v in mixes.items()},
+        theoretical_bytes_per_s=_theoretical(body, "theoretical_bytes_per_s", where),
+        calibration_by_mix=_fractions(body, "calibration_by_mix", MIXES, "access mix", where),
         bytes_per_cycle=_optional_positive(body.get("bytes_per_cycle"),
                                            schema.at(where, "bytes_per_cycle")),
         source=str(body.get("source", "")),
@@ -98,26 +86,35 @@ def _unit(key: str, body: Any, where: str) -> ComputeUnit:
                                 "e.g. cuda_core.fp32 or tensor_core.bf16")
     body = schema.expect_mapping(body, where)
     schema.reject_unknown_keys(body, _UNIT_KEYS, where)
-    if "theoretical_ops_per_s" not in body:
-        raise InputError(schema.at(where, "theoretical_ops_per_s"),
-                         "missing required key (write null to mark a gap in the sources)")
-    regimes = schema.expect_mapping(body.get("calibration_by_regime") or {},
-                                    schema.at(where, "calibration_by_regime"))
-    for regime in regimes:
-        if regime not in REGIMES:
-            raise InputError(schema.at(where, f"calibration_by_regime.{regime}"),
-                             f"unknown regime; expected one of {', '.join(REGIMES)}")
     return ComputeUnit(
         key=key,
-        theoretical_ops_per_s=_optional_positive(body["theoretical_ops_per_s"],
-                                                 schema.at(where, "theoretical_ops_per_s")),
-        calibration_by_regime={
-            str(r): schema.expect_fraction(v, schema.at(where, f"calibration_by_regime.{r}"))
-            for r, v in regimes.items()},
+        theoretical_ops_per_s=_theoretical(body, "theoretical_ops_per_s", where),
+        calibration_by_regime=_fractions(body, "calibration_by_regime", REGIMES, "regime",
+                                         where),
         ops_per_cycle=_optional_positive(body.get("ops_per_cycle"),
                                          schema.at(where, "ops_per_cycle")),
         source=str(body.get("source", "")),
     )
+
+
+def _theoretical(body: Mapping[str, Any], key: str, where: str) -> float | None:
+    """A theoretical rate must be stated: a number, or null for a gap in the sources."""
+    if key not in body:
+        raise InputError(schema.at(where, key),
+                         "missing required key (write null to mark a gap in the sources)")
+    return _optional_positive(body[key], schema.at(where, key))
+
+
+def _fractions(body: Mapping[str, Any], key: str, names: tuple[str, ...], kind: str,
+               where: str) -> dict[str, float]:
+    """Measured fractions of a theoretical rate, keyed by a known mix or regime name."""
+    raw = schema.expect_mapping(body.get(key) or {}, schema.at(where, key))
+    for name in raw:
+        if name not in names:
+            raise InputError(schema.at(where, f"{key}.{name}"),
+                             f"unknown {kind}; expected one of {', '.join(names)}")
+    return {str(n): schema.expect_fraction(v, schema.at(where, f"{key}.{n}"))
+            for n, v in raw.items()}
 
 
 def _floor(body: Any, where: str) -> LatencyFloor:
