@@ -15,7 +15,14 @@ from ..ledgerio import load_ledger
 from ..lint import Finding, lint_analysis, lint_rows
 from ..recordio import read_records
 from ..report.table import render_analysis
-from .common import all_machines, console, load_machine_arg, machine_option, regime_mix_options
+from .common import (
+    all_machines,
+    console,
+    load_machine_arg,
+    machine_option,
+    regime_mix_options,
+    report_skipped,
+)
 from .lint import render_findings_brief
 
 
@@ -52,13 +59,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
                                        f"got {plot_path!r}")
     references = [load_ledger(p) for p in reference_paths]
     loaded = read_records(records_path, strict=strict)
-    err = console(err=True)
-    for skipped in loaded.skipped[:20]:
-        err.print(f"roofwise: skipped {skipped}", markup=False)
-    if loaded.skipped:
-        err.print(f"roofwise: skipped {len(loaded.skipped)} malformed record(s) of "
-                  f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead",
-                  markup=False)
+    report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
     if as_json:

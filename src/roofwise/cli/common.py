@@ -15,6 +15,7 @@ from rich.console import Console
 
 from ..machine import Machine
 from ..profiles import builtin_machines, resolve_machine
+from ..records import Loaded
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,3 +72,21 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "value"):
         return value.value
     return str(value)
+
+
+MAX_SKIPPED_LINES = 20  # per file; the count that follows covers the rest
+
+
+def note(line: str) -> None:
+    """One line on stderr, never wrapped: CI logs and grep read it whole."""
+    click.echo(line, err=True)
+
+
+def report_skipped(path: str, loaded: Loaded) -> int:
+    """One stderr line per skipped record (the first few) and a count; returns the count."""
+    for skipped in loaded.skipped[:MAX_SKIPPED_LINES]:
+        note(f"roofwise: skipped {skipped}")
+    if loaded.skipped:
+        note(f"roofwise: {path}: skipped {len(loaded.skipped)} malformed record(s) of "
+             f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead")
+    return len(loaded.skipped)

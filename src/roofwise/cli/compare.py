@@ -19,14 +19,20 @@ from ..compare import (
     compare,
 )
 from ..recordio import read_records
-from ..records import Loaded
 from ..report import fmt
-from .common import all_machines, console, echo_json, load_machine_arg, machine_option
+from .common import (
+    all_machines,
+    console,
+    echo_json,
+    load_machine_arg,
+    machine_option,
+    note,
+    report_skipped,
+)
 
 _STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
                  "improvement": "green", "unchanged": "dim",
                  "only_base": "yellow", "only_new": "yellow"}
-MAX_SKIPPED_LINES = 20  # per file; the count that follows covers the rest
 
 
 @click.command("compare")
@@ -57,14 +63,14 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     machine = load_machine_arg(machine_name)
     machines = all_machines()
     loaded = {path: read_records(path, strict=strict) for path in (base_path, new_path)}
-    skipped = sum(_report_skipped(path, loaded[path]) for path in dict.fromkeys(loaded))
+    skipped = sum(report_skipped(path, loaded[path]) for path in dict.fromkeys(loaded))
     base, new = (analyze(loaded[p].columns, machines, machine) for p in (base_path, new_path))
     result = compare(base, new, threshold)
     paths = {"base": base_path, "new": new_path}
     said = dict.fromkeys(f"roofwise: {paths[d.side]}: duplicate key: {d.describe()}"
                          for d in result.duplicates)  # BASE and NEW may be one file
     for line in said:
-        _note(line)
+        note(line)
     if as_json:
         for change in result.changes:
             echo_json(change.to_json())
@@ -98,16 +104,6 @@ def gate_failures(result: Comparison, skipped: int) -> list[str]:
     return out
 
 
-def _report_skipped(path: str, loaded: Loaded) -> int:
-    """One stderr line per skipped record (the first few) and a count, as `analyze` does."""
-    for skipped in loaded.skipped[:MAX_SKIPPED_LINES]:
-        _note(f"roofwise: skipped {skipped}")
-    if loaded.skipped:
-        _note(f"roofwise: {path}: skipped {len(loaded.skipped)} malformed record(s) of "
-              f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead")
-    return len(loaded.skipped)
-
-
 def render_comparison(result: Comparison) -> None:
     counts = ", ".join(f"{n} {s}" for s, n in result.counts().items() if n)
     table = Table(title=f"{len(result.changes)} rows: {counts} (threshold "
@@ -139,7 +135,3 @@ def _signed_percent(value: float, loud: bool) -> str:
     text = ("+" if value >= 0 else "") + fmt.percent(value)
     return f"[bold]{text}[/]" if loud else text
 
-
-def _note(line: str) -> None:
-    """One line on stderr, never wrapped: CI logs and grep read it whole."""
-    click.echo(line, err=True)

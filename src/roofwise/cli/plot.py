@@ -12,7 +12,14 @@ from ..errors import InputError
 from ..recordio import read_records
 from ..report.chart import roofline_figure, save_figure
 from ..verdict import BLANK
-from .common import all_machines, console, load_machine_arg, machine_option, regime_mix_options
+from .common import (
+    all_machines,
+    console,
+    load_machine_arg,
+    machine_option,
+    regime_mix_options,
+    report_skipped,
+)
 
 
 @click.command("plot")
@@ -33,9 +40,7 @@ def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regim
     runs: list[tuple[str, Analysis]] = []
     for path in records_paths:
         loaded = read_records(path, strict=strict)
-        if loaded.skipped:
-            console(err=True).print(f"roofwise: {path}: skipped {len(loaded.skipped)} "
-                                    "malformed record(s)", markup=False)
+        report_skipped(path, loaded)
         runs.append((_run_label(path, records_paths),
                      analyze(loaded.columns, all_machines(), machine, regime, mix)))
     if not any(priced_rows(analysis) for _, analysis in runs):

@@ -10,10 +10,15 @@ from ..ledgerio import load_ledger
 from ..recordio import read_records
 from ..report.html import check_report_path, write_report
 from ..report.row_ledgers import Reference
-from .common import all_machines, load_machine_arg, machine_option, regime_mix_options
+from .common import (
+    all_machines,
+    load_machine_arg,
+    machine_option,
+    note,
+    regime_mix_options,
+    report_skipped,
+)
 from .plot import nothing_priced, priced_rows
-
-MAX_SKIPPED_LINES = 20  # the count that follows covers the rest
 
 
 @click.command("report")
@@ -35,17 +40,13 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
     check_report_path(output)  # before any work: a wrong name fails at once
     references = load_references(reference_paths)
     loaded = read_records(records_path, strict=strict)
-    for skipped in loaded.skipped[:MAX_SKIPPED_LINES]:
-        _note(f"roofwise: skipped {skipped}")
-    if loaded.skipped:
-        _note(f"roofwise: skipped {len(loaded.skipped)} malformed record(s) of "
-              f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead")
+    report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
     if not priced_rows(analysis):
         raise nothing_priced(records_path, analysis)
     write_report(analysis, output, title=title, source=records_path, references=references)
-    _note(f"roofwise: wrote {output}")
+    note(f"roofwise: wrote {output}")
 
 
 def load_references(paths: tuple[str, ...]) -> list[Reference]:
@@ -62,7 +63,3 @@ def load_references(paths: tuple[str, ...]) -> list[Reference]:
         references.append(Reference(ledger, path))
     return references
 
-
-def _note(line: str) -> None:
-    """One line on stderr, never wrapped: CI logs and grep read it whole."""
-    click.echo(line, err=True)
