@@ -19,7 +19,8 @@ def test_machines_lists_builtins(capsys):
     code, out, _ = run(capsys, "machines", "--json")
     assert code == 0
     names = [json.loads(line)["name"] for line in out.splitlines()]
-    assert names == ["a100-sxm", "ascend-a5-vector", "h100-sxm", "h20", "h200"]
+    assert names == ["a100-sxm", "ascend-a5-vector", "b200", "h100-pcie", "h100-sxm", "h20",
+                     "h200", "l40s", "mi300x", "mi325x", "rtx-4090"]
 
 
 def test_machine_shows_regimes_mixes_balance_and_sources(capsys):

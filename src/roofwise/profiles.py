@@ -11,15 +11,18 @@ from typing import Any
 
 from . import schema
 from .errors import InputError
+from .ledger import OP_CLASSES
 from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel
 
 UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 MIXES = ("copy", "triad", "read", "write")
 
 _TOP_KEYS = ("name", "display_name", "aliases", "clock_hz", "source", "memory", "units",
-             "latency_floor", "notes", "provenance")
-_MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source")
-_UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source")
+             "latency_floor", "notes", "provenance", "pipes_by_class")
+_MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source",
+                "choice")
+_UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source",
+              "choice")
 _FLOOR_KEYS = ("sol_s", "measured_s", "source")
 
 
@@ -52,6 +55,7 @@ def parse_machine(data: Any, origin: str) -> Machine:
     notes = tuple(str(n) for n in
                   schema.expect_list(top.get("notes", []), schema.at(origin, "notes")))
     clock = top.get("clock_hz")
+    pipes = _pipes_by_class(top.get("pipes_by_class"), units, schema.at(origin, "pipes_by_class"))
     return Machine(
         name=name,
         display_name=str(top.get("display_name", name)),
@@ -64,7 +68,24 @@ def parse_machine(data: Any, origin: str) -> Machine:
         source=str(top.get("source", "")),
         notes=notes,
         path=origin,
+        pipes_by_class=pipes,
     )
+
+
+def _pipes_by_class(body: Any, units: Mapping[str, ComputeUnit], where: str) -> dict[str, str]:
+    """Work class -> the unit (or unit family, keeping the op's variant) that runs it here."""
+    raw = schema.expect_mapping(body or {}, where)
+    out: dict[str, str] = {}
+    for op_class, target in raw.items():
+        here = schema.at(where, str(op_class))
+        if op_class not in OP_CLASSES:
+            raise InputError(here, f"unknown work class; expected one of {', '.join(OP_CLASSES)}")
+        text = schema.expect_str(target, here)
+        if text not in units and not any(k.startswith(text + ".") for k in units):
+            raise InputError(here, f"{text!r} names no unit or unit family of this profile "
+                                   f"(its units: {', '.join(units)})")
+        out[str(op_class)] = text
+    return out
 
 
 def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
@@ -77,6 +98,7 @@ def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
         bytes_per_cycle=_optional_positive(body.get("bytes_per_cycle"),
                                            schema.at(where, "bytes_per_cycle")),
         source=str(body.get("source", "")),
+        choice=str(body.get("choice", "")),
     )
 
 
@@ -94,6 +116,7 @@ def _unit(key: str, body: Any, where: str) -> ComputeUnit:
         ops_per_cycle=_optional_positive(body.get("ops_per_cycle"),
                                          schema.at(where, "ops_per_cycle")),
         source=str(body.get("source", "")),
+        choice=str(body.get("choice", "")),
     )
 
 

@@ -20,6 +20,8 @@ from ..ops import build_op, parse_shape_args
 from ..pricing import (
     LedgerPrice,
     missing_units,
+    moved_work,
+    placed,
     price_ledger,
     price_ledger_cycles,
     rate_gaps,
@@ -70,6 +72,11 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
                          f"unit {unit} is not on machine {machine.name} (it has "
                          f"{', '.join(machine.units)}); declare a unit the profile has, or "
                          "use a profile that has it")
+    moved = moved_work(ledger, machine)
+    ledger = placed(ledger, machine)
+    for declared, here in moved.items():
+        console().print(f"work declared on {declared} runs on {here} on {machine.name} "
+                        "(the profile's pipes_by_class)")
     gaps = rate_gaps(ledger, machine)
     if gaps:
         render_cycles(ledger, machine, as_json, gaps)
