@@ -12,7 +12,7 @@ from typing import Any
 from . import schema
 from .errors import InputError
 from .ledger import OP_CLASSES
-from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel
+from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel, _normalise
 
 UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 MIXES = ("copy", "triad", "read", "write")
@@ -184,12 +184,31 @@ def match_device(device: str | None, machines: Iterable[Machine]) -> Match:
 
 
 def resolve_machine(name_or_path: str, machines: Mapping[str, Machine] | None = None) -> Machine:
-    """A built-in profile by name or alias, or a YAML file by path."""
+    """A built-in profile by name, alias or unambiguous short name, or a YAML file by path."""
+    return choose_machine(name_or_path, machines)[0]
+
+
+def choose_machine(name_or_path: str, machines: Mapping[str, Machine] | None = None,
+                   ) -> tuple[Machine, str | None]:
+    """`resolve_machine`, with a sentence saying which profile a short name or alias chose
+    (None for a file or the exact name). A short name is a prefix of one profile's name
+    (`a100` -> a100-sxm) or one of its words (`4090` -> rtx-4090); one that fits several is
+    refused, listing them: nothing is guessed."""
     if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).is_file():
-        return load_machine(name_or_path)
+        return load_machine(name_or_path), None
     known = builtin_machines() if machines is None else machines
+    if name_or_path in known:
+        return known[name_or_path], None
     found = match_device(name_or_path, known.values()).machine
     if found is None:
-        raise InputError("--machine", f"unknown machine {name_or_path!r}; expected a profile "
-                                      f"file or one of {', '.join(sorted(known))}")
-    return found
+        wanted = _normalise(name_or_path)
+        fits = [m for m in known.values() if wanted and (
+            _normalise(m.name).startswith(wanted) or wanted in _normalise(m.name).split())]
+        if len(fits) > 1:
+            raise InputError("--machine", f"{name_or_path!r} fits several profiles: "
+                                          f"{', '.join(m.name for m in fits)}; name one")
+        if not fits:
+            raise InputError("--machine", f"unknown machine {name_or_path!r}; expected a "
+                                          f"profile file or one of {', '.join(sorted(known))}")
+        found = fits[0]
+    return found, f"--machine {name_or_path}: using profile {found.name} ({found.display_name})"

@@ -26,9 +26,8 @@ from ..pricing import (
     price_ledger_cycles,
     rate_gaps,
 )
-from ..profiles import resolve_machine
 from ..report import fmt
-from .common import console, echo_json, machine_option, regime_mix_options
+from .common import console, echo_json, note, machine_arg, machine_option, regime_mix_options
 
 
 @click.command("price")
@@ -43,7 +42,7 @@ def price_command(target: str, machine_name: str, shapes: tuple[str, ...], regim
                   mix: str | None, as_json: bool) -> None:
     """Price a ledger file or a library operator: bytes by tensor, work by unit and class,
     times, bound, per stage."""
-    machine = resolve_machine(machine_name)
+    machine = machine_arg(machine_name)
     ledger = target_ledger(target, shapes)
     render_price(ledger, machine, regime, mix, as_json, "" if ledger_is_op(target) else target)
 
@@ -75,8 +74,8 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
     moved = moved_work(ledger, machine)
     ledger = placed(ledger, machine)
     for declared, here in moved.items():
-        console().print(f"work declared on {declared} runs on {here} on {machine.name} "
-                        "(the profile's pipes_by_class)")
+        note(f"roofwise: work declared on {declared} runs on {here} on {machine.name} "
+             "(the profile's pipes_by_class)")
     gaps = rate_gaps(ledger, machine)
     if gaps:
         render_cycles(ledger, machine, as_json, gaps)
