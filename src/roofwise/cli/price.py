@@ -27,7 +27,7 @@ from ..pricing import (
     rate_gaps,
 )
 from ..report import fmt
-from .common import console, echo_json, note, machine_arg, machine_option, regime_mix_options
+from .common import console, echo_json, machine_arg, machine_option, note, regime_mix_options
 
 
 @click.command("price")
