@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import schema
+from . import paths, schema
 from .errors import InputError
 from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel
 
@@ -162,7 +162,7 @@ def match_device(device: str | None, machines: Iterable[Machine]) -> Match:
 
 def resolve_machine(name_or_path: str, machines: Mapping[str, Machine] | None = None) -> Machine:
     """A built-in profile by name or alias, or a YAML file by path."""
-    if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).is_file():
+    if name_or_path.endswith((".yaml", ".yml")) or paths.is_file(name_or_path):
         return load_machine(name_or_path)
     known = builtin_machines() if machines is None else machines
     found = match_device(name_or_path, known.values()).machine

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import numbers
 from .errors import InputError
 from .records import REQUIRED_FIELDS, Loaded, from_records
 from .records_table import NotColumnar, TableSource, from_table
@@ -99,9 +100,11 @@ def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _json_line(line: str) -> Any:
     try:
-        return json.loads(line)
+        return numbers.parse_json(line)
     except json.JSONDecodeError as exc:
         return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
+    except ValueError as exc:  # an integer beyond numbers.MAX_INT_DIGITS
+        return Unreadable(f"not readable JSON ({exc})")
     except RecursionError:
         return Unreadable("JSON nested too deeply")
 
