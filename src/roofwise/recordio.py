@@ -22,6 +22,7 @@ import numpy as np
 
 from . import numbers
 from .errors import InputError
+from .install import install_hint
 from .records import REQUIRED_FIELDS, Loaded, from_records
 from .records_table import NotColumnar, TableSource, from_table
 
@@ -141,7 +142,7 @@ def _parquet_table(path: Path) -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise InputError(str(path), "reading Parquet needs pyarrow: pip install 'roofwise[parquet]'"
+        raise InputError(str(path), "reading Parquet needs pyarrow: " + install_hint("parquet")
                          ) from None
     try:
         return pq.read_table(path)

@@ -69,7 +69,8 @@ def test_five_thousand_nested_brackets_are_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("digits", [400, 5000])
 def test_huge_yaml_integers_are_named(tmp_path, capsys, digits):
-    body = LEDGER_HEAD + f"work: [{{unit: cuda_core.fp32, class: arithmetic, ops: {'7' * digits}}}]\n"
+    body = (LEDGER_HEAD + "work: [{unit: cuda_core.fp32, class: arithmetic, ops: "
+            + "7" * digits + "}]\n")
     line = one_error(capsys, "price", ledger(tmp_path, body), "-m", "h200")
     assert "work[0].ops" in line and "beyond float range" in line
 
