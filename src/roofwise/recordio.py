@@ -20,7 +20,9 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import numbers
 from .errors import InputError
+from .install import install_hint
 from .records import REQUIRED_FIELDS, Loaded, from_records
 from .records_table import NotColumnar, TableSource, from_table
 
@@ -99,9 +101,11 @@ def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _json_line(line: str) -> Any:
     try:
-        return json.loads(line)
+        return numbers.parse_json(line)
     except json.JSONDecodeError as exc:
         return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
+    except ValueError as exc:  # an integer beyond numbers.MAX_INT_DIGITS
+        return Unreadable(f"not readable JSON ({exc})")
     except RecursionError:
         return Unreadable("JSON nested too deeply")
 
@@ -138,7 +142,7 @@ def _parquet_table(path: Path) -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise InputError(str(path), "reading Parquet needs pyarrow: pip install 'roofwise[parquet]'"
+        raise InputError(str(path), "reading Parquet needs pyarrow: " + install_hint("parquet")
                          ) from None
     try:
         return pq.read_table(path)
