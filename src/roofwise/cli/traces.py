@@ -81,17 +81,20 @@ def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
     shown = found if limit is None else found[:limit]
     table = Table(box=box.SIMPLE_HEAD, title=f"{result.path}: ops by shape, most time lost first",
                   title_justify="left")
-    for header, justify in (("op", "left"), ("shapes", "left"), ("n", "right"),
-                            ("time", "right"), ("SOL", "right"), ("lost", "right"),
-                            ("share", "right"), ("eff.", "right"), ("verdicts", "left"),
-                            ("note", "left")):
+    rows = [(_cut(g.op, 40), _cut(g.shapes, 44), str(g.count), fmt.seconds(g.time_s),
+             fmt.seconds(g.sol_time_s), fmt.seconds(g.time_lost_s), fmt.percent(g.share),
+             fmt.percent(g.efficiency), _verdicts(g), g.reason) for g in shown]
+    for k, (header, justify) in enumerate((
+            ("op", "left"), ("shapes", "left"), ("n", "right"), ("time", "right"),
+            ("SOL", "right"), ("lost", "right"), ("share", "right"), ("eff.", "right"),
+            ("verdicts", "left"), ("note", "left"))):
+        widest = max([len(header)] + [len(r[k]) for r in rows])
+        # shapes and the note give way to the numbers on a narrow console
         table.add_column(header, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=True, overflow="ellipsis")
-    for g in shown:
-        table.add_row(_cut(g.op, 40), _cut(g.shapes, 44), str(g.count), fmt.seconds(g.time_s),
-                      fmt.seconds(g.sol_time_s), fmt.seconds(g.time_lost_s),
-                      fmt.percent(g.share), fmt.percent(g.efficiency), _verdicts(g),
-                      _cut(g.reason, 60))
+                         no_wrap=True, overflow="ellipsis",
+                         min_width=None if header in ("shapes", "note") else widest)
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
     if len(shown) < len(found):
         out.print(f"{len(found) - len(shown)} more group(s); --limit 0 shows all")
