@@ -40,7 +40,7 @@ def test_a_symlink_output_is_refused_and_left_alone(tmp_path, capsys, examples, 
         "trace": ["trace", "roofwise.measure.reference_ops:qk_norm_rope_quant_reference",
                   "-o", link],
     }[command]
-    code, out, err = run(capsys, *args)
+    code, _out, err = run(capsys, *args)
     assert code == 2, err
     assert "symbolic link" in err and len(err.splitlines()) == 1
     assert link.is_symlink() and real.read_text() == "keep me\n"
@@ -50,11 +50,11 @@ def test_a_read_only_output_is_refused(tmp_path, capsys, examples):
     target = tmp_path / "chart.svg"
     target.write_text("old\n")
     target.chmod(0o444)
-    code, out, err = run(capsys, "plot", examples / "records.jsonl", "-m", "h200", "-o", target)
+    code, _out, err = run(capsys, "plot", examples / "records.jsonl", "-m", "h200", "-o", target)
     assert code == 2 and "read-only" in err
     assert target.read_text() == "old\n"
     target.chmod(0o644)
-    code, out, err = run(capsys, "plot", examples / "records.jsonl", "-m", "h200", "-o", target)
+    code, _out, err = run(capsys, "plot", examples / "records.jsonl", "-m", "h200", "-o", target)
     assert code == 0 and target.read_text().lstrip().startswith("<?xml")
 
 
@@ -75,6 +75,6 @@ def test_an_unwritable_folder_is_refused(tmp_path, capsys, examples):
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(0o555)
-    code, out, err = run(capsys, "plot", examples / "records.jsonl", "-m", "h200", "-o",
+    code, _out, err = run(capsys, "plot", examples / "records.jsonl", "-m", "h200", "-o",
                          folder / "c.svg")
     assert code == 2 and "not writable" in err
