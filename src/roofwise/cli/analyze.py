@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from .. import paths
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..ledgerio import load_ledger
@@ -70,6 +71,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         if Path(plot_path).suffix.lower().lstrip(".") not in SAVE_FORMATS:
             raise InputError("--plot", f"expected a path ending in .{', .'.join(SAVE_FORMATS)}, "
                                        f"got {plot_path!r}")
+        paths.check_output(plot_path, "--plot")  # before any row is printed
     references = [load_ledger(p) for p in reference_paths]
     loaded = read_records(records_path, strict=strict)
     report_skipped(records_path, loaded)
