@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import schema
+from . import paths, schema
 from .errors import InputError
 from .ledger import OP_CLASSES
 from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel, _normalise
@@ -194,7 +194,7 @@ def choose_machine(name_or_path: str, machines: Mapping[str, Machine] | None = N
     (None for a file or the exact name). A short name is a prefix of one profile's name
     (`a100` -> a100-sxm) or one of its words (`4090` -> rtx-4090); one that fits several is
     refused, listing them: nothing is guessed."""
-    if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).is_file():
+    if name_or_path.endswith((".yaml", ".yml")) or paths.is_file(name_or_path):
         return load_machine(name_or_path), None
     known = builtin_machines() if machines is None else machines
     if name_or_path in known:

@@ -6,7 +6,6 @@ it is a library operator (`roofwise ops` lists them) priced at the `--shape key=
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .. import paths
 from ..errors import InputError
 from ..ledger import Ledger
 from ..ledgerio import load_ledger
@@ -51,7 +51,7 @@ def price_command(target: str, machine_name: str, shapes: tuple[str, ...], regim
 
 
 def ledger_is_op(target: str) -> bool:
-    return not (target.lower().endswith((".yaml", ".yml")) or Path(target).is_file())
+    return not (target.lower().endswith((".yaml", ".yml")) or paths.is_file(target))
 
 
 def target_ledger(target: str, shapes: tuple[str, ...] = ()) -> Ledger:
