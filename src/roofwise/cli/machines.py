@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..machine import Machine
 from ..report import fmt
+from ..text import for_rich
 from .common import all_machines, console, echo_json, machine_arg
 
 
@@ -27,8 +28,8 @@ def machines_command(as_json: bool) -> None:
     for m in machines.values():
         calibrated = [u.key for u in m.units.values() if u.calibrated]
         table.add_row(
-            m.name, m.display_name, fmt.rate(m.dram.effective_bytes_per_s() or float("nan"),
-                                             "B/s"),
+            for_rich(m.name), for_rich(m.display_name),
+            fmt.rate(m.dram.effective_bytes_per_s() or float("nan"), "B/s"),
             str(len(m.units)), f"{len(calibrated)}/{len(m.units)}",
             "assumed" if m.latency_floor.assumed else fmt.seconds(m.latency_floor.sol_s))
     console().print(table)
@@ -44,7 +45,8 @@ def machine_command(name: str, as_json: bool) -> None:
         echo_json(machine_summary(m))
         return
     out = console()
-    out.print(f"[bold]{m.display_name}[/] ({m.name})  source: {m.source or '—'}")
+    out.print(f"[bold]{for_rich(m.display_name)}[/] ({for_rich(m.name)})  source: "
+              f"{for_rich(m.source or '—')}")
     mem = Table(title="Memory", title_justify="left")
     for col in ("level", "theoretical", "mix", "calibration", "effective", "source"):
         mem.add_column(col)
@@ -54,13 +56,13 @@ def machine_command(name: str, as_json: bool) -> None:
             "(uncalibrated)" if theory else "—": None}
         for i, (mix, frac) in enumerate(mixes.items()):
             envelope = " (envelope)" if mix == level.envelope_mix else ""
-            mem.add_row(level.name if i == 0 else "",
+            mem.add_row(for_rich(level.name) if i == 0 else "",
                         fmt.rate(theory, "B/s") if theory else
                         (f"gap ({level.bytes_per_cycle:g} B/cycle)" if level.bytes_per_cycle
                          else "gap"),
                         mix + envelope, "—" if frac is None else f"{frac:.4f}",
                         fmt.rate(theory * (frac or 1.0), "B/s") if theory else "—",
-                        level.source if i == 0 else "")
+                        for_rich(level.source) if i == 0 else "")
     out.print(mem)
     units = Table(title="Compute units", title_justify="left")
     for col in ("unit", "theoretical", "regime", "calibration", "effective", "balance",
@@ -80,13 +82,13 @@ def machine_command(name: str, as_json: bool) -> None:
                 regime + envelope, "—" if fraction is None else f"{fraction:.4f}",
                 fmt.rate(theory_ops * (fraction or 1.0), "op/s") if theory_ops else "—",
                 f"{balance:.2f} FLOP/B" if balance else "—",
-                unit.source if i == 0 else "")
+                for_rich(unit.source) if i == 0 else "")
     out.print(units)
     floor = m.latency_floor
     out.print(f"Latency floor: SOL < {fmt.seconds(floor.sol_s)}, measured < "
-              f"{fmt.seconds(floor.measured_s)}  ({floor.source})")
+              f"{fmt.seconds(floor.measured_s)}  ({floor.source})", markup=False)
     for note in m.notes:
-        out.print(f"note: {note}")
+        out.print(f"note: {note}", markup=False)
 
 
 def machine_summary(m: Machine) -> dict[str, Any]:

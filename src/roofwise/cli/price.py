@@ -27,6 +27,7 @@ from ..pricing import (
     rate_gaps,
 )
 from ..report import fmt
+from ..text import for_rich
 from .common import console, echo_json, machine_arg, machine_option, note, regime_mix_options
 
 
@@ -86,14 +87,15 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
         echo_json({**price_summary(total), "stages": [price_summary(s) for s in stages]})
         return
     out = console()
-    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: {ledger.calls} call(s), "
-              f"roof {ledger.roof}")
+    out.print(f"[bold]{for_rich(ledger.name)}[/] on {for_rich(machine.display_name)}: "
+              f"{ledger.calls} call(s), roof {for_rich(ledger.roof)}")
     tensors = Table(title="Bytes by tensor", title_justify="left")
     for col in ("tensor", "role", "shape", "dtype", "read", "write"):
         tensors.add_column(col, justify="right" if col in ("read", "write") else "left")
     for t in ledger.tensors:
         per_use = f" ({t.uses} uses)" if t.uses else ""
-        tensors.add_row(t.name, t.role.value + per_use, "x".join(map(str, t.shape)), t.dtype,
+        tensors.add_row(for_rich(t.name), t.role.value + per_use, "x".join(map(str, t.shape)),
+                        for_rich(t.dtype),
                         fmt.nbytes(t.read_bytes), fmt.nbytes(t.write_bytes))
     tensors.add_row("[bold]total", "", "", "", fmt.nbytes(ledger.read_bytes),
                     fmt.nbytes(ledger.write_bytes))
@@ -102,22 +104,23 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
     for col in ("unit", "class", "ops", "label"):
         work.add_column(col)
     for w in ledger.work:
-        work.add_row(w.unit, w.op_class, fmt.count(w.ops, "op"), w.label)
+        work.add_row(for_rich(w.unit), w.op_class, fmt.count(w.ops, "op"), for_rich(w.label))
     out.print(work)
     times = Table(title="Price", title_justify="left")
     for col in ("call", "bytes", "FLOPs", "AI (FLOP/B)", "memory", "compute (max pipe)",
                 "serial pipes", "SOL", "bound"):
         times.add_column(col, justify="left" if col == "call" else "right")
     for p in [*stages, total]:
-        name = p.ledger.name if p is not total else f"[bold]{p.ledger.name} (total)"
+        name = (for_rich(p.ledger.name) if p is not total
+                else f"[bold]{for_rich(p.ledger.name)} (total)")
         times.add_row(name, fmt.nbytes(p.ledger.bytes), fmt.count(p.ledger.flops),
                       fmt.intensity(p.intensity_flops_per_byte), fmt.seconds(p.memory_time_s),
                       fmt.seconds(p.compute_time_s), fmt.seconds(p.compute_serial_time_s),
-                      fmt.seconds(p.sol_time_s), f"{p.bound} ({_bound_on(p)})")
+                      fmt.seconds(p.sol_time_s), f"{p.bound} ({for_rich(_bound_on(p))})")
     out.print(times)
     out.print(f"memory priced at {fmt.rate(total.bandwidth_bytes_per_s, 'B/s')} "
               f"({machine.dram.name}, {total.mix} mix); compute at the "
-              f"{regime or 'envelope'} regime")
+              f"{regime or 'envelope'} regime", markup=False)
 
 
 def render_cycles(ledger: Ledger, machine: Machine, as_json: bool, gaps: list[str]) -> None:
@@ -140,21 +143,23 @@ def render_cycles(ledger: Ledger, machine: Machine, as_json: bool, gaps: list[st
                    "memory_level": price.memory_level, "gaps": gaps})
         return
     out = console()
-    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: priced in cycles per pipe; "
+    out.print(f"[bold]{for_rich(ledger.name)}[/] on {for_rich(machine.display_name)}: priced in "
+              "cycles per pipe; "
               f"no time in seconds, because the profile leaves gaps for {', '.join(gaps)}",
               markup=True)
     table = Table(title="Cycles by pipe", title_justify="left")
     for col in ("unit", "ops", "ops/cycle", "cycles"):
         table.add_column(col, justify="left" if col == "unit" else "right")
     for unit, cycles in price.cycles_by_unit.items():
-        table.add_row(unit, fmt.count(ledger.ops_by_unit[unit], "op"),
+        table.add_row(for_rich(unit), fmt.count(ledger.ops_by_unit[unit], "op"),
                       f"{machine.units[unit].ops_per_cycle:g}", f"{cycles:,.1f}")
     out.print(table)
     out.print(f"pipes overlapped: {price.compute_cycles:,.1f} cycles ({price.binding_unit} "
-              f"binds); issued one after another: {price.compute_serial_cycles:,.1f} cycles")
+              f"binds); issued one after another: {price.compute_serial_cycles:,.1f} cycles",
+              markup=False)
     if price.memory_cycles is not None:
         out.print(f"reads: {price.memory_cycles:,.1f} cycles at {machine.dram.bytes_per_cycle:g} "
-                  f"B/cycle ({price.memory_level})")
+                  f"B/cycle ({price.memory_level})", markup=False)
 
 
 def _bound_on(p: LedgerPrice) -> str:
