@@ -5,7 +5,7 @@ from typing import Any
 from .analysis import Analysis, analyze
 from .errors import InputError
 from .ledger import Ledger, Role, Tensor, Work, fuse, separate
-from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
+from .machine import ComputeUnit, LatencyFloors, Machine, MemoryLevel, TimingFloor
 from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
 from .profiles import builtin_machines, load_machine, match_device, resolve_machine
 from .verdict import VERDICTS, judge
@@ -21,8 +21,8 @@ def bench(*args: Any, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloor", "Ledger",
-    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze",
+    "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloors", "Ledger",
+    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "TimingFloor", "Work", "analyze",
     "bench", "builtin_machines", "cycles_by_unit", "fuse", "judge", "load_machine",
     "match_device",
     "price_columns", "price_ledger", "resolve_machine", "separate",

@@ -27,7 +27,7 @@ def test_worst_rows_first_with_units(example_analysis):
     assert verdicts == ["impossible", "impossible", "anomaly", "blank", "below", "below",
                         "latency_bound", "at_ceiling"]
     # below rows: lower efficiency first (53.2% rmsnorm before 56.1% split)
-    below = [ln for ln in lines if " below " in ln]
+    below = [ln for ln, v in zip(lines, verdicts, strict=True) if v == "below"]
     assert "rmsnorm" in below[0] and "53.2%" in below[0] and "56.1%" in below[1]
     assert "17.5 us" in lines[-1] and "86.0%" in lines[-1]
     assert "2.00 ms" in text and "3.79 ns" in text and "5,461" in text

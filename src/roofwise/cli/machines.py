@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..machine import Machine
 from ..profiles import resolve_machine
+from ..reason_text import floor_line
 from ..report import fmt
 from .common import all_machines, console, echo_json
 
@@ -31,7 +32,8 @@ def machines_command(as_json: bool) -> None:
             m.name, m.display_name, fmt.rate(m.dram.effective_bytes_per_s() or float("nan"),
                                              "B/s"),
             str(len(m.units)), f"{len(calibrated)}/{len(m.units)}",
-            "assumed" if m.latency_floor.assumed else fmt.seconds(m.latency_floor.sol_s))
+            "assumed" if m.latency_floors.assumed else
+            fmt.seconds(m.latency_floors.floor_s("events")) + " (events)")
     console().print(table)
 
 
@@ -83,9 +85,11 @@ def machine_command(name: str, as_json: bool) -> None:
                 f"{balance:.2f} FLOP/B" if balance else "—",
                 unit.source if i == 0 else "")
     out.print(units)
-    floor = m.latency_floor
-    out.print(f"Latency floor: SOL < {fmt.seconds(floor.sol_s)}, measured < "
-              f"{fmt.seconds(floor.measured_s)}  ({floor.source})")
+    out.print("Latency floors (per timing method; a call of k kernels pays per call + "
+              "(k - 1) x per kernel):")
+    for timing, floor in m.latency_floors.by_timing.items():
+        out.print("  " + floor_line(timing, floor.per_call_s, floor.per_kernel_s,
+                                    floor.assumed, floor.source), markup=False)
     for note in m.notes:
         out.print(f"note: {note}")
 
@@ -109,9 +113,8 @@ def machine_summary(m: Machine) -> dict[str, Any]:
             "balance_flops_per_byte": m.balance_flops_per_byte(u.key),
             "ops_per_cycle": u.ops_per_cycle, "source": u.source}
             for u in m.units.values()},
-        "latency_floor": {"sol_s": m.latency_floor.sol_s,
-                          "measured_s": m.latency_floor.measured_s,
-                          "assumed": m.latency_floor.assumed,
-                          "source": m.latency_floor.source},
+        "latency_floor": {timing: {"per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s,
+                                   "assumed": f.assumed, "source": f.source}
+                          for timing, f in m.latency_floors.by_timing.items()},
         "notes": list(m.notes),
     }

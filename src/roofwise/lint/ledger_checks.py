@@ -327,20 +327,23 @@ def check_ledger_m6(case: LedgerCase) -> list[Finding]:
 
 
 def check_ledger_m7(case: LedgerCase) -> list[Finding]:
+    """A ledger whose SOL is below even the cheapest floor (a profiler's kernel time): no
+    timing method can read it on the roofline. Names every method's floor it sits under."""
     machine, price = case.machine, case.price
     if machine is None or price is None or not math.isfinite(price.sol_time_s):
         return []
-    floor = machine.latency_floor
-    if price.sol_time_s >= floor.sol_s:
+    floors = machine.latency_floors.by_timing
+    under = [t for t, f in floors.items() if price.sol_time_s < f.per_call_s]
+    if "kernel" not in under:
         return []
-    assumed = ", assumed" if floor.assumed else ""
+    assumed = ", assumed" if machine.latency_floors.assumed else ""
+    shown = ", ".join(f"{t} {fmt.seconds(floors[t].per_call_s)}" for t in under)
     return [Finding(
         "M7", WARNING, case.where,
-        f"SOL {fmt.seconds(price.sol_time_s)} is below the latency floor "
-        f"{fmt.seconds(floor.sol_s)} on {machine.name}{assumed}: a time under "
-        f"{fmt.seconds(floor.measured_s)} will read latency_bound, and its efficiency means "
-        "nothing", "judge launches and grid fill at this shape (batch, fuse, graphs), "
-                   "not efficiency")]
+        f"SOL {fmt.seconds(price.sol_time_s)} is below the one-kernel latency floor of every "
+        f"timing method on {machine.name} ({shown}{assumed}): any time will read "
+        "latency_bound, and its efficiency means nothing",
+        "judge launches and grid fill at this shape (batch, fuse, graphs), not efficiency")]
 
 
 def check_ledger_r1(case: LedgerCase) -> list[Finding]:

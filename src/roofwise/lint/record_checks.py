@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import Analysis
+from ..analysis import Analysis, floor_facts
 from ..ledger import Ledger
 from ..machine import Machine
+from ..reason_text import latency_bound_text
 from ..report import fmt
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from .findings import (
@@ -277,19 +278,18 @@ def check_rows_m5(case: RowCase) -> RowFindings:
 
 
 def check_rows_m7(case: RowCase) -> RowFindings:
+    """Rows whose time the floor of their timing method explains: efficiency is no reading."""
     a = case.analysis
     out: RowFindings = []
     for i in np.flatnonzero(a.judged.verdict == LATENCY_BOUND):
         machine = a.machines[a.machine_name[i]]
-        floor = machine.latency_floor
-        assumed = ", assumed" if floor.assumed else ""
+        facts = floor_facts(a, int(i), machine)
         out.append((int(i), Finding(
             "M7", WARNING, case.where[i],
-            f"SOL {fmt.seconds(a.priced.sol_time_s[i])} and measured "
-            f"{fmt.seconds(a.columns.time_s[i])} are below the latency floor (SOL < "
-            f"{fmt.seconds(floor.sol_s)}, measured < {fmt.seconds(floor.measured_s)}{assumed}): "
-            f"efficiency {fmt.percent(a.judged.efficiency[i])} is not the metric",
-            "judge launches and grid fill (batch, fuse, CUDA graphs), never efficiency here")))
+            latency_bound_text(float(a.priced.sol_time_s[i]), float(a.columns.time_s[i]),
+                               facts, float(a.judged.efficiency[i])),
+            "judge launches and grid fill (batch, fuse, CUDA graphs) or re-time with graph "
+            "replay or kernel durations, never efficiency here")))
     return out
 
 

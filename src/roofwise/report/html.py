@@ -26,6 +26,7 @@ from ..errors import InputError
 from ..ledger import Ledger, Role
 from ..lint import Finding, lint_rows
 from ..machine import Machine
+from ..reason_text import floor_line
 from ..recordio import atomic_writer
 from . import fmt
 from .chart import figure_svg, roofline_figure
@@ -422,8 +423,8 @@ def _profiles(machines: Iterable[Machine]) -> str:
             unit.envelope_regime, "op/s", 1, unit.source, partial(_balance, m, unit.key)))
         out.append(_html_table(("unit", "regime", *common, "balance", "source"), units,
                                'class="profile"'))
-        floor = m.latency_floor
-        out.append(f"<p>Latency floor: SOL &lt; {_e(fmt.seconds(floor.sol_s))}, measured &lt; "
-                   f"{_e(fmt.seconds(floor.measured_s))} ({_e(floor.source)})</p>")
+        lines = (floor_line(t, f.per_call_s, f.per_kernel_s, f.assumed, f.source)
+                 for t, f in m.latency_floors.by_timing.items())
+        out += [f"<p>Latency floor, {_e(line)}</p>" for line in lines]
         out += [f'<p class="muted">note: {_e(note)}</p>' for note in m.notes]
     return "\n".join(out)
