@@ -266,7 +266,11 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
         bound = "memory" if priced.bound_memory[i] else "compute"
         roof_used = (f"{machine.dram.name} {priced.mix[i]} mix" if priced.bound_memory[i]
                      else reason_text.bound_label(False, pipes, str(priced.binding_unit[i])))
-        out.append(f"{fmt.percent(judged.efficiency[i])} of SOL; {bound}-bound on {roof_used}")
+        net = "" if judged.net_efficiency is None or not math.isfinite(
+            judged.net_efficiency[i]) else reason_text.net_beside_text(
+            float(judged.net_efficiency[i]), floor_facts(analysis, i, machine))
+        out.append(f"{fmt.percent(judged.efficiency[i])} of SOL{net}; {bound}-bound on "
+                   f"{roof_used}")
     if flags & (Reason.FLOOR_SPLIT | Reason.FLOOR_SHARE):
         out += _floor_sentences(analysis, i, machine, flags)
     if Reason.SECOND_PIPE in flags and priced.serial_sol_time_s is not None and (

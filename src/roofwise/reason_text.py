@@ -74,6 +74,12 @@ def floor_share_text(time_s: float, floor: FloorFacts, net_efficiency: float) ->
             f"{fmt.seconds(time_s)}: net of it, {fmt.percent(net_efficiency)} of SOL")
 
 
+def net_beside_text(net_efficiency: float, floor: FloorFacts) -> str:
+    """` (84.2% net of the 20 us events floor)`, to follow an efficiency."""
+    return (f" ({fmt.percent(net_efficiency)} net of the {fmt.seconds(floor.floor_s)} "
+            f"{floor.timing} floor)")
+
+
 @dataclass(frozen=True)
 class CeilingFacts:
     """The ceiling that bound a row, and the fraction of its theoretical the row implies."""
@@ -121,9 +127,15 @@ def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s
 def bound_label(bound_memory: bool, pipes: Sequence[tuple[str, float]], binding_unit: str
                 ) -> str:
     """What bound the row, naming a second pipe when it matters: `tensor_core.bf16 + sfu.fp32`."""
+    named = " + ".join(k for k, _ in pipes)
     if bound_memory:
-        return "memory"
-    return " + ".join(k for k, _ in pipes) if len(pipes) > 1 else binding_unit
+        return f"memory (pipes {named})" if len(pipes) > 1 else "memory"
+    return named if len(pipes) > 1 else binding_unit
+
+
+def efficiency_band_text(efficiency: float, serial_efficiency: float) -> str:
+    """`58.9%-84.2%`: against the overlapped bound, then against the serial sum."""
+    return f"{fmt.percent(efficiency)}-{fmt.percent(serial_efficiency)}"
 
 
 def floor_line(timing: str, per_call_s: float, per_kernel_s: float, assumed: bool,

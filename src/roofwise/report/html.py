@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..ledger import Ledger, Role
 from ..lint import Finding, lint_rows
 from ..machine import Machine
-from ..reason_text import floor_line
+from ..reason_text import bound_label, efficiency_band_text, floor_line
 from ..recordio import atomic_writer
 from . import fmt
 from .chart import figure_svg, roofline_figure
@@ -331,12 +331,20 @@ def _ledger(analysis: Analysis, i: int, row: Mapping[str, Any],
         lines.append((f"compute time, {key}{mark}", f"{_seconds(time_s)}{with_rate}"))
     if len(units) > 1:
         lines.append(("compute time, pipes in series", _seconds(row["compute_serial_time_s"])))
+    band = row.get("efficiency_band")
+    if band and efficiency is not None and band[1] is not None:
+        lines.append(("efficiency band", f"{efficiency_band_text(efficiency, band[1])} "
+                      f"(overlapped pipes to serial sum {_seconds(row['serial_sol_time_s'])})"))
     lines.append(("SOL", f"{_seconds(row['sol_time_s'])} = max(memory, compute)"))
     lines.append(("bound", _bound(row) or "—"))
     lines.append(("mix, regime", f"{row['mix'] or '—'}, {row['regime'] or 'envelope'}"))
     lines.append(("measured", _seconds(row["time_s"])))
     lines.append(("efficiency", fmt.percent(efficiency) if efficiency is not None
                   else f"— ({row['verdict']}: not a reading; see the reasons)"))
+    net = row.get("efficiency_net_of_floor")
+    if net is not None:
+        lines.append(("efficiency net of the floor", f"{fmt.percent(net)} (SOL over time minus "
+                      f"the {row['timing_method']} floor {_seconds(row['floor_s'])})"))
     binding_row = ' class="binding"'
     body = "".join(f'<tr{binding_row if "(binding)" in k else ""}><th>{_e(k)}</th>'
                    f"<td>{_e(v)}</td></tr>" for k, v in lines)
@@ -351,9 +359,12 @@ _SEVERITY_KEY = {"impossible": 0, "anomaly": 1, "blank": 2, "below": 3, "latency
 
 
 def _bound(row: Mapping[str, Any]) -> str:
+    """`memory` or `compute (unit)`, naming every pipe near the binding one when they matter."""
     if not row["bound"]:
         return ""
-    return "memory" if row["bound"] == "memory" else f"compute ({row['binding_unit']})"
+    pipes = [(p["unit"], p["time_s"]) for p in row.get("pipes") or []]
+    label = bound_label(row["bound"] == "memory", pipes, str(row["binding_unit"]))
+    return label if row["bound"] == "memory" else f"compute ({label})"
 
 
 def _seconds(value: Any) -> str:

@@ -13,6 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Analysis
+from ..pricing import pipes_near_binding
+from ..reason_text import bound_label, efficiency_band_text
+from ..reasons import Reason
 from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from . import fmt
 
@@ -119,14 +122,18 @@ def _cells(analysis: Analysis, i: int) -> dict[str, str]:
     verdict = analysis.verdict_name(i)
     code = judged.verdict[i]
     reasons = analysis.reasons(i)
-    bound = "" if code == BLANK else (
-        "memory" if priced.bound_memory[i] else str(priced.binding_unit[i]))
+    bound = "" if code == BLANK else bound_label(
+        bool(priced.bound_memory[i]), pipes_near_binding(priced, i), str(priced.binding_unit[i]))
+    efficiency = "—" if code in NO_EFFICIENCY else fmt.percent(judged.efficiency[i])
+    if code not in NO_EFFICIENCY and judged.serial_efficiency is not None and (
+            int(priced.flags[i]) & Reason.SECOND_PIPE):
+        efficiency = efficiency_band_text(judged.efficiency[i], judged.serial_efficiency[i])
     why = reasons[0] if reasons else ""
     return {
         "op": str(cols.op[i]), "workload": _workload(analysis, i),
         "machine": str(analysis.machine_name[i] or "—"),
         "verdict": f"[{VERDICT_STYLE[verdict]}]{verdict}[/]",
-        "eff.": "—" if code in NO_EFFICIENCY else fmt.percent(judged.efficiency[i]),
+        "eff.": efficiency,
         "time": fmt.seconds(float(cols.time_s[i]), significant=3),
         "SOL": fmt.seconds(float(priced.sol_time_s[i]), significant=3), "bound": bound,
         "AI": fmt.intensity(float(priced.intensity_flops_per_byte[i])),
