@@ -121,8 +121,8 @@ def attention_row(time_s: float, head_dim: int = 64) -> dict[str, Any]:
 
 
 def test_attention_names_both_pipes_with_the_serial_band() -> None:
-    assert TC_S == pytest.approx(723.4e-6, rel=1e-4)
-    assert SFU_S == pytest.approx(513.6e-6, rel=1e-4)  # 71% of the tensor cores' time
+    assert pytest.approx(723.4e-6, rel=1e-4) == TC_S
+    assert pytest.approx(513.6e-6, rel=1e-4) == SFU_S  # 71% of the tensor cores' time
     a = analysis_of([attention_row(1.0e-3)])
     row = a.row(0)
     assert row["verdict"] == "below"

@@ -182,10 +182,10 @@ def test_timing_methods_are_accepted_and_device_means_events() -> None:
 
 def test_profile_floor_keys_are_checked() -> None:
     base = {"name": "c", "memory": {"hbm": {"theoretical_bytes_per_s": 1e12}}, "units": {}}
-    with pytest.raises(InputError, match="latency_floor.sol_s: unknown key"):
+    with pytest.raises(InputError, match=r"latency_floor\.sol_s: unknown key"):
         parse_machine({**base, "latency_floor": {"sol_s": 3e-6}}, "c.yaml")
-    with pytest.raises(InputError, match="latency_floor.events.source: missing"):
+    with pytest.raises(InputError, match=r"latency_floor\.events\.source: missing"):
         parse_machine({**base, "latency_floor": {"events": {"per_call_s": 1e-5}}}, "c.yaml")
-    with pytest.raises(InputError, match="latency_floor.graph.per_call_s"):
+    with pytest.raises(InputError, match=r"latency_floor\.graph\.per_call_s"):
         parse_machine({**base, "latency_floor": {"graph": {"per_call_s": -1, "source": "x"}}},
                       "c.yaml")

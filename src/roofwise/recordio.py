@@ -20,7 +20,9 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import numbers, paths
 from .errors import InputError
+from .install import install_hint
 from .records import REQUIRED_FIELDS, Loaded, from_records
 from .records_table import NotColumnar, TableSource, from_table
 
@@ -99,9 +101,11 @@ def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _json_line(line: str) -> Any:
     try:
-        return json.loads(line)
+        return numbers.parse_json(line)
     except json.JSONDecodeError as exc:
         return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
+    except ValueError as exc:  # an integer beyond numbers.MAX_INT_DIGITS
+        return Unreadable(f"not readable JSON ({exc})")
     except RecursionError:
         return Unreadable("JSON nested too deeply")
 
@@ -138,7 +142,7 @@ def _parquet_table(path: Path) -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise InputError(str(path), "reading Parquet needs pyarrow: pip install 'roofwise[parquet]'"
+        raise InputError(str(path), "reading Parquet needs pyarrow: " + install_hint("parquet")
                          ) from None
     try:
         return pq.read_table(path)
@@ -247,19 +251,13 @@ def _table_rows(table: Any, at: np.ndarray, absent: tuple[Any, ...]) -> list[dic
 def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Write to a temporary file beside `path`, rename over it only when the write completes.
 
-    A path that cannot be written (a directory, a missing or read-only folder) is bad input.
+    A path that cannot or should not be written (`paths.check_output`: a directory, a missing
+    or read-only folder, a symbolic link, a read-only file) is bad input.
     """
     target = Path(path)
-    if target.is_dir():
-        raise InputError(str(target), "is a directory; expected a file path to write")
-    parent = target.parent
-    if not parent.is_dir():  # a typo in a path must not build a tree of folders
-        blocker = next((p for p in [parent, *parent.parents] if p.exists()), None)
-        problem = (f"{blocker} is a file, not a folder" if blocker is not None
-                   and not blocker.is_dir() else f"no folder {parent}")
-        raise InputError(str(target), f"cannot write here: {problem}")
+    paths.check_output(target)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     except OSError as exc:
         raise InputError(str(target), f"cannot write here ({exc.strerror})") from None
     # mkstemp makes the file private (0600); outputs are meant to be shared like any other file.

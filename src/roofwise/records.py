@@ -9,7 +9,6 @@ without a loop.
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,6 +17,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from . import numbers
 from .errors import InputError
 
 REQUIRED_FIELDS = ("op", "flops", "bytes", "roof", "time_s")
@@ -191,8 +191,8 @@ def unit_split(by_unit: Any, where: str) -> dict[str, float]:
     """`flops_by_unit` as a mapping (a JSON string in CSV and Parquet) of unit -> flops."""
     if isinstance(by_unit, str):
         try:
-            by_unit = json.loads(by_unit)
-        except json.JSONDecodeError:
+            by_unit = numbers.parse_json(by_unit)
+        except ValueError:
             raise InputError(f"{where}: flops_by_unit",
                              "expected a JSON object of unit -> flops") from None
     if not isinstance(by_unit, Mapping) or not by_unit:
@@ -277,16 +277,7 @@ def _column_of_strings(values: list[str]) -> np.ndarray:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool):
-        raise InputError(where, f"expected a non-negative number, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        shown = f"{str(value)[:20]}..." if len(str(value)) > 24 else repr(value)
-        raise InputError(where, f"expected a non-negative finite number, got {shown}") from None
-    if not math.isfinite(number) or number < 0:
-        raise InputError(where, f"expected a non-negative finite number, got {value!r}")
-    return number
+    return numbers.non_negative(value, where)
 
 
 def _kernel_count(value: Any, where: str) -> int:

@@ -15,11 +15,13 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import paths
 from ..errors import InputError
+from ..install import install_hint
 from ..ops import parse_shape_args
-from ..profiles import builtin_machines, match_device, resolve_machine
+from ..profiles import builtin_machines, match_device
 from ..recordio import format_of, iter_raw_records, write_records
-from .common import console, machine_option
+from .common import console, load_machine_arg, machine_option
 
 
 def parse_assignments(values: Sequence[str], option: str) -> dict[str, str]:
@@ -89,15 +91,9 @@ def check_appendable(out: str) -> bool:
     record file that parses. Returns whether existing rows must be kept (append).
     """
     path = Path(out)
-    if path.is_dir():
-        raise InputError(out, "is a directory; expected a record file path")
+    paths.check_output(path)
     if not path.exists():
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
-            raise InputError(out, f"directory {str(parent)!r} does not exist")
         return False
-    if not path.is_file():
-        raise InputError(out, "exists and is not a regular file; expected a record file")
     if path.stat().st_size == 0:
         return False
     try:
@@ -127,7 +123,7 @@ def require_device(device: str) -> None:
     try:
         import torch
     except ImportError:
-        raise InputError("--device", "timing needs torch: pip install 'roofwise[gpu]'") from None
+        raise InputError("--device", "timing needs torch: " + install_hint("gpu")) from None
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda", "no CUDA GPU is visible on this machine "
                                           "(torch.cuda.is_available() is False); "
@@ -194,7 +190,7 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
     resolved = [resolve_params(op, point) for point in points]
     ledgers = [build_ledger(op, params) for params in resolved]  # all price before any is timed
     append = check_appendable(out)
-    machine = resolve_machine(machine_name) if machine_name else None
+    machine = load_machine_arg(machine_name)
     require_device(device)
     available = available_bytes(device)
     for params, ledger in zip(resolved, ledgers, strict=True):  # before anything is allocated
