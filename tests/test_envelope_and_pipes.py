@@ -61,8 +61,8 @@ def test_above_theoretical_stays_impossible_and_an_error() -> None:
     a = analysis_of([fma_row(1.10, 1e-3)])
     row = a.row(0)
     assert row["verdict"] == "impossible"
-    assert row["reasons"][0] == ("cuda_core.fp32 at 73.70 T/s exceeds its theoretical 67.00 "
-                                 "T/s: physically impossible")
+    assert row["reasons"][0] == ("cuda_core.fp32 at 73.70 TFLOP/s exceeds its theoretical "
+                                 "67.00 TFLOP/s: physically impossible")
     assert "calibrated below this card" not in " ".join(row["reasons"])
     (m8,) = [f for f in lint_analysis(a) if f.code == "M8"]
     assert m8.severity == "error" and "calibrate" not in m8.fix

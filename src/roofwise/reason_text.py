@@ -124,12 +124,13 @@ def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s
             f"{fmt.percent(serial_efficiency)} serial")
 
 
-def bound_label(bound_memory: bool, pipes: Sequence[tuple[str, float]], binding_unit: str
-                ) -> str:
-    """What bound the row, naming a second pipe when it matters: `tensor_core.bf16 + sfu.fp32`."""
+def bound_label(bound_memory: bool, pipes: Sequence[tuple[str, float]], binding_unit: str,
+                memory_name: str = "memory") -> str:
+    """What bound the row, naming a second pipe when it matters: `tensor_core.bf16 + sfu.fp32`
+    (`memory_name`, e.g. `hbm`, for a memory-bound row)."""
     named = " + ".join(k for k, _ in pipes)
     if bound_memory:
-        return f"memory (pipes {named})" if len(pipes) > 1 else "memory"
+        return f"{memory_name} (pipes {named})" if len(pipes) > 1 else memory_name
     return named if len(pipes) > 1 else binding_unit
 
 
@@ -143,5 +144,5 @@ def floor_line(timing: str, per_call_s: float, per_kernel_s: float, assumed: boo
     """One timing method's floor for a profile listing: `events: 20 us + 5 us per further
     kernel (assumed: ...)`."""
     kind = source if assumed or source.startswith("measured") else f"measured: {source}"
-    return (f"{timing}: {fmt.seconds(per_call_s)} + {fmt.seconds(per_kernel_s)} per further "
-            f"kernel ({kind})")
+    return (f"{timing}: {fmt.seconds(per_call_s, significant=3)} + "
+            f"{fmt.seconds(per_kernel_s, significant=3)} per further kernel ({kind})")
