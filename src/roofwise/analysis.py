@@ -28,7 +28,7 @@ from .verdict import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Analysis:
     columns: RecordColumns
     machine_name: np.ndarray  # object: profile per row, "" where none matched
@@ -41,6 +41,16 @@ class Analysis:
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def __repr__(self) -> str:
+        from .report.notebook import analysis_repr  # renderings live in report/
+
+        return analysis_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .report.notebook import analysis_html
+
+        return analysis_html(self)
 
     def verdict_name(self, i: int) -> str:
         return VERDICTS[int(self.judged.verdict[i])]

@@ -45,9 +45,12 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
           bytes_: np.ndarray, kernels: np.ndarray | None = None,
           time_p10_s: np.ndarray | None = None, time_p90_s: np.ndarray | None = None
           ) -> Judged:
-    """Verdicts for every row; `kernels` (launches per call, 1 when None) and the timing
-    method set each row's latency floor, `time_p10_s`/`time_p90_s` the noise it is read
-    with."""
+    """A verdict per priced row (docs/verdicts.md): `time_s` measured seconds, `timing` its
+    method (kernel, graph, events, wall; "device" is events), `bytes_` bytes per call,
+    `kernels` launches per call (1 when None), `time_p10_s`/`time_p90_s` the noise it is read
+    with. Impossible above a theoretical rate; latency-bound when SOL is under the floor of
+    the row's timing and kernel count and that floor is at least half the time; anomaly above
+    105% of the envelope; at_ceiling from 80% of SOL; else below. Efficiency = SOL / time."""
     flags = priced.flags.copy()
     mark(flags, ~(time_s > 0), Reason.BAD_TIME)
     mark(flags, wall_timing(timing), Reason.WALL_TIMING)

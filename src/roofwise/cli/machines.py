@@ -60,7 +60,7 @@ def machine_command(name: str, as_json: bool) -> None:
         echo_json(machine_summary(m))
         return
     out = console()
-    out.print(f"[bold]{escape(m.display_name)}[/] ({m.name})")
+    out.print(f"[bold]{escape(m.display_name)}[/] ({escape(m.name)})")
     out.print(f"source: {escape(m.source or '—')}")
     sources: list[tuple[str, str]] = []
     mem_rows = []
@@ -108,8 +108,8 @@ def machine_command(name: str, as_json: bool) -> None:
         out.print("  " + escape(floor_line(timing, floor.per_call_s, floor.per_kernel_s,
                                            floor.assumed, floor.source)))
     if m.pipes_by_class:
-        out.print("Work by class runs on: " + ", ".join(
-            f"{cls} -> {unit}" for cls, unit in m.pipes_by_class.items()))
+        out.print(escape("Work by class runs on: " + ", ".join(
+            f"{cls} -> {unit}" for cls, unit in m.pipes_by_class.items())))
     for note_text in m.notes:
         out.print(f"note: {escape(note_text)}")
 
