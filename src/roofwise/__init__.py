@@ -16,7 +16,7 @@ from .api import analyze_file, machine, op, plot, price, report
 from .errors import InputError
 from .ledger import Ledger, Role, Tensor, Work, fuse, separate
 from .ledgerio import load_ledger
-from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
+from .machine import ComputeUnit, LatencyFloors, Machine, MemoryLevel, TimingFloor
 from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
 from .profiles import builtin_machines, load_machine, match_device, resolve_machine
 from .verdict import VERDICTS, judge
@@ -32,8 +32,8 @@ def bench(*args: Any, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloor", "Ledger",
-    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze",
+    "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloors", "Ledger",
+    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "TimingFloor", "Work", "analyze",
     "analyze_file", "bench", "builtin_machines", "cycles_by_unit", "fuse", "judge",
     "load_ledger", "load_machine", "machine", "match_device", "op", "plot", "price",
     "price_columns", "price_ledger", "report", "resolve_machine", "separate",
