@@ -32,7 +32,7 @@ def cli_reference() -> str:
     group = cli if isinstance(cli, click.Group) else None
     names = group.list_commands(root) if group is not None else []
     for name in names:
-        command = cli.commands[name]  # type: ignore[attr-defined]
+        command = cli.commands[name]
         ctx = click.Context(command, info_name=name, parent=root, terminal_width=WIDTH,
                             max_content_width=WIDTH, help_option_names=["-h", "--help"])
         parts += [f"## roofwise {name}\n", "```text", command.get_help(ctx), "```\n"]
