@@ -177,10 +177,20 @@ def render(projection: Any, out: Console, limit: int | None) -> None:
 def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
            options: dict[str, Any], as_json: bool) -> None:
     from ..models import sweep
+    from ..models.capture import capture_step
+    from ..models.project import project
 
     points = sweep.grid(base, sweep.parse_sweeps(texts))
-    by_regime = sweep.run_grid(points, lambda p, regime: _project(
-        config, machine, p["batch"], p["seq"], p["context"], regime, options))
+    captures: dict[tuple[int, int, int], Any] = {}
+
+    def step(p: dict[str, int], regime: str | None) -> Any:
+        key = (p["batch"], p["seq"], p["context"])
+        if key not in captures:  # one capture per point, priced under each regime
+            captures[key] = capture_step(config, options["phase"], *key, options["dtype"],
+                                         options["kv_dtype"], options["fused"])
+        return project(captures[key], machine, options["phase"], *key, options["tp"], regime)
+
+    by_regime = sweep.run_grid(points, step)
     found = sweep.crossovers(points, by_regime, machine)
     if as_json:
         for i, point in enumerate(points):
