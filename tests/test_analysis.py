@@ -42,7 +42,7 @@ def test_verdicts_row_by_row(example):
     assert rows[4]["efficiency"] == pytest.approx(2**40 / BF16_BURST / 1.35e-3)
     assert rows[4]["bound"] == "compute"
     # double-counted GEMM: 2^41 FLOP in 2 ms is 1099.5 TFLOP/s > 989.5 theoretical
-    assert "exceeds its theoretical 989.50 T/s" in rows[5]["reasons"][0]
+    assert "exceeds its theoretical 989.50 TFLOP/s" in rows[5]["reasons"][0]
     assert rows[6]["efficiency"] == pytest.approx(268_443_648 / BW / 112e-6)
     assert rows[7]["machine"] is None and "no profile matches device" in rows[7]["reasons"][0]
     assert rows[7]["efficiency"] is None
@@ -50,10 +50,13 @@ def test_verdicts_row_by_row(example):
 
 def test_latency_row_says_floor_was_assumed(example):
     row = example.row(2)
+    # timed as `device` (= events), 4 us is far under the 20 us events floor: the launches
+    # overlapped, so the row is read against the kernel floor, 3 us; 4 / 3 = 1.33 floors
     assert row["reasons"][0] == (
-        "SOL 3.788 ns and measured 4.000 us are below the assumed latency floor (TileOPs' "
-        "constants, not measured on this machine: SOL < 3 us, measured < 20 us): the "
-        "model has no traction, efficiency is not the metric")
+        "SOL 3.788 ns is below the kernel floor 3.000 us (assumed; time under the events "
+        "floor: launches overlapped); the 4.000 us measured spans 1.33 floors: launches set "
+        "it, efficiency 0.1% is not the metric; give each launch more work (batch, fuse)")
+    assert row["timing_method"] == "events" and row["floor_s"] == 3e-6
 
 
 def test_forced_machine_overrides_device(examples, machines):
@@ -64,7 +67,9 @@ def test_forced_machine_overrides_device(examples, machines):
     # 115.6% "efficiency" is never reported as a reading
     row = result.row(0)
     assert row["verdict"] == "impossible" and row["efficiency"] is None
-    assert "bytes/time 3872.3 GB/s exceeds hbm theoretical 3350 GB/s" in row["reasons"][0]
+    assert row["reasons"][0] == ("device mismatch: the record was measured on 'NVIDIA H200' "
+                                 "(the h200 profile) but is judged on h100-sxm")
+    assert "bytes/time 3872.3 GB/s exceeds hbm theoretical 3350 GB/s" in row["reasons"][1]
     assert any("uncalibrated" in r for r in row["reasons"])
     # the split's 151,650,816 B in 60 us is possible there: 45.3 us SOL, 75.4%
     assert result.row(1)["efficiency"] == pytest.approx(151_650_816 / 3.35e12 / 60e-6)
@@ -118,7 +123,7 @@ def test_impossible_beats_latency_bound(machines):
     # 1 MB in 0.1 us is 1e13 B/s > 4.8e12, although SOL (0.22 us) and time are under the floor
     row = _one({**BASE, "bytes": 1e6, "time_s": 1e-7}, machines)
     assert row["verdict"] == "impossible"
-    assert any("below the assumed latency floor" in r for r in row["reasons"])
+    assert any("is below the kernel floor 3.000 us (assumed" in r for r in row["reasons"])
 
 
 def test_latency_bound_beats_anomaly(machines):
@@ -131,7 +136,8 @@ def test_latency_bound_beats_anomaly(machines):
 def test_anomaly_above_105_percent(machines):
     row = _one({**BASE, "bytes": 4502.4e9 * 100e-6, "time_s": 100e-6 / 1.06}, machines)
     assert row["verdict"] == "anomaly"
-    assert any("efficiency 106.0% of the envelope ceiling" in r for r in row["reasons"])
+    assert any("106.0% of the envelope ceiling: above 105% yet below theoretical" in r
+               for r in row["reasons"])
 
 
 def test_reason_names_the_mix_when_above_it_within_the_envelope(machines):
@@ -158,7 +164,7 @@ def test_absurd_numbers_read_as_words_not_digit_walls(machines):
     assert row["reasons"][:2] == [
         "bytes/time 1e+281 GB/s exceeds hbm theoretical 4800 GB/s: physically impossible, "
         "so the bytes or the time are wrong",
-        "cuda_core.fp32 at an infinite rate exceeds its theoretical 67.00 T/s: physically "
+        "cuda_core.fp32 at an infinite rate exceeds its theoretical 67.00 TFLOP/s: physically "
         "impossible"]
 
 

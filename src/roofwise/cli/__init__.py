@@ -3,6 +3,7 @@ turns bad input into one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
+import io
 import sys
 
 import click
@@ -51,6 +52,7 @@ for command in (machines_command, machine_command, ops_command, price_command, t
 
 
 def main(argv: list[str] | None = None) -> int:
+    _writable_streams()
     try:
         # Overflow and division by zero are handled where they matter (blank, impossible,
         # null in JSON, a dash for people); numpy's warnings about them are noise on stderr.
@@ -77,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return int(result) if isinstance(result, int) else 0
+
+
+def _writable_streams() -> None:
+    """A name with a lone surrogate (a JSON escape) prints as \udc80 instead of failing the
+    write to a strict UTF-8 terminal or pipe."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _error(message: str) -> None:

@@ -155,11 +155,11 @@ def render(projection: Any, out: Console, limit: int | None) -> None:
     totals = projection.total_json()
     units = ", ".join(f"{fmt.count(v, fmt.op_name(u))} {u}"
                       for u, v in sorted(totals["flops_by_unit"].items(), key=lambda kv: -kv[1]))
-    floor = projection.machine.latency_floor
+    floor = projection.floor
     for line in (
         f"time per step {fmt.seconds(total)} (sum of SOL); "
         f"{fmt.seconds(totals['time_with_latency_floor_s'])} with each kernel held to the "
-        f"latency floor of {fmt.seconds(floor.sol_s)}"
+        f"kernel latency floor of {fmt.seconds(floor.per_call_s)}"
         + (" (assumed)" if floor.assumed else ""),
         f"tokens/s {totals['tokens_per_s']:,.0f} ({cap.tokens} new token(s) per step)",
         f"work {fmt.count(totals['flops'])}: {units}",

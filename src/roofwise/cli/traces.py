@@ -86,7 +86,7 @@ def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
     shown = found if limit is None else found[:limit]
     table = Table(box=box.SIMPLE_HEAD, title=f"{result.path}: ops by shape, most time lost first",
                   title_justify="left")
-    rows = [(_cut(g.op, 40), _cut(g.shapes, 44), str(g.count), fmt.seconds(g.time_s),
+    rows = [(_cut(g.op, 36), _cut(g.shapes, 40), str(g.count), fmt.seconds(g.time_s),
              fmt.seconds(g.sol_time_s), fmt.seconds(g.time_lost_s), fmt.percent(g.share),
              fmt.percent(g.efficiency), _verdicts(g), g.reason) for g in shown]
     for k, (header, justify) in enumerate((
@@ -97,7 +97,8 @@ def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
         # shapes and the note give way to the numbers on a narrow console
         table.add_column(header, justify=justify,  # type: ignore[arg-type]
                          no_wrap=True, overflow="ellipsis",
-                         min_width=None if header in ("shapes", "note") else widest)
+                         min_width=None if header in ("shapes", "note") else widest,
+                         max_width=36 if header == "note" else None)
     for row in rows:
         table.add_row(*row)
     out.print(table)

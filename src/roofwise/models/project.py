@@ -101,8 +101,14 @@ class Projection:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def floor(self) -> Any:
+        """The shortest kernel a profiler resolves (the `kernel` timing floor of the profile):
+        a projected kernel cannot be read below it."""
+        return self.machine.latency_floors.floor("kernel")
+
+    @property
     def floor_s(self) -> float:
-        return self.machine.latency_floor.sol_s
+        return float(self.floor.per_call_s)
 
     @property
     def step_time_s(self) -> float:
@@ -143,7 +149,7 @@ class Projection:
                 "sol_time_s": self.step_time_s,
                 "time_with_latency_floor_s": self.step_time_with_floor_s,
                 "latency_floor_s": self.floor_s,
-                "latency_floor_assumed": self.machine.latency_floor.assumed,
+                "latency_floor_assumed": self.floor.assumed,
                 "tokens": self.capture.tokens, "tokens_per_s": self.tokens_per_s,
                 "weight_bytes": self.capture.weight_bytes,
                 "kv_cache_bytes": self.capture.kv_cache_bytes,
