@@ -13,7 +13,7 @@ from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..ledgerio import load_ledger
 from ..lint import Finding, lint_analysis, lint_rows
-from ..recordio import read_records
+from ..records import read_records
 from ..report.table import render_analysis
 from .common import (
     all_machines,

@@ -18,7 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import InputError
 from ..ops import parse_shape_args
 from ..profiles import builtin_machines, match_device, resolve_machine
-from ..recordio import format_of, iter_raw_records, write_records
+from ..recordio import write_records
+from ..records import format_of, iter_raw_records
 from .common import console, machine_option
 
 
