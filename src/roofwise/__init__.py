@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from .analysis import Analysis, analyze
+from .analysis import Analysis, analyze, analyze_file
 from .errors import InputError
 from .ledger import Ledger, Role, Tensor, Work, fuse, separate
 from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
@@ -22,7 +22,7 @@ def bench(*args: Any, **kwargs: Any) -> Any:
 
 __all__ = [
     "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloor", "Ledger",
-    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze",
+    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze", "analyze_file",
     "bench", "builtin_machines", "cycles_by_unit", "fuse", "judge", "load_machine",
     "match_device",
     "price_columns", "price_ledger", "resolve_machine", "separate",

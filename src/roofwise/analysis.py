@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,7 +15,6 @@ from .machine import Machine
 from .pricing import Priced, price_columns, uniform
 from .profiles import match_device
 from .reasons import Reason
-from .records import RecordColumns
 from .report import fmt
 from .verdict import (
     AT_CEILING,
@@ -26,6 +27,11 @@ from .verdict import (
     judge,
 )
 
+if TYPE_CHECKING:  # polars loads when records are read, not when roofwise is imported
+    import polars as pl
+
+    from .records import RecordColumns, Skipped
+
 
 @dataclass(frozen=True)
 class Analysis:
@@ -37,9 +43,25 @@ class Analysis:
     no_machine_reason: np.ndarray  # object: why a row has no profile
     regime: str | None
     mix: str | None
+    skipped: tuple[Skipped, ...] = ()  # malformed records left out, with file:line and why
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def to_polars(self) -> pl.DataFrame:
+        """The verdicts as a polars frame: one row per record, the `--json` fields as columns
+        (reasons a list of sentences; null where a reading is not one)."""
+        from .output import verdict_frame
+
+        return verdict_frame(self)
+
+    def to_pandas(self) -> Any:
+        """The verdicts as a pandas DataFrame (needs pandas installed)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ImportError("Analysis.to_pandas needs pandas: pip install pandas") from None
+        return self.to_polars().to_pandas()
 
     def verdict_name(self, i: int) -> str:
         return VERDICTS[int(self.judged.verdict[i])]
@@ -114,6 +136,25 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
         row_machine]
     return Analysis(columns, names, {m.name: m for m in used}, priced_all, judged_all, why,
                     regime, mix)
+
+
+def analyze_file(path: str | Path, machine: str | Machine | None = None,
+                 regime: str | None = None, mix: str | None = None, strict: bool = False,
+                 machines: Mapping[str, Machine] | None = None) -> Analysis:
+    """Read a records file (JSONL, CSV, Parquet, or a folder of shards) and judge every row.
+
+    `machine` is a profile, a built-in name or alias, or a profile YAML path; without it each
+    record's `device` picks its profile. Malformed records are left out and listed in
+    `Analysis.skipped` (`strict` raises InputError on the first instead).
+    """
+    from .profiles import builtin_machines, resolve_machine
+    from .records import read_records
+
+    loaded = read_records(path, strict=strict)
+    chosen = resolve_machine(str(machine)) if isinstance(machine, (str, Path)) else machine
+    result = analyze(loaded.columns, machines if machines is not None else builtin_machines(),
+                     chosen, regime, mix)
+    return dataclasses.replace(result, skipped=loaded.skipped)
 
 
 def _match_rows(columns: RecordColumns, machines: Mapping[str, Machine]

@@ -85,9 +85,12 @@ class RecordColumns:
     roof_names: tuple[str, ...] = ()
     device_codes: np.ndarray | None = None
     device_names: tuple[str, ...] = ()
-    # The fields outside the contract (workload, kernels, ...) of each row, for writers that
-    # pass them through; nested values are JSON text. None where not kept.
+    # The fields outside the contract (workload, kernels, ...) and flops_by_unit as read, for
+    # writers that pass them through; `extras_json` names the columns holding JSON text.
+    # None where the rows were read one by one (`rows` has them).
     extras: pl.DataFrame | None = None
+    extras_json: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()  # the records' fields in the order the file first names them
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
@@ -120,7 +123,8 @@ class RecordColumns:
             roof_names=self.roof_names,
             device_codes=None if self.device_codes is None else self.device_codes[index],
             device_names=self.device_names,
-            extras=None if self.extras is None else self.extras[picked])
+            extras=None if self.extras is None else self.extras[picked],
+            extras_json=self.extras_json, fields=self.fields)
 
 
 class LazyRows(Sequence[Mapping[str, Any]]):
@@ -215,7 +219,9 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
                                           for c in columns]) for u in units},
         has_unit_split=cat("has_unit_split"), line=cat("line"), rows=rows,
         roof_codes=roof_codes, roof_names=roof_names, device_codes=device_codes,
-        device_names=device_names, extras=extras),
+        device_names=device_names, extras=extras,
+        extras_json=tuple(sorted({n for c in columns for n in c.extras_json})),
+        fields=tuple(dict.fromkeys(f for c in columns for f in c.fields))),
         tuple(s for p in parts for s in p.skipped))
 
 
@@ -318,6 +324,7 @@ class Batch:
     where_prefix: str
     raw_rows: Callable[[np.ndarray], list[Any]]
     refused: tuple[tuple[int, Any], ...] = ()
+    json_columns: frozenset[str] = frozenset()  # text columns holding JSON (JSONL's objects)
 
     def where(self, line: int) -> str:
         return f"{self.where_prefix}{line}"
@@ -494,7 +501,8 @@ def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
     rows = np.flatnonzero(candidate)
     frames: list[pl.DataFrame] = []
     kept: list[np.ndarray] = []
-    _parse_jsonl(data, starts, ends, rows, frames, kept, refused, first_line)
+    json_columns: set[str] = set()
+    _parse_jsonl(data, starts, ends, rows, frames, kept, refused, first_line, json_columns)
     frame = (pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else
              frames[0] if frames else pl.DataFrame())
     index = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
@@ -504,42 +512,51 @@ def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
                 for p in index[at].tolist()]
 
     return Batch(frame, index + first_line, f"{path}:", raw_rows,
-                 tuple(sorted(refused, key=lambda r: r[0])))
+                 tuple(sorted(refused, key=lambda r: r[0])), frozenset(json_columns))
 
 
 _JSON_TEXT = {name: pl.String for name in (*TEXT_FIELDS, *NUMBER_FIELDS, "flops_by_unit")}
 _ALONE = 32  # a refused run of at most this many lines is parsed line by line
 
 
-def _read_ndjson(piece: bytes) -> pl.DataFrame | None:
+def _read_ndjson(piece: bytes, json_columns: set[str]) -> pl.DataFrame | None:
     """Lines of JSON objects as a frame, or None where the engine refuses them.
 
     Contract fields are read as text: numbers keep their digits, and a field that is a number
     in one row and a string in another does not refuse the batch; the screen parses them.
     """
     overrides = {k: v for k, v in _JSON_TEXT.items() if f'"{k}"'.encode() in piece}
-    for _ in range(len(overrides) + 1):
+    for _ in range(len(overrides) + 2):
         try:
-            return pl.read_ndjson(io.BytesIO(piece), schema_overrides=overrides,
-                                  infer_schema_length=None)
+            frame = pl.read_ndjson(io.BytesIO(piece), schema_overrides=overrides,
+                                   infer_schema_length=None)
         except pl.exceptions.SchemaFieldNotFoundError as exc:  # the name was inside a value
             missing = str(exc).split("\n")[0].strip()
             if missing not in overrides:
                 return None
             del overrides[missing]
+            continue
         except pl.exceptions.PolarsError:
             return None
+        nested = [c for c, kind in frame.schema.items() if kind.is_nested()]
+        if not nested:
+            json_columns.update(c for c in overrides if c not in _JSON_TEXT)
+            return frame
+        # Objects and lists outside the contract (a workload) pass through as their own JSON
+        # text: a struct would name every key of every row in each.
+        overrides.update(dict.fromkeys(nested, pl.String))
     return None
 
 
 def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray,
                  frames: list[pl.DataFrame], kept: list[np.ndarray],
-                 refused: list[tuple[int, Any]], first_line: int) -> None:
+                 refused: list[tuple[int, Any]], first_line: int, json_columns: set[str]
+                 ) -> None:
     """Parse the lines `rows` (line indexes, in order) into frames; halve on refusal."""
     if not len(rows):
         return
     piece = data[starts[rows[0]]:ends[rows[-1]]]
-    frame = _read_ndjson(piece)
+    frame = _read_ndjson(piece, json_columns)
     if frame is not None and frame.height == len(rows):
         frames.append(frame)
         kept.append(rows)
@@ -549,7 +566,7 @@ def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.nda
             record = _json_line(data[starts[k]:ends[k]].decode("utf-8"))
             if isinstance(record, Mapping):
                 # one object the engine refused within a run: keep it if it reads alone
-                single = _read_ndjson(data[starts[k]:ends[k]])
+                single = _read_ndjson(data[starts[k]:ends[k]], json_columns)
                 if single is not None and single.height == 1:
                     frames.append(single)
                     kept.append(np.array([k]))
@@ -558,8 +575,8 @@ def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.nda
                             else _Unscreened(record)))
         return
     half = len(rows) // 2
-    _parse_jsonl(data, starts, ends, rows[:half], frames, kept, refused, first_line)
-    _parse_jsonl(data, starts, ends, rows[half:], frames, kept, refused, first_line)
+    for part in (rows[:half], rows[half:]):
+        _parse_jsonl(data, starts, ends, part, frames, kept, refused, first_line, json_columns)
 
 
 class _Unscreened(dict[str, Any]):
@@ -802,9 +819,9 @@ def _columns_at(good: np.ndarray, numbers: Mapping[str, np.ndarray],
     split = has_split[good]
     units = {u: flops[good] for u, (flops, named) in sorted(by_unit.items())
              if (split & named[good]).any()}
-    extras = [c for c in batch.frame.columns if c not in REQUIRED_FIELDS
-              and c not in ("device", "timing", "read_bytes", "write_bytes", "flops_by_unit",
-                            "time_p10_s", "time_p90_s")]
+    extras = [c for c in batch.frame.columns if c not in (*TEXT_FIELDS, *NUMBER_FIELDS)]
+    json_text = tuple(c for c in extras if batch.frame.schema[c] == pl.String and (
+        c == "flops_by_unit" or c in batch.json_columns))
     good_list = good.tolist()
     return RecordColumns(
         op=as_text["op"], flops=numbers["flops"][good], bytes=numbers["bytes"][good],
@@ -817,7 +834,8 @@ def _columns_at(good: np.ndarray, numbers: Mapping[str, np.ndarray],
         roof_codes=picked["roof"][0], roof_names=picked["roof"][1],
         device_codes=picked["device"][0], device_names=picked["device"][1],
         extras=None if not extras else batch.frame.select(extras)[good_list]
-        if len(good) != batch.frame.height else batch.frame.select(extras))
+        if len(good) != batch.frame.height else batch.frame.select(extras),
+        extras_json=json_text, fields=tuple(batch.frame.columns))
 
 
 def _clean_rows(batch: Batch) -> Callable[[np.ndarray], list[dict[str, Any]]]:
@@ -870,7 +888,7 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
 
     Null or "" in an optional field means the field is absent.
     """
-    if isinstance(record, str):  # the reader could not parse it; the text says why
+    if isinstance(record, Unreadable):  # the reader could not parse it; the text says why
         raise InputError(where, record)
     if not isinstance(record, Mapping):
         raise InputError(where, f"expected a JSON object (a record), got {_type_name(record)}")
@@ -963,6 +981,7 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
     roof_codes, roof_names = categorize(roof)
     device_codes, device_names = categorize(device)
     return RecordColumns(
+        fields=tuple(dict.fromkeys(k for r in good[:1000] for k in r)),
         op=np.array([r["op"] for r in good], dtype=object),
         flops=np.fromiter((r["flops"] for r in good), np.float64, n),
         bytes=np.fromiter((r["bytes"] for r in good), np.float64, n),
@@ -1101,7 +1120,7 @@ def _csv_rows(path: Path, text: str, header_line: int) -> Iterator[tuple[str, An
                 continue
             yield where, {k: v for k, v in row.items() if v not in (None, "")}
     except csv.Error as exc:
-        line = reader.line_num + header_line - 1
+        line = reader.line_num + header_line  # the row being read when it failed
         raise InputError(f"{path}:{line}", f"unreadable CSV ({_one_line(exc)}); expected "
                                            "cells under 131,072 characters") from None
 

@@ -3,35 +3,74 @@ turns bad input into one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 import numpy as np
 
 from ..errors import InputError
-from .analyze import analyze_command
-from .audit import audit_command
-from .bench import bench_command
-from .calibrate import calibrate_command
-from .compare import compare_command
-from .lint import lint_command
-from .machines import machine_command, machines_command
-from .misuse import misuse_command
-from .ops import ops_command
-from .plot import plot_command
-from .price import price_command
-from .report import report_command
-from .trace import trace_command
+
+# In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement. Each
+# command's module is imported only when that command runs (matplotlib, torch and polars load
+# only where they are used); `--help` lists them from this table, which a test keeps equal to
+# each command's own docstring.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "machines": ("machines:machines_command", "List the built-in machine profiles."),
+    "machine": ("machines:machine_command",
+                "Show one profile: every ceiling, regime, mix, balance point and source."),
+    "ops": ("ops:ops_command",
+            "List the library operators `roofwise price OP --shape key=value` can price."),
+    "price": ("price:price_command",
+              "Price a ledger file or a library operator: bytes by tensor, work by unit and "
+              "class, times, bound, per stage."),
+    "trace": ("trace:trace_command",
+              "Trace a PyTorch function on meta tensors into a ledger (fused by default)."),
+    "analyze": ("analyze:analyze_command",
+                "Judge benchmark records (JSONL, CSV or Parquet) against a machine profile."),
+    "lint": ("lint:lint_command", "Flag the eight roofline misuses (and units a profile lacks) "
+                                  "in ledgers, profiles, records."),
+    "misuse": ("misuse:misuse_command",
+               "Eight ways to read a roofline wrong, each priced on the seed's case study."),
+    "plot": ("plot:plot_command", "Draw records against the machine's roofs: one point per "
+                                  "record, coloured by verdict."),
+    "report": ("report:report_command",
+               "Write an HTML report: the chart, a sortable and filterable verdict table, lint "
+               "findings, the profile with its sources, and each row's ledger and price on "
+               "demand."),
+    "compare": ("compare:compare_command", "Compare two record files row by row (matched by "
+                                           "op, workload and device)."),
+    "bench": ("bench:bench_command",
+              "Time a torch reference of OP (gemm, rmsnorm, softmax, qk_norm_rope_quant)."),
+    "calibrate": ("calibrate:calibrate_command", "Measure HBM per mix, GEMM per dtype (burst, "
+                                                 "sustained), FMA, SFU, L2, the latency floor."),
+    "audit": ("audit:audit_command",
+              "Compare a ledger's read bytes with Nsight Compute's DRAM read counter."),
+}
 
 
-class _DataFlowOrder(click.Group):
-    """`roofwise --help` lists commands in the order they were added, not alphabetically."""
+class _LazyGroup(click.Group):
+    """Commands listed in data-flow order, each imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        return [*COMMANDS, *(c for c in self.commands if c not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, _, attr = COMMANDS[cmd_name][0].partition(":")
+            command = getattr(importlib.import_module(f".{module}", __name__), attr)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.Command(name, help=text).get_short_help_str(limit))
+                for name, (_, text) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
-@click.group(cls=_DataFlowOrder, context_settings={"help_option_names": ["-h", "--help"]},
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
              invoke_without_command=True)
 @click.version_option(package_name="roofwise")
 @click.pass_context
@@ -39,13 +78,6 @@ def cli(ctx: click.Context) -> None:
     """How far is a kernel from the speed of light? Honest rooflines, calibrated ceilings."""
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
-
-
-# In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement.
-for command in (machines_command, machine_command, ops_command, price_command, trace_command,
-                analyze_command, lint_command, misuse_command, plot_command, report_command,
-                compare_command, bench_command, calibrate_command, audit_command):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> int:

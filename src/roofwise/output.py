@@ -1,0 +1,191 @@
+"""Verdicts as a polars frame, and the JSON lines and CSV writers built on it.
+
+One row per record, in input order: the record's own fields (as validated: numbers as floats,
+the roof stripped; fields outside the contract passed through), then the judgement (machine,
+times, bound, efficiency, verdict, reasons). A reading that is not one is null. The writers
+format whole columns at once; only the sentences of the reasons are Python, per row written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
+import polars as pl
+
+from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+
+if TYPE_CHECKING:
+    from .analysis import Analysis
+
+# The judgement's fields, in the order every writer shows them (DESIGN.md's verdict contract).
+VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_time_s",
+                  "sol_time_s", "bound", "binding_unit", "intensity_flops_per_byte", "mix",
+                  "regime", "efficiency", "verdict", "reasons")
+_OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s")
+
+
+_BRIEF = pl.List(pl.Struct({"code": pl.String, "reason": pl.String, "fix": pl.String}))
+
+
+def verdict_frame(analysis: Analysis, lint: Sequence[Sequence[Mapping[str, str]]] | None = None
+                  ) -> pl.DataFrame:
+    """The verdict rows as columns: inputs, judgement, and `lint` (brief findings) if given."""
+    inputs, _ = _input_columns(analysis)
+    frame = pl.concat([inputs, _judgement(analysis)], how="horizontal")
+    if lint is not None:
+        frame = frame.with_columns(pl.Series("lint", [list(x) for x in lint], dtype=_BRIEF))
+    return frame
+
+
+def _input_columns(analysis: Analysis) -> tuple[pl.DataFrame, set[str]]:
+    """The records' own fields, and which of them hold JSON text (passed through as is)."""
+    cols = analysis.columns
+    n = len(cols)
+    data: dict[str, pl.Series] = {
+        "op": pl.Series("op", cols.op.astype(str), dtype=pl.String),
+        "flops": pl.Series("flops", cols.flops, dtype=pl.Float64),
+        "bytes": pl.Series("bytes", cols.bytes, dtype=pl.Float64),
+        "roof": pl.Series("roof", np.asarray(cols.roof).astype(str), dtype=pl.String),
+        "time_s": pl.Series("time_s", cols.time_s, dtype=pl.Float64),
+    }
+    for name in _OPTIONAL_INPUTS:
+        values = np.asarray(getattr(cols, name))
+        if values.dtype == object:
+            series = pl.Series(name, values.astype(str), dtype=pl.String)
+            series = series.replace("", None)
+        else:
+            series = pl.Series(name, values, dtype=pl.Float64, nan_to_null=True)
+        if series.null_count() < n:
+            data[name] = series
+    json_text: set[str] = set()
+    extras = cols.extras
+    if extras is None and cols.rows is not None:  # rows read one by one (or built in code)
+        extras, json_text = _extras_of_rows(cols.rows)
+    elif extras is not None:
+        for name in extras.columns:
+            if name in data:
+                continue
+            data[name] = extras[name]
+            if name in cols.extras_json:
+                json_text.add(name)
+    if cols.extras is None and extras is not None:
+        data.update({name: extras[name] for name in extras.columns if name not in data})
+    order = [*(f for f in cols.fields if f in data), *(f for f in data if f not in cols.fields)]
+    return pl.DataFrame({name: data[name] for name in order}, height=n), json_text
+
+
+def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]:
+    """Fields outside the contract (and the unit split) of records held as dicts, as JSON."""
+    contract = {"op", "flops", "bytes", "roof", "time_s", *_OPTIONAL_INPUTS}
+    names: dict[str, None] = {}
+    texts: list[dict[str, str]] = []
+    for row in rows:
+        texts.append({k: json.dumps(v) for k, v in row.items() if k not in contract})
+        names.update(dict.fromkeys(texts[-1]))
+    if not names:
+        return None, set()
+    return (pl.DataFrame({k: pl.Series(k, [t.get(k) for t in texts], dtype=pl.String)
+                          for k in names}), set(names))
+
+
+def _judgement(analysis: Analysis) -> pl.DataFrame:
+    priced, judged = analysis.priced, analysis.judged
+    verdict = judged.verdict.astype(np.int64)
+    blank = verdict == BLANK
+    no_efficiency = np.isin(verdict, (BLANK, IMPOSSIBLE, LATENCY_BOUND))
+    n = len(analysis)
+
+    def number(values: np.ndarray, hide: np.ndarray | None = None) -> pl.Series:
+        out = np.asarray(values, dtype=np.float64).copy()
+        if hide is not None:
+            out[hide] = np.nan
+        out[~np.isfinite(out)] = np.nan
+        return pl.Series(out, dtype=pl.Float64, nan_to_null=True)
+
+    def text(values: np.ndarray, hide: np.ndarray | None = None) -> pl.Series:
+        series = pl.Series(np.asarray(values).astype(str), dtype=pl.String).replace("", None)
+        if hide is not None:
+            series = pl.select(pl.when(pl.Series(hide)).then(None).otherwise(series)).to_series()
+        return series
+
+    bound = np.where(priced.bound_memory, "memory", "compute")
+    return pl.DataFrame({
+        "machine": text(analysis.machine_name),
+        "memory_time_s": number(priced.memory_time_s, blank),
+        "compute_time_s": number(priced.compute_time_s, blank),
+        "compute_serial_time_s": number(priced.compute_serial_time_s, blank),
+        "sol_time_s": number(priced.sol_time_s, blank),
+        "bound": text(bound, blank),
+        "binding_unit": text(priced.binding_unit, blank),
+        "intensity_flops_per_byte": number(priced.intensity_flops_per_byte),
+        "mix": text(priced.mix),
+        "regime": pl.Series([analysis.regime or "envelope"] * n, dtype=pl.String),
+        "efficiency": number(judged.efficiency, no_efficiency),
+        "verdict": pl.Series(np.array(VERDICTS, dtype=object)[verdict].astype(str),
+                             dtype=pl.String),
+        "reasons": pl.Series([analysis.reasons(i) for i in range(n)],
+                             dtype=pl.List(pl.String)),
+    }, height=n)
+
+
+def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
+    """`"name":value` for one column; null (so left out of the line) where the record has no
+    such field."""
+    key = json.dumps(name) + ":"
+    column = pl.col(name)
+    if json_text:
+        value = column
+    else:
+        value = (pl.struct(column.alias("v")).struct.json_encode()
+                 .str.slice(5).str.strip_suffix("}"))
+    fragment = pl.lit(key) + value
+    return pl.when(column.is_null()).then(None).otherwise(fragment) if omit_null else fragment
+
+
+def json_lines(analysis: Analysis, lint: Sequence[Sequence[Mapping[str, str]]] | None = None
+               ) -> pl.Series:
+    """One JSON object per record, as text: the --json contract."""
+    frame = verdict_frame(analysis, lint)
+    _, json_text = _input_columns(analysis)
+    judged = [c for c in frame.columns if c in VERDICT_FIELDS or c == "lint"]
+    inputs = [c for c in frame.columns if c not in judged]
+    fragments = [_json_fragment(c, c in json_text, True) for c in inputs]
+    tail = pl.struct(judged).struct.json_encode().str.slice(1)  # '"machine":...}'
+    return frame.select(
+        (pl.lit("{") + pl.concat_str([*fragments, tail], separator=",", ignore_nulls=True))
+        .alias("line")).to_series()
+
+
+def write_json_lines(analysis: Analysis, out: TextIO,
+                     lint: Sequence[Sequence[Mapping[str, str]]] | None = None) -> None:
+    for line in _chunks(json_lines(analysis, lint)):
+        out.write(line)
+
+
+def csv_frame(analysis: Analysis) -> pl.DataFrame:
+    """The verdicts as CSV cells: reasons joined by "; ", nested values as JSON text."""
+    frame = verdict_frame(analysis)
+    cells: list[pl.Expr] = []
+    for name, kind in frame.schema.items():
+        column = pl.col(name)
+        if name == "reasons":
+            cells.append(column.list.join("; "))
+        elif isinstance(kind, (pl.Struct, pl.List)):
+            cells.append(pl.struct(column.alias("v")).struct.json_encode().str.slice(5)
+                         .str.strip_suffix("}").alias(name))
+        else:
+            cells.append(column)
+    return frame.select(cells)
+
+
+def write_csv(analysis: Analysis, out: TextIO, header: bool = True) -> None:
+    out.write(csv_frame(analysis).write_csv(include_header=header, line_terminator="\n"))
+
+
+def _chunks(lines: pl.Series, size: int = 100_000) -> Any:
+    """The lines joined with newlines, a chunk at a time (bounded memory for big batches)."""
+    for start in range(0, len(lines), size):
+        yield "\n".join(lines.slice(start, size).to_list()) + "\n"

@@ -1,0 +1,38 @@
+"""`roofwise --help`, `machines` and `analyze` on a small file load no plotting or GPU library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from roofwise.cli import COMMANDS, cli
+
+PROBE = """
+import sys
+from roofwise.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("matplotlib", "torch", "triton") if m in sys.modules)
+print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["machines"], ["analyze", "EXAMPLE", "--json"],
+                                  ["analyze", "EXAMPLE"]])
+def test_light_commands_import_no_plotting_or_gpu_library(examples, args):
+    args = [str(examples / "records.jsonl") if a == "EXAMPLE" else a for a in args]
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY=\n" in done.stderr
+
+
+def test_help_lists_each_command_as_its_own_docstring_says():
+    """The table `--help` reads (so that it imports nothing) matches the commands themselves."""
+    ctx = cli.make_context("roofwise", [])
+    for name, (_, text) in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.name == name
+        assert command.get_short_help_str(300) == text, name
