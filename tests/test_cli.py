@@ -19,7 +19,8 @@ def test_machines_lists_builtins(capsys):
     code, out, _ = run(capsys, "machines", "--json")
     assert code == 0
     names = [json.loads(line)["name"] for line in out.splitlines()]
-    assert names == ["a100-sxm", "ascend-a5-vector", "h100-sxm", "h20", "h200"]
+    assert names == ["a100-sxm", "ascend-a5-vector", "b200", "h100-pcie", "h100-sxm", "h20",
+                     "h200", "l40s", "mi300x", "mi325x", "rtx-4090"]
 
 
 def test_machine_shows_regimes_mixes_balance_and_sources(capsys):
@@ -198,3 +199,36 @@ def test_a_stage_on_a_missing_unit(capsys, tmp_path):
                       "  tensors:\n  - {name: x, shape: [4], dtype: bf16, role: input}\n")
     one_line_error(capsys, "price", str(ledger), "-m", "h200",
                    expect=(f"{ledger}: stages[0].roof", "unit cuda_core.fp33 is not on machine"))
+
+
+@pytest.mark.parametrize(("short", "chosen"), [("h100", "h100-sxm"), ("a100", "a100-sxm"),
+                                                ("4090", "rtx-4090"), ("L40S", "l40s")])
+def test_short_machine_name_is_accepted_and_says_which(capsys, short, chosen):
+    code, out, err = run(capsys, "machine", short, "--json")
+    assert code == 0 and json.loads(out)["name"] == chosen
+    assert f"using profile {chosen}" in err
+
+
+@pytest.mark.parametrize(("short", "candidates"), [("h2", "h20, h200"),
+                                                    ("mi3", "mi300x, mi325x")])
+def test_ambiguous_short_name_is_refused_with_the_candidates(capsys, short, candidates):
+    code, out, err = run(capsys, "price", "gemm", "-m", short)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"fits several profiles: {candidates}; name one" in err
+
+
+def test_exact_name_says_nothing_about_the_choice(capsys):
+    code, _, err = run(capsys, "machine", "h100-sxm", "--json")
+    assert code == 0 and err == ""
+
+
+def test_softmax_prices_on_the_ascend_vector_pipes_in_cycles(capsys):
+    code, out, err = run(capsys, "price", "softmax", "-m", "ascend-a5-vector", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert "work declared on sfu.fp32 runs on ascend_vector.sfu" in err
+    elems = 4096 * 8192
+    assert data["priced_in"] == "cycles"
+    assert data["cycles_by_unit"] == {"ascend_vector.alu": 4 * elems / 51,
+                                      "ascend_vector.sfu": (elems + 4096) / 8}
+    assert data["binding_unit"] == "ascend_vector.sfu"

@@ -105,7 +105,7 @@ def test_m1_fires_on_a_sparse_peak_and_a_sparse_source() -> None:
     machine = replace(H200, units={**H200.units, doubled.key: doubled, worded.key: worded})
     found = [f for f in lint_machine(machine) if f.severity == ERROR]
     assert [f.where for f in found] == ["h200 tensor_core.fp16", "h200 tensor_core.bf16"]
-    assert "1979.0 T/s is 2x" in found[0].reason and "989.5 T/s" in found[0].reason
+    assert "1979.0 TFLOP/s is 2x" in found[0].reason and "989.5 TFLOP/s" in found[0].reason
     assert "sparse" in found[1].reason
     gemm = Ledger("gemm", "tensor_core.fp16", (Tensor("a", (4096, 4096), "fp16", Role.INPUT),),
                   (Work("tensor_core.fp16", "contraction", 2 * 4096**3),))
@@ -116,7 +116,7 @@ def test_m1_silent_on_calibrated_h200_ceilings() -> None:
     assert codes(lint_ledger(FUSED, H200), "M1") == []
     # the only datasheet ceiling the h200 profile holds is the special-function pipe
     assert [f.where for f in lint_machine(H200)] == ["h200 sfu.fp32"]
-    assert "4.18 T/s" in lint_machine(H200)[0].reason
+    assert "4.18 TFLOP/s" in lint_machine(H200)[0].reason
 
 
 def test_m1_on_records_priced_on_an_uncalibrated_machine() -> None:

@@ -9,7 +9,8 @@ from roofwise.profiles import match_device, resolve_machine
 
 
 def test_builtin_profiles_present(machines):
-    assert set(machines) == {"h200", "h100-sxm", "a100-sxm", "h20", "ascend-a5-vector"}
+    assert set(machines) == {"h200", "h100-sxm", "a100-sxm", "h20", "ascend-a5-vector",
+                             "b200", "mi300x", "mi325x", "h100-pcie", "l40s", "rtx-4090"}
 
 
 def test_h200_effective_is_theoretical_times_envelope(h200):

@@ -59,13 +59,13 @@ def test_every_seed_figure_appears_in_its_own_section(section, figure):
 def test_corrections_show_honest_figures_beside_the_seeds(output):
     # NOTES 1: the natural two-kernel split
     assert "151.65 MB, AI = 1.25" in output and "151,650,816 B" in output
-    assert "the seed's two-kernel figure, 134.87 MB" in output
+    assert "the original demonstration's two-kernel figure, 134.87 MB" in output
     # NOTES 2: the decode step with its lookups
     assert "17056 B" in output
-    assert "the seed's decode step counted only the payload: 15520 B" in output
+    assert "the original demonstration's decode step counted only the payload: 15520 B" in output
     # NOTES 3: both regimes, the burst one labelled as the seed's
     assert "sustained fp16 tensor      661.4 TFLOP/s" in output
-    assert "(the seed's 'calibrated' figure)" in output
+    assert "(the figure the original demonstration called 'calibrated')" in output
 
 
 def test_real_verdicts(output):
@@ -78,3 +78,27 @@ def test_only_one(only):
     text = render(only)
     assert text.count("=" * 84) == 2
     assert f"M{only} " in text
+
+
+def test_output_names_the_case_study_never_the_seed(output):
+    """The user never had "the seed": the output names the demonstration and the case study."""
+    assert "seed" not in output.lower()
+    assert "QK-Norm + RoPE + fp8 quant" in output
+
+
+@pytest.mark.parametrize("only", ["M5", "m5", "5"])
+def test_only_takes_the_lint_code_or_the_number(capsys, only):
+    from roofwise.cli import main
+
+    assert main(["misuse", "--only", only]) == 0
+    out = capsys.readouterr().out
+    assert "M5" in out and "M4" not in out
+
+
+@pytest.mark.parametrize("only", ["M9", "0", "five"])
+def test_only_refuses_what_is_not_a_misuse(capsys, only):
+    from roofwise.cli import main
+
+    assert main(["misuse", "--only", only]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected a misuse M1-M8" in err

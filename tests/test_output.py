@@ -90,7 +90,8 @@ def test_analyze_file_and_frames(tmp_path):
     frame = analysis.to_polars()
     assert frame["verdict"].to_list() == ["latency_bound", "below", "impossible", "below"]
     assert frame["machine"].to_list() == ["h200"] * 4
-    assert frame["reasons"][2][0].startswith("bytes/time 1e+06 GB/s exceeds hbm theoretical 4800 GB/s")
+    assert frame["reasons"][2][0].startswith(
+        "bytes/time 1e+06 GB/s exceeds hbm theoretical 4800 GB/s")
     with pytest.raises(roofwise.InputError, match=":5: not valid JSON"):
         roofwise.analyze_file(path, strict=True)
     pandas = pytest.importorskip("pandas")

@@ -120,8 +120,10 @@ def test_invalid_utf8_inside_a_parquet_string_column_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "problem"), [
-    ("1" * 5000, "flops: expected a non-negative finite number, got an integer of 5000 digits"),
-    ("1" * 400, "flops: expected a non-negative finite number, got an integer of 400 digits"),
+    ("1" * 5000, "flops: expected a non-negative finite number, got an integer of about 5,000 "
+                 "digits: beyond float range (about 1.8e308)"),
+    ("1" * 400, "flops: expected a non-negative finite number, got 11111111111...1111111111 "
+                "(400 digits): beyond float range (about 1.8e308)"),
     ("1e400", "flops: expected a non-negative finite number, got inf"),
 ])
 def test_numbers_beyond_range_are_one_named_error_per_row(tmp_path, text, problem):

@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from . import numbers
 from .dtypes import bytes_per_element
 from .errors import InputError
+from .text import shown
 
 OP_CLASSES = ("arithmetic", "transcendental", "compare", "contraction")
 
@@ -45,7 +47,9 @@ class Tensor:
     def __post_init__(self) -> None:
         bytes_per_element(self.dtype, f"tensor {self.name}.dtype")
         if any(int(d) < 0 for d in self.shape):
-            raise InputError(f"tensor {self.name}.shape", f"expected sizes >= 0, got {self.shape}")
+            raise InputError(f"tensor {self.name}.shape",
+                             f"expected sizes >= 0, got {shown(self.shape)}")
+        numbers.check_count(self.elements, f"tensor {self.name}.shape (elements)")
 
     @property
     def elements(self) -> int:
@@ -85,9 +89,10 @@ class Work:
             raise InputError(f"work {self.label or self.unit}.class",
                              f"unknown class {self.op_class!r}; expected one of "
                              f"{', '.join(OP_CLASSES)}")
+        where = f"work {self.label or self.unit}.ops"
+        numbers.check_count(self.ops, where)  # an int beyond float range fails here, exactly
         if not (self.ops >= 0 and math.isfinite(self.ops)):
-            raise InputError(f"work {self.label or self.unit}.ops",
-                             f"expected a non-negative number, got {self.ops!r}")
+            raise InputError(where, f"expected a non-negative number, got {shown(self.ops)}")
 
 
 @dataclass(frozen=True)

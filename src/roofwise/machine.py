@@ -32,6 +32,7 @@ class MemoryLevel:
     calibration_by_mix: Mapping[str, float] = field(default_factory=dict)
     bytes_per_cycle: float | None = None
     source: str = ""
+    choice: str = ""  # which vendor figure was taken where two exist, and why
 
     def __post_init__(self) -> None:
         _freeze(self, "calibration_by_mix")
@@ -70,6 +71,7 @@ class ComputeUnit:
     calibration_by_regime: Mapping[str, float] = field(default_factory=dict)  # sustained, burst
     ops_per_cycle: float | None = None  # per SM / per core, as the source states it
     source: str = ""
+    choice: str = ""  # which vendor figure was taken where two exist (sparse, accumulate), why
 
     def __post_init__(self) -> None:
         _freeze(self, "calibration_by_regime")
@@ -128,10 +130,28 @@ class Machine:
     source: str = ""
     notes: tuple[str, ...] = ()
     path: str = ""  # where it was loaded from, for messages
+    # work class -> the unit (or unit family, keeping the op's variant) that runs that class
+    # here, for work declared on a unit this machine does not have (NVIDIA names on Ascend)
+    pipes_by_class: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _freeze(self, "memory")
         _freeze(self, "units")
+        _freeze(self, "pipes_by_class")
+
+    def pipe_for(self, unit_key: str, op_class: str) -> str:
+        """The unit that runs `op_class` work declared on `unit_key`: the unit itself when the
+        machine has it, else the one `pipes_by_class` names (a family keeps the variant:
+        tensor_core.bf16 -> ascend_cube.bf16), else `unit_key` unchanged (R1 then says so)."""
+        if unit_key in self.units:
+            return unit_key
+        target = self.pipes_by_class.get(op_class)
+        if target is None:
+            return unit_key
+        if target in self.units:
+            return target
+        variant = unit_key.partition(".")[2]
+        return f"{target}.{variant}"
 
     @property
     def dram(self) -> MemoryLevel:

@@ -1,4 +1,4 @@
-"""The seed's eight ways to read a roofline wrong, rebuilt from library objects.
+"""The eight ways to read a roofline wrong, rebuilt from library objects.
 
 Every figure comes from a profile, a ledger, a price or a verdict. Where the seed itself
 slipped (shared/seed/NOTES.md), the honest figure is shown and the seed's beside it, labelled.
@@ -75,12 +75,14 @@ def m1(ctx: Context) -> Demo:
         f" datasheet fp16 tensor   {spec / 1e12:8.1f} TFLOP/s -> compute time "
         f"{flops / spec * 1e6:8.3f} us",
         f" burst fp16 tensor       {burst / 1e12:8.1f} TFLOP/s -> compute time "
-        f"{flops / burst * 1e6:8.3f} us  (the seed's 'calibrated' figure)",
+        f"{flops / burst * 1e6:8.3f} us  "
+        "(the figure the original demonstration called 'calibrated')",
         f" sustained fp16 tensor   {sustained / 1e12:8.1f} TFLOP/s -> compute time "
         f"{flops / sustained * 1e6:8.3f} us",
         f" datasheet understates the time by {spec / burst:.2f}x (burst) to "
         f"{spec / sustained:.2f}x (sustained)",
-        f" Correction to the seed: it called the burst rate 'calibrated'. Both regimes are "
+        " Correction to the original demonstration (roofline_misuse.py): it called the burst "
+        "rate 'calibrated'. Both regimes are "
         f"measured: sustained {unit.calibration('sustained'):.4f} "
         f"(~{unit.calibration('sustained'):.2f} of peak under the 700 W cap) and burst "
         f"{unit.calibration('burst'):.4f} "
@@ -142,7 +144,7 @@ def m4(ctx: Context) -> Demo:
         f" the split moves {split.bytes / fused.bytes:.2f}x the fused bytes; reading the fused "
         f"kernel with the split AI understates it by "
         f"{fused.intensity_flops_per_byte / split.intensity_flops_per_byte:.2f}x",
-        f" the seed's two-kernel figure, {SEED_M4_TWO_KERNEL_BYTES / 1e6:.2f} MB "
+        f" the original demonstration's two-kernel figure, {SEED_M4_TWO_KERNEL_BYTES / 1e6:.2f} MB "
         f"(AI = {seed_ai:.2f}, {fused.intensity_flops_per_byte / seed_ai:.2f}x), follows from "
         "no decomposition:",
         " it counts 6 B/elem of payload and the lookups twice. roofwise derives the split from "
@@ -228,7 +230,8 @@ def m7(ctx: Context) -> Demo:
         f"  {ctx.ledger.bytes:>10} B -> SOL {ctx.ledger.bytes / bw * 1e6:9.3f} us",
         f" one decode step, 1 token           {decode.bytes:>10} B -> SOL "
         f"{decode.bytes / bw * 1e6:9.3f} us",
-        f" the seed's decode step counted only the payload: {SEED_M7_DECODE_BYTES} B -> SOL "
+        " the original demonstration's decode step counted only the payload: "
+        f"{SEED_M7_DECODE_BYTES} B -> SOL "
         f"{SEED_M7_DECODE_BYTES / bw * 1e6:.3f} us (misuse M6 inside M7);",
         f" with the lookups it is {decode.bytes} B. Both sit far below the latency floor.",
         f" verdict for a hypothetical {HYPOTHETICAL_DECODE_TIME_S * 1e6:.1f} us decode kernel: "

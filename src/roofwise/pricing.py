@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -323,8 +323,32 @@ class LedgerPrice:
     flags: Reason
 
 
+def placed(ledger: Ledger, machine: Machine) -> Ledger:
+    """`ledger` with each work item on the unit that runs its class on `machine`
+    (`Machine.pipe_for`): an operator's cuda_core.fp32 arithmetic runs on an Ascend's vector
+    ALU, its sfu.fp32 transcendentals on the vector SFU. Unchanged where the machine has
+    the declared units. The roof follows the class of most of the work on it."""
+    if not machine.pipes_by_class:
+        return ledger
+    work = tuple(replace(w, unit=machine.pipe_for(w.unit, w.op_class)) for w in ledger.work)
+    on_roof = [w for w in ledger.work if w.unit == ledger.roof]
+    roof_class = (max(on_roof, key=lambda w: w.ops).op_class if on_roof else
+                  ("contraction" if ledger.roof.startswith("tensor_core.") else "arithmetic"))
+    return replace(ledger, work=work, roof=machine.pipe_for(ledger.roof, roof_class),
+                   stages=tuple(placed(s, machine) for s in ledger.stages))
+
+
+def moved_work(ledger: Ledger, machine: Machine) -> dict[str, str]:
+    """Declared unit -> the unit it runs on here, for each work item `placed` moves."""
+    return {w.unit: machine.pipe_for(w.unit, w.op_class) for w in ledger.work
+            if machine.pipe_for(w.unit, w.op_class) != w.unit}
+
+
 def price_ledger(ledger: Ledger, machine: Machine, regime: str | None = None,
                  mix: str | None = None) -> LedgerPrice:
+    """The speed-of-light price of one ledger on `machine`: memory and per-pipe compute
+    times in seconds, the bound, and the intensity in FLOP/byte (see `LedgerPrice`)."""
+    ledger = placed(ledger, machine)
     by_unit = ledger.ops_by_unit
     priced = price_columns(
         machine, np.array([ledger.flops]), np.array([float(ledger.bytes)]),
@@ -361,6 +385,7 @@ def cycles_by_unit(ops_by_unit: Mapping[str, float], machine: Machine) -> dict[s
 
 def missing_units(ledger: Ledger, machine: Machine, at: str = "") -> list[tuple[str, str]]:
     """(unit, where in the ledger) for each roof or work unit the machine does not have."""
+    ledger = placed(ledger, machine)
     found = [(ledger.roof, f"{at}roof")] if machine.unit(ledger.roof) is None else []
     found += [(w.unit, f"{at}work {w.label or w.op_class!r}") for w in ledger.work
               if machine.unit(w.unit) is None and not ledger.stages]
@@ -371,6 +396,7 @@ def missing_units(ledger: Ledger, machine: Machine, at: str = "") -> list[tuple[
 
 def rate_gaps(ledger: Ledger, machine: Machine) -> list[str]:
     """What the ledger needs that the profile leaves as a gap: no time in seconds without it."""
+    ledger = placed(ledger, machine)
     gaps = [f"{u} (no rate per second)" for u, ops in ledger.ops_by_unit.items()
             if ops > 0 and (unit := machine.unit(u)) is not None
             and unit.theoretical_ops_per_s is None]
@@ -392,6 +418,8 @@ class CyclePrice:
 
 
 def price_ledger_cycles(ledger: Ledger, machine: Machine) -> CyclePrice:
+    """Cycles per pipe at each unit's ops/cycle, for a machine whose clock is a gap."""
+    ledger = placed(ledger, machine)
     cycles = cycles_by_unit({u: ops for u, ops in ledger.ops_by_unit.items() if ops > 0},
                             machine)
     level = machine.dram

@@ -9,17 +9,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import schema
+from . import paths, schema
 from .errors import InputError
-from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel
+from .ledger import OP_CLASSES
+from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel, _normalise
 
 UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 MIXES = ("copy", "triad", "read", "write")
 
 _TOP_KEYS = ("name", "display_name", "aliases", "clock_hz", "source", "memory", "units",
-             "latency_floor", "notes", "provenance")
-_MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source")
-_UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source")
+             "latency_floor", "notes", "provenance", "pipes_by_class")
+_MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source",
+                "choice")
+_UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source",
+              "choice")
 _FLOOR_KEYS = ("sol_s", "measured_s", "source")
 
 
@@ -52,6 +55,7 @@ def parse_machine(data: Any, origin: str) -> Machine:
     notes = tuple(str(n) for n in
                   schema.expect_list(top.get("notes", []), schema.at(origin, "notes")))
     clock = top.get("clock_hz")
+    pipes = _pipes_by_class(top.get("pipes_by_class"), units, schema.at(origin, "pipes_by_class"))
     return Machine(
         name=name,
         display_name=str(top.get("display_name", name)),
@@ -64,7 +68,24 @@ def parse_machine(data: Any, origin: str) -> Machine:
         source=str(top.get("source", "")),
         notes=notes,
         path=origin,
+        pipes_by_class=pipes,
     )
+
+
+def _pipes_by_class(body: Any, units: Mapping[str, ComputeUnit], where: str) -> dict[str, str]:
+    """Work class -> the unit (or unit family, keeping the op's variant) that runs it here."""
+    raw = schema.expect_mapping(body or {}, where)
+    out: dict[str, str] = {}
+    for op_class, target in raw.items():
+        here = schema.at(where, str(op_class))
+        if op_class not in OP_CLASSES:
+            raise InputError(here, f"unknown work class; expected one of {', '.join(OP_CLASSES)}")
+        text = schema.expect_str(target, here)
+        if text not in units and not any(k.startswith(text + ".") for k in units):
+            raise InputError(here, f"{text!r} names no unit or unit family of this profile "
+                                   f"(its units: {', '.join(units)})")
+        out[str(op_class)] = text
+    return out
 
 
 def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
@@ -77,6 +98,7 @@ def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
         bytes_per_cycle=_optional_positive(body.get("bytes_per_cycle"),
                                            schema.at(where, "bytes_per_cycle")),
         source=str(body.get("source", "")),
+        choice=str(body.get("choice", "")),
     )
 
 
@@ -94,6 +116,7 @@ def _unit(key: str, body: Any, where: str) -> ComputeUnit:
         ops_per_cycle=_optional_positive(body.get("ops_per_cycle"),
                                          schema.at(where, "ops_per_cycle")),
         source=str(body.get("source", "")),
+        choice=str(body.get("choice", "")),
     )
 
 
@@ -161,12 +184,31 @@ def match_device(device: str | None, machines: Iterable[Machine]) -> Match:
 
 
 def resolve_machine(name_or_path: str, machines: Mapping[str, Machine] | None = None) -> Machine:
-    """A built-in profile by name or alias, or a YAML file by path."""
-    if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).is_file():
-        return load_machine(name_or_path)
+    """A built-in profile by name, alias or unambiguous short name, or a YAML file by path."""
+    return choose_machine(name_or_path, machines)[0]
+
+
+def choose_machine(name_or_path: str, machines: Mapping[str, Machine] | None = None,
+                   ) -> tuple[Machine, str | None]:
+    """`resolve_machine`, with a sentence saying which profile a short name or alias chose
+    (None for a file or the exact name). A short name is a prefix of one profile's name
+    (`a100` -> a100-sxm) or one of its words (`4090` -> rtx-4090); one that fits several is
+    refused, listing them: nothing is guessed."""
+    if name_or_path.endswith((".yaml", ".yml")) or paths.is_file(name_or_path):
+        return load_machine(name_or_path), None
     known = builtin_machines() if machines is None else machines
+    if name_or_path in known:
+        return known[name_or_path], None
     found = match_device(name_or_path, known.values()).machine
     if found is None:
-        raise InputError("--machine", f"unknown machine {name_or_path!r}; expected a profile "
-                                      f"file or one of {', '.join(sorted(known))}")
-    return found
+        wanted = _normalise(name_or_path)
+        fits = [m for m in known.values() if wanted and (
+            _normalise(m.name).startswith(wanted) or wanted in _normalise(m.name).split())]
+        if len(fits) > 1:
+            raise InputError("--machine", f"{name_or_path!r} fits several profiles: "
+                                          f"{', '.join(m.name for m in fits)}; name one")
+        if not fits:
+            raise InputError("--machine", f"unknown machine {name_or_path!r}; expected a "
+                                          f"profile file or one of {', '.join(sorted(known))}")
+        found = fits[0]
+    return found, f"--machine {name_or_path}: using profile {found.name} ({found.display_name})"

@@ -33,7 +33,9 @@ from typing import IO, Any, overload
 import numpy as np
 import polars as pl
 
+from . import numbers
 from .errors import InputError
+from .text import shown
 
 # 1. The contract ---------------------------------------------------------------------------
 
@@ -905,7 +907,7 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
     timing = clean.get("timing")
     if timing is not None and timing not in TIMINGS:
         raise InputError(f"{where}: timing",
-                         f"expected one of {', '.join(TIMINGS)}, got {_shown(timing)}")
+                         f"expected one of {', '.join(TIMINGS)}, got {shown(timing)}")
     if "flops_by_unit" in clean:
         clean["flops_by_unit"] = unit_split(clean["flops_by_unit"], where)
     _check_consistent(clean, where)
@@ -921,7 +923,7 @@ def unit_split(by_unit: Any, where: str) -> dict[str, float]:
     unit whose value is null does no work (Parquet structs name every unit in every row)."""
     if isinstance(by_unit, str):
         try:
-            by_unit = json.loads(by_unit, parse_int=_parse_int)
+            by_unit = numbers.parse_json(by_unit)
         except (ValueError, RecursionError):
             raise InputError(f"{where}: flops_by_unit",
                              "expected a JSON object of unit -> flops") from None
@@ -1009,42 +1011,14 @@ def _column_of_strings(values: list[str]) -> np.ndarray:
     return np.array(values, dtype=object)
 
 
-class _HugeInt(str):
-    """An integer literal too long for Python's int parser (over 4,300 digits)."""
-
-
-def _parse_int(text: str) -> int | str:
-    return int(text) if len(text) <= 4000 else _HugeInt(text)
-
-
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool):
-        raise InputError(where, f"expected a non-negative number, got {value!r}")
-    if isinstance(value, _HugeInt):
-        raise InputError(where, f"expected a non-negative finite number, got an integer of "
-                                f"{len(value.lstrip('-'))} digits")
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(where, "expected a non-negative finite number, got "
-                                f"{_shown(value)}") from None
-    if not math.isfinite(number) or number < 0:
-        raise InputError(where, f"expected a non-negative finite number, got {_shown(value)}")
-    return number
-
-
-def _shown(value: Any) -> str:
-    """A value as a message shows it: its repr, elided in the middle when long."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**24:
-        return f"an integer of {len(str(abs(value)))} digits"
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:24]}...{text[-12:]}"
+    return numbers.non_negative(value, where)
 
 
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InputError(where, f"expected a unit key such as cuda_core.fp32, got "
-                                f"{_shown(value)}")
+                                f"{shown(value)}")
     return value.strip()
 
 
@@ -1094,9 +1068,11 @@ def _jsonl_lines(path: Path, text: str, first_line: int) -> Iterator[tuple[str, 
 
 def _json_line(line: str) -> Any:
     try:
-        return json.loads(line, parse_int=_parse_int)
+        return numbers.parse_json(line)
     except json.JSONDecodeError as exc:
         return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
+    except ValueError as exc:  # an integer beyond numbers.MAX_INT_DIGITS
+        return Unreadable(f"not readable JSON ({exc})")
     except RecursionError:
         return Unreadable("JSON nested too deeply")
 

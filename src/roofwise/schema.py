@@ -2,32 +2,42 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError
 
+from . import numbers, yamlio
 from .errors import InputError
+from .text import shown
 
 
 def load_yaml(path: str | Path) -> Any:
+    """One YAML document, read within `yamlio`'s limits; any fault is one line naming the
+    file (and the line, when the parser knows it)."""
     path = Path(path)
-    if path.is_dir():
-        raise InputError(str(path), "is a directory; expected a YAML file")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        if path.is_dir():
+            raise InputError(str(path), "is a directory; expected a YAML file")
+        with path.open("rb") as handle:
+            data = handle.read(yamlio.MAX_DOCUMENT_CHARS + 4)
+        text = data.decode("utf-8-sig")
     except OSError as exc:
-        raise InputError(str(path), f"cannot read file ({exc.strerror})") from None
+        raise InputError(str(path), f"cannot read file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise InputError(str(path), f"not UTF-8 text (byte {exc.start}); expected a UTF-8 "
                                     "YAML file") from None
     try:
-        return yaml.safe_load(text)
+        return yamlio.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        if isinstance(exc, yamlio.LimitError):
+            raise InputError(where, f"refused: {exc.problem}") from None
+        if isinstance(exc, ConstructorError):
+            raise InputError(where, f"malformed YAML value: {exc.problem}") from None
         problem = getattr(exc, "problem", None) or "malformed YAML"
         raise InputError(where, f"malformed YAML ({problem}); expected a YAML mapping") from None
 
@@ -71,24 +81,24 @@ def expect_positive(value: Any, where: str) -> float:
     """A finite number above zero; numeric strings such as '4800e9' are accepted."""
     number = _as_number(value, where, "a positive number")
     if not number > 0:
-        raise InputError(where, f"expected a positive number, got {value!r}")
+        raise InputError(where, f"expected a positive number, got {shown(value)}")
     return number
 
 
 def expect_positive_int(value: Any, where: str) -> int:
     """A size: a whole number above zero (1.5 is not silently truncated)."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value  # exact, however large: a float would round 10**30
+        return numbers.count(value, where, 1)  # exact: a float would round 10**30
     number = expect_positive(value, where)
     if number != int(number):
-        raise InputError(where, f"expected a whole number, got {value!r}")
-    return int(number)
+        raise InputError(where, f"expected a whole number, got {shown(value)}")
+    return numbers.count(int(number), where, 1)
 
 
 def expect_non_negative(value: Any, where: str) -> float:
     number = _as_number(value, where, "a non-negative number")
     if number < 0:
-        raise InputError(where, f"expected a non-negative number, got {value!r}")
+        raise InputError(where, f"expected a non-negative number, got {shown(value)}")
     return number
 
 
@@ -96,7 +106,7 @@ def expect_fraction(value: Any, where: str) -> float:
     """A measured fraction of a theoretical rate: in (0, 1]. Above 1 is not a calibration."""
     number = expect_positive(value, where)
     if number > 1.0:
-        raise InputError(where, f"expected a fraction in (0, 1], got {value!r}: "
+        raise InputError(where, f"expected a fraction in (0, 1], got {shown(value)}: "
                                 "a calibration above 1.0 means the theoretical rate is wrong")
     return number
 
@@ -108,25 +118,14 @@ def expect_str(value: Any, where: str) -> str:
 
 
 def _as_number(value: Any, where: str, expected: str) -> float:
-    if isinstance(value, bool):
-        raise InputError(where, f"expected {expected}, got {value!r}")
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            raise InputError(where, f"expected {expected}, got {value!r}") from None
-    else:
-        raise InputError(where, f"expected {expected}, got {_kind(value)}")
-    if not math.isfinite(number):
-        raise InputError(where, f"expected {expected}, got {value!r}")
-    return number
+    if isinstance(value, (int, float, str)):  # bools are refused by the parser
+        return numbers.to_float(value, where, expected)
+    raise InputError(where, f"expected {expected}, got {_kind(value)}")
 
 
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
     if isinstance(value, str):
-        return f"the string {value!r}"
+        return f"the string {shown(value)}"
     return type(value).__name__

@@ -10,6 +10,7 @@ import click
 import numpy as np
 
 from ..errors import InputError
+from ..text import one_line
 
 # In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement. Each
 # command's module is imported only when that command runs (matplotlib, torch and polars load
@@ -31,7 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lint": ("lint:lint_command", "Flag the eight roofline misuses (and units a profile lacks) "
                                   "in ledgers, profiles, records."),
     "misuse": ("misuse:misuse_command",
-               "Eight ways to read a roofline wrong, each priced on the seed's case study."),
+               "Eight ways to read a roofline wrong, each priced on the case study (QK-Norm + "
+               "RoPE + fp8 quant, 4,096 tokens on the h200)."),
     "plot": ("plot:plot_command", "Draw records against the machine's roofs: one point per "
                                   "record, coloured by verdict."),
     "report": ("report:report_command",
@@ -87,14 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         with np.errstate(all="ignore"):
             result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
     except InputError as exc:
-        click.echo(f"roofwise: error: {exc}", err=True)
+        _error(str(exc))
+        return 2
+    except OSError as exc:  # a file the checks could not foresee: unreadable, a name too long
+        _error(f"{exc.filename or 'a file'}: {exc.strerror or exc}")
         return 2
     except click.UsageError as exc:
         path = exc.ctx.command_path if exc.ctx is not None else "roofwise"
-        click.echo(f"roofwise: error: {exc.format_message()} (see {path} --help)", err=True)
+        _error(f"{exc.format_message()} (see {path} --help)")
         return 2
     except click.ClickException as exc:
-        click.echo(f"roofwise: error: {exc.format_message()}", err=True)
+        _error(exc.format_message())
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
@@ -104,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return int(result) if isinstance(result, int) else 0
+
+
+def _error(message: str) -> None:
+    """Every error is one line under 300 characters: control characters escaped, the middle
+    of an overlong message (a 4,000-character value echoed back) elided."""
+    click.echo(one_line(f"roofwise: error: {message}"), err=True)
 
 
 def run() -> None:

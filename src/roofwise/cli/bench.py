@@ -16,11 +16,12 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import InputError
+from ..install import install_hint
 from ..ops import parse_shape_args
-from ..profiles import builtin_machines, match_device, resolve_machine
+from ..profiles import builtin_machines, match_device
 from ..recordio import write_records
 from ..records import format_of, iter_raw_records
-from .common import console, machine_option
+from .common import console, load_machine_arg, machine_option
 
 
 def parse_assignments(values: Sequence[str], option: str) -> dict[str, str]:
@@ -128,7 +129,7 @@ def require_device(device: str) -> None:
     try:
         import torch
     except ImportError:
-        raise InputError("--device", "timing needs torch: pip install 'roofwise[gpu]'") from None
+        raise InputError("--device", "timing needs torch: " + install_hint("gpu")) from None
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda", "no CUDA GPU is visible on this machine "
                                           "(torch.cuda.is_available() is False); "
@@ -195,7 +196,7 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
     resolved = [resolve_params(op, point) for point in points]
     ledgers = [build_ledger(op, params) for params in resolved]  # all price before any is timed
     append = check_appendable(out)
-    machine = resolve_machine(machine_name) if machine_name else None
+    machine = load_machine_arg(machine_name)
     require_device(device)
     available = available_bytes(device)
     for params, ledger in zip(resolved, ledgers, strict=True):  # before anything is allocated

@@ -11,6 +11,7 @@ import yaml
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..errors import InputError
+from ..install import install_hint
 from ..measure.calibration_math import choose_theoretical, resolve_theoretical
 from ..profiles import builtin_machines, parse_machine
 from ..recordio import atomic_writer
@@ -49,7 +50,7 @@ def require_gpu() -> None:
     try:
         import torch
     except ImportError:
-        raise InputError("calibrate", "needs torch with CUDA: pip install 'roofwise[gpu]'"
+        raise InputError("calibrate", "needs torch with CUDA: " + install_hint("gpu")
                          ) from None
     if not torch.cuda.is_available():
         raise InputError("calibrate", "no CUDA GPU is visible on this machine "

@@ -14,7 +14,7 @@ import numpy as np
 from rich.console import Console
 
 from ..machine import Machine
-from ..profiles import builtin_machines, resolve_machine
+from ..profiles import builtin_machines, choose_machine
 
 if TYPE_CHECKING:
     from ..records import Loaded
@@ -46,7 +46,16 @@ def regime_mix_options(func: F) -> F:
 
 
 def load_machine_arg(name: str | None) -> Machine | None:
-    return None if name is None else resolve_machine(name)
+    """The profile --machine names; a short name or alias says on stderr which it chose."""
+    return None if name is None else machine_arg(name)
+
+
+def machine_arg(name: str) -> Machine:
+    """The profile `name` selects; a short name or alias says on stderr which it chose."""
+    machine, chose = choose_machine(name)
+    if chose:
+        note(f"roofwise: {chose}")
+    return machine
 
 
 def all_machines() -> dict[str, Machine]:

@@ -8,9 +8,8 @@ import click
 from rich.table import Table
 
 from ..machine import Machine
-from ..profiles import resolve_machine
 from ..report import fmt
-from .common import all_machines, console, echo_json
+from .common import all_machines, console, echo_json, machine_arg
 
 
 @click.command("machines")
@@ -40,7 +39,7 @@ def machines_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The profile as one JSON object.")
 def machine_command(name: str, as_json: bool) -> None:
     """Show one profile: every ceiling, regime, mix, balance point and source."""
-    m = resolve_machine(name)
+    m = machine_arg(name)
     if as_json:
         echo_json(machine_summary(m))
         return

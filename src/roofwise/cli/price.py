@@ -6,12 +6,12 @@ it is a library operator (`roofwise ops` lists them) priced at the `--shape key=
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 from rich.table import Table
 
+from .. import paths
 from ..errors import InputError
 from ..ledger import Ledger
 from ..ledgerio import load_ledger
@@ -20,13 +20,14 @@ from ..ops import build_op, parse_shape_args
 from ..pricing import (
     LedgerPrice,
     missing_units,
+    moved_work,
+    placed,
     price_ledger,
     price_ledger_cycles,
     rate_gaps,
 )
-from ..profiles import resolve_machine
 from ..report import fmt
-from .common import console, echo_json, machine_option, regime_mix_options
+from .common import console, echo_json, machine_arg, machine_option, note, regime_mix_options
 
 
 @click.command("price")
@@ -41,13 +42,13 @@ def price_command(target: str, machine_name: str, shapes: tuple[str, ...], regim
                   mix: str | None, as_json: bool) -> None:
     """Price a ledger file or a library operator: bytes by tensor, work by unit and class,
     times, bound, per stage."""
-    machine = resolve_machine(machine_name)
+    machine = machine_arg(machine_name)
     ledger = target_ledger(target, shapes)
     render_price(ledger, machine, regime, mix, as_json, "" if ledger_is_op(target) else target)
 
 
 def ledger_is_op(target: str) -> bool:
-    return not (target.lower().endswith((".yaml", ".yml")) or Path(target).is_file())
+    return not (target.lower().endswith((".yaml", ".yml")) or paths.is_file(target))
 
 
 def target_ledger(target: str, shapes: tuple[str, ...] = ()) -> Ledger:
@@ -70,6 +71,11 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
                          f"unit {unit} is not on machine {machine.name} (it has "
                          f"{', '.join(machine.units)}); declare a unit the profile has, or "
                          "use a profile that has it")
+    moved = moved_work(ledger, machine)
+    ledger = placed(ledger, machine)
+    for declared, here in moved.items():
+        note(f"roofwise: work declared on {declared} runs on {here} on {machine.name} "
+             "(the profile's pipes_by_class)")
     gaps = rate_gaps(ledger, machine)
     if gaps:
         render_cycles(ledger, machine, as_json, gaps)

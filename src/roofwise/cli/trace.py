@@ -21,15 +21,15 @@ from rich.table import Table
 
 from ..dtypes import bytes_per_element
 from ..errors import InputError
+from ..install import install_hint
 from ..ledger import Ledger
 from ..ledgerio import ledger_to_yaml_data
-from ..profiles import resolve_machine
 from ..recordio import atomic_writer
 from ..report import fmt
-from .common import console, machine_option
+from .common import console, machine_arg, machine_option
 
 MAX_TENSOR_BYTES = 2**63 - 1  # torch sizes and storage byte counts are int64
-NEEDS_TORCH = "trace needs torch: pip install 'roofwise[gpu]'"
+NEEDS_TORCH = "trace needs torch: " + install_hint("gpu")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # roofwise dtype names (roofwise.dtypes) whose torch spelling differs; the others are torch's
 _TORCH_SPELLING = {
@@ -128,7 +128,7 @@ def trace_command(target: str, shapes: tuple[str, ...], lookups: tuple[str, ...]
     if machine_name:
         from .price import render_price
 
-        render_price(ledger, resolve_machine(machine_name), None, None, as_json=False)
+        render_price(ledger, machine_arg(machine_name), None, None, as_json=False)
     elif not out_path:
         _summary(ledger, traced.uncounted)
 

@@ -19,11 +19,25 @@ DATASHEET_MARGIN = 0.5
 _SPARSE_TOLERANCE = 1e-3  # relative
 # Dense datasheet peaks (ops/s) by unit key, from shared/REFERENCES.md; sparse peaks are 2x.
 KNOWN_DENSE_PEAKS: Mapping[str, tuple[tuple[str, float], ...]] = {
-    "tensor_core.fp16": (("H100/H200 SXM", 989.5e12), ("A100 SXM", 312e12), ("H20", 148e12)),
-    "tensor_core.bf16": (("H100/H200 SXM", 989.5e12), ("A100 SXM", 312e12), ("H20", 148e12)),
-    "tensor_core.tf32": (("H100/H200 SXM", 494.7e12), ("A100 SXM", 156e12), ("H20", 74e12)),
-    "tensor_core.fp8": (("H100/H200 SXM", 1979e12), ("H20", 296e12)),
+    "tensor_core.fp16": (("H100/H200 SXM", 989.5e12), ("A100 SXM", 312e12), ("H20", 148e12),
+                         ("B200", 2.25e15), ("H100 PCIe", 756.5e12), ("L40S", 362.05e12),
+                         ("RTX 4090 (FP32 accumulate)", 165.2e12)),
+    "tensor_core.bf16": (("H100/H200 SXM", 989.5e12), ("A100 SXM", 312e12), ("H20", 148e12),
+                         ("B200", 2.25e15), ("H100 PCIe", 756.5e12), ("L40S", 362.05e12),
+                         ("RTX 4090", 165.2e12)),
+    "tensor_core.tf32": (("H100/H200 SXM", 494.7e12), ("A100 SXM", 156e12), ("H20", 74e12),
+                         ("B200", 1.125e15), ("H100 PCIe", 378e12), ("L40S", 183e12),
+                         ("RTX 4090", 82.6e12)),
+    "tensor_core.fp8": (("H100/H200 SXM", 1979e12), ("H20", 296e12), ("B200", 4.5e15),
+                        ("H100 PCIe", 1513e12), ("L40S", 733e12),
+                        ("RTX 4090 (FP32 accumulate)", 330.3e12)),
+    "matrix_core.fp16": (("MI300X/MI325X", 1307.4e12),),
+    "matrix_core.bf16": (("MI300X/MI325X", 1307.4e12),),
+    "matrix_core.tf32": (("MI300X/MI325X", 653.7e12),),
+    "matrix_core.fp8": (("MI300X/MI325X", 2614.9e12),),
 }
+# A figure 2x a dense one that is not a sparse peak: GeForce cards' FP16-accumulate rate.
+_FP16_ACCUMULATE = ("RTX 4090 (FP32 accumulate)",)
 _SPARSE_WORDS = re.compile(r"\bsparse\b|\bsparsity\b|\b2:4\b", re.IGNORECASE)
 _DENSE_WORDS = re.compile(r"\bdense\b|\bno (structured )?sparsity\b", re.IGNORECASE)
 
@@ -38,8 +52,11 @@ def sparse_reason(unit: ComputeUnit) -> str | None:
         if not any(math.isclose(rate, dense, rel_tol=_SPARSE_TOLERANCE) for _, dense in known):
             for part, dense in known:
                 if math.isclose(rate, 2 * dense, rel_tol=_SPARSE_TOLERANCE):
-                    return (f"{unit.key} theoretical {rate / 1e12:.1f} T/s is 2x the dense "
-                            f"{part} datasheet figure {dense / 1e12:.1f} T/s (a sparse peak)")
+                    also = (" or the FP16-accumulate figure, which FP32-accumulate kernels "
+                            "never reach" if part in _FP16_ACCUMULATE else "")
+                    return (f"{unit.key} theoretical {rate / 1e12:.1f} TFLOP/s is 2x the dense "
+                            f"{part} datasheet figure {dense / 1e12:.1f} TFLOP/s (a sparse "
+                            f"peak{also})")
     if _SPARSE_WORDS.search(unit.source) and not _DENSE_WORDS.search(unit.source):
         return f"{unit.key} source says sparse: {unit.source!r}"
     return None
@@ -72,7 +89,8 @@ def check_machine_m1(machine: Machine) -> list[Finding]:
             out.append(Finding(
                 "M1", WARNING, f"{machine.name} {level.name}",
                 f"{level.name} {level.theoretical_bytes_per_s / 1e9:.0f} GB/s is the datasheet "
-                "figure: no access mix was measured", uncalibrated_memory_fix(level.name)))
+                f"figure: no access mix was measured{_chose(level.choice)}",
+                uncalibrated_memory_fix(level.name)))
     for unit in machine.units.values():
         sparse = sparse_reason(unit)
         if sparse is not None:
@@ -80,9 +98,16 @@ def check_machine_m1(machine: Machine) -> list[Finding]:
         elif unit.theoretical_ops_per_s is not None and not unit.calibrated:
             out.append(Finding(
                 "M1", WARNING, f"{machine.name} {unit.key}",
-                f"{unit.key} {unit.theoretical_ops_per_s / 1e12:.2f} T/s is the datasheet "
-                "rate: no regime was measured", uncalibrated_unit_fix(unit.key)))
+                f"{unit.key} {unit.theoretical_ops_per_s / 1e12:.2f} TFLOP/s is the datasheet "
+                f"rate: no regime was measured{_chose(unit.choice)}",
+                uncalibrated_unit_fix(unit.key)))
     return out
+
+
+def _chose(choice: str) -> str:
+    """Which vendor figure the profile took where two exist (sparse or dense, FP16 or FP32
+    accumulate, GB or GiB, launch or revised), as the profile says."""
+    return f" (the profile took {choice})" if choice else ""
 
 
 MACHINE_CHECKS: Mapping[str, Callable[[Machine], list[Finding]]] = {"M1": check_machine_m1}

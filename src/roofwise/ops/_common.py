@@ -14,11 +14,14 @@ Counting conventions common to the families (each module states its own on top):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from .. import numbers
 from ..dtypes import bytes_per_element
 from ..errors import InputError
+from ..text import shown
 
 CUDA = "cuda_core.fp32"  # fp32 arithmetic and compares on the CUDA cores
 SFU = "sfu.fp32"  # transcendentals (exp, rsqrt, reciprocal, tanh) on the special-function pipe
@@ -64,14 +67,17 @@ def contraction_unit(compute_dtype: str, where: str, allow_tf32: bool = False) -
 
 
 def positive(value: int, where: str) -> int:
+    """A size: an int above zero and at most numbers.COUNT_CEILING (products stay exact)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(where, f"expected a positive integer, got {value!r}")
+        raise InputError(where, f"expected a positive integer, got {shown(value)}")
+    numbers.check_count(value, where)
     return value
 
 
 def non_negative(value: int, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(where, f"expected an integer >= 0, got {value!r}")
+        raise InputError(where, f"expected an integer >= 0, got {shown(value)}")
+    numbers.check_count(value, where)
     return value
 
 
@@ -82,7 +88,15 @@ def choice(value: str, options: Sequence[str], where: str) -> str:
 
 
 def shape(value: Sequence[int], where: str) -> tuple[int, ...]:
+    """Positive sizes whose product (in Python ints, exact) is at most numbers.COUNT_CEILING."""
     dims = tuple(value)
     if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in dims):
-        raise InputError(where, f"expected a non-empty shape of positive integers, got {value!r}")
+        raise InputError(where, "expected a non-empty shape of positive integers, got "
+                                f"{shown(value)}")
+    numbers.check_count(elements(dims), f"{where} (elements)")
     return dims
+
+
+def elements(dims: Sequence[int]) -> int:
+    """The element count of a shape, exact: Python ints never wrap as an int64 product does."""
+    return math.prod(int(d) for d in dims)

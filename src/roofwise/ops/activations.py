@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 from ..errors import InputError
 from ..ledger import Ledger, Role, Tensor, Work
+from ..text import shown
 from . import _common as c
 
 GELU_APPROXIMATIONS = ("tanh", "erf")
@@ -55,7 +54,7 @@ def _unary(name: str, shape: tuple[int, ...], dtype: str, out_dtype: str,
     dims = c.shape(shape, f"{name}.shape")
     in_dtype = c.dtype(dtype, f"{name}.dtype")
     out = in_dtype if out_dtype == "auto" else c.dtype(out_dtype, f"{name}.out_dtype")
-    elems = int(np.prod(dims, dtype=np.int64))
+    elems = c.elements(dims)
     return Ledger(name=name, roof=c.CUDA, tensors=(
         Tensor("x", in_shape or dims, in_dtype, Role.INPUT),
         Tensor("y", dims, out, Role.OUTPUT),
@@ -83,17 +82,26 @@ def swiglu(shape: tuple[int, ...] = (4096, 14336), dtype: str = "bf16",
                   in_shape=(*dims[:-1], 2 * dims[-1]))
 
 
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...], where: str) -> tuple[int, ...]:
+    """numpy's broadcasting rule on exact Python ints (numpy's own would stop at int64)."""
+    width = max(len(a), len(b))
+    out = []
+    for x, y in zip((1,) * (width - len(a)) + a, (1,) * (width - len(b)) + b, strict=True):
+        if x != y and 1 not in (x, y):
+            raise InputError(where, f"shapes {shown(a)} and {shown(b)} "
+                                    "do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
 def _binary(name: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str,
             out_dtype: str) -> Ledger:
     a = c.shape(a_shape, f"{name}.a_shape")
     b = c.shape(b_shape, f"{name}.b_shape")
-    try:
-        out_shape = tuple(int(d) for d in np.broadcast_shapes(a, b))
-    except ValueError:
-        raise InputError(f"{name}.b_shape", f"shapes {a} and {b} do not broadcast") from None
+    out_shape = c.shape(_broadcast(a, b, f"{name}.b_shape"), f"{name} output shape")
     in_dtype = c.dtype(dtype, f"{name}.dtype")
     out = in_dtype if out_dtype == "auto" else c.dtype(out_dtype, f"{name}.out_dtype")
-    elems = int(np.prod(out_shape, dtype=np.int64))
+    elems = c.elements(out_shape)
     return Ledger(name=name, roof=c.CUDA, tensors=(
         Tensor("a", a, in_dtype, Role.INPUT), Tensor("b", b, in_dtype, Role.INPUT),
         Tensor("out", out_shape, out, Role.OUTPUT),

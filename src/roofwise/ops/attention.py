@@ -25,18 +25,21 @@ Convention:
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import InputError
 from ..ledger import Ledger, Role, Tensor, Work
 from . import _common as c
 
 
 def causal_pairs(q_len: int, kv_len: int) -> int:
-    """Unmasked (query, key) pairs of one head under bottom-right-aligned causal masking."""
-    offset = kv_len - q_len
-    seen = np.clip(np.arange(q_len, dtype=np.int64) + 1 + offset, 0, kv_len)
-    return int(seen.sum())
+    """Unmasked (query, key) pairs of one head under bottom-right-aligned causal masking.
+
+    Query row i sees min(i + 1 + offset, kv_len) keys, offset = kv_len - q_len, clamped at 0;
+    the last row sees all kv_len. The rows that see any keys see offset+1, offset+2, ...,
+    kv_len of them (1, 2, ..., kv_len when q_len > kv_len), so the sum is a difference of two
+    triangular numbers: closed form, exact at any length, no array over the sequence.
+    """
+    seen_by_first = max(kv_len - q_len, 0)
+    return (kv_len * (kv_len + 1) - seen_by_first * (seen_by_first + 1)) // 2
 
 
 def attention(batch: int = 1, q_len: int = 4096, kv_len: int = 4096, q_heads: int = 32,

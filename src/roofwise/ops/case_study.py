@@ -1,4 +1,4 @@
-"""The seed's case study: QK-Norm + RoPE + fp8 quantisation of a prefill chunk.
+"""The case study: QK-Norm + RoPE + fp8 quantisation of a prefill chunk.
 
 q (tokens, q_heads, d) and k (tokens, kv_heads, d) in bf16 are RMS-normalised with one weight
 vector each, rotated with fp32 cos/sin tables (tokens, d), and quantised to fp8 with one fp32

@@ -86,8 +86,9 @@ def moe(expert_tokens: tuple[int, ...] = (), top_k: int = 0, hidden: int = 4096,
         if not expert_tokens:
             raise InputError(f"{where}.expert_tokens", "give the token count of every expert "
                                                        "(or, from Python, a routing array)")
-        counts = np.asarray([c.non_negative(int(n), f"{where}.expert_tokens")
-                             for n in expert_tokens], dtype=np.int64)
+        # Python ints (an object array): a count near the ceiling must not wrap as int64 would
+        counts = np.asarray([c.non_negative(n, f"{where}.expert_tokens")
+                             for n in expert_tokens], dtype=object)
         if num_experts and num_experts != counts.size:
             raise InputError(f"{where}.num_experts", f"{num_experts} experts but "
                                                      f"{counts.size} token counts")

@@ -10,14 +10,15 @@ twice is an InputError naming the parameter; nothing is guessed.
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import numbers
 from ..errors import InputError
 from ..ledger import Ledger
+from ..text import one_line, shown
 from .activations import add, gelu, mul, silu, swiglu
 from .attention import attention, attention_decode, attention_prefill
 from .case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
@@ -70,7 +71,7 @@ def op_function(name: str) -> Callable[..., Ledger]:
     try:
         return OPS[name]
     except KeyError:
-        raise InputError("op", f"unknown operator {name!r}; expected one of: "
+        raise InputError("op", f"unknown operator {shown(name)}; expected one of: "
                                f"{', '.join(sorted(OPS))}") from None
 
 
@@ -97,10 +98,11 @@ def parse_shape_args(args: Iterable[str]) -> dict[str, str]:
             key, sep, value = item.partition("=")
             key = key.strip()
             if not sep or not key:
-                raise InputError("--shape", f"expected key=value, got {item!r}")
+                raise InputError("--shape", f"expected key=value, got {shown(item)}")
             if key in pairs:
-                raise InputError(f"--shape {key}", f"given twice ({pairs[key]!r} and "
-                                                   f"{value.strip()!r}); give it once")
+                raise InputError(f"--shape {one_line(key, 40)}",
+                                 f"given twice ({shown(pairs[key])} and "
+                                 f"{shown(value.strip())}); give it once")
             pairs[key] = value.strip()
     return pairs
 
@@ -111,7 +113,7 @@ def parse_op_params(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     for key, text in texts.items():
         if key not in params:
-            raise InputError(f"{name}: --shape {key}",
+            raise InputError(f"{name}: --shape {one_line(key, 40)}",
                              f"unknown parameter; expected one of: {', '.join(params)}")
         kwargs[key] = _convert(text, params[key].kind, f"{name}: --shape {key}")
     return kwargs
@@ -137,20 +139,14 @@ def _convert(text: str, kind: str, where: str) -> Any:
             return True
         if text.lower() in _FALSE:
             return False
-        raise InputError(where, f"expected true or false, got {text!r}")
+        raise InputError(where, f"expected true or false, got {shown(text)}")
     if kind == "tuple":
         return _tuple(text, where)
     if kind == "int":
         if not _INT.fullmatch(text):
-            raise InputError(where, f"expected an integer, got {text!r}")
-        return int(text)
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise InputError(where, f"expected a finite number, got {text!r}")
-    return value
+            raise InputError(where, f"expected an integer, got {shown(text)}")
+        return numbers.to_int(text, where)
+    return numbers.to_float(text, where)
 
 
 def _tuple(text: str, where: str) -> tuple[int, ...]:
@@ -158,8 +154,8 @@ def _tuple(text: str, where: str) -> tuple[int, ...]:
     body = text.strip()
     if body[:1] in _BRACKETS:
         if body[-1:] != _BRACKETS[body[0]]:
-            raise InputError(where, f"unbalanced brackets in {text!r}")
+            raise InputError(where, f"unbalanced brackets in {shown(text)}")
         body = body[1:-1].strip()
     if not _TUPLE.fullmatch(body):
-        raise InputError(where, f"expected integers like 4096x128 or 1,0,3, got {text!r}")
-    return tuple(int(p) for p in re.split(r"\s*[x,]\s*", body))
+        raise InputError(where, f"expected integers like 4096x128 or 1,0,3, got {shown(text)}")
+    return tuple(numbers.to_int(p, where) for p in re.split(r"\s*[x,]\s*", body))

@@ -1,0 +1,77 @@
+"""One sanitiser for user text on its way to a person: a message, rich, matplotlib, HTML.
+
+Names, workloads, titles and paths come from files and arguments and may hold anything: rich
+markup (`[/x]`), matplotlib mathtext (`$\\frac{$`), newlines, lone surrogates (what Python
+decodes an undecodable file name to), or four thousand characters. Each renderer gets the text
+made inert for it here, and nowhere else:
+
+- `for_rich`: markup escaped, so `[/x]` prints as itself instead of raising MarkupError;
+- `for_mpl`: every `$` escaped, so a data string is never parsed as mathtext;
+- `encodable`: characters UTF-8 cannot encode (lone surrogates) shown as `\\udc80`;
+- `one_line`: control characters (newlines included) shown escaped, length capped by eliding
+  the middle, so that an error is always one short line;
+- `shown`: a value as a message quotes it (repr), elided in the middle.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+MESSAGE_LIMIT = 290  # characters of one error line: under the 300 the contract promises
+_SHOWN = 24  # characters of an offending value quoted in a message
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def elide(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters by replacing its middle with `...`."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 3 + 1) // 2
+    tail = limit - 3 - head
+    return f"{text[:head]}...{text[len(text) - tail:]}" if tail else f"{text[:head]}..."
+
+
+def shown(value: Any, limit: int = _SHOWN) -> str:
+    """`value` as a message quotes it: its repr, elided in the middle beyond `limit`."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 13000:
+        # repr would hit CPython's 4,300-digit int-string limit
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
+    if isinstance(value, str) and len(value) > 4 * limit:
+        value = value[: 2 * limit] + value[-2 * limit:]  # repr of a huge string costs time
+    text = encodable(repr(value))
+    if len(text) <= limit:
+        return text
+    digits = f" ({len(text):,} digits)" if isinstance(value, int) else ""
+    return elide(text, limit) + digits
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """One printable line of at most `limit` characters: control characters escaped
+    (`\\n`), unencodable ones too, the middle elided when too long."""
+    if len(text) > 4 * limit:
+        text = text[: 2 * limit] + text[-2 * limit:]
+    flat = _CONTROL.sub(lambda m: repr(m.group())[1:-1], encodable(text))
+    return elide(flat, limit)
+
+
+def encodable(text: str) -> str:
+    """`text` with what UTF-8 cannot encode (lone surrogates) written as `\\udc80`."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def for_rich(text: Any) -> str:
+    """Plain text for a rich table or print: markup escaped, encodable."""
+    from rich.markup import escape
+
+    return escape(encodable(str(text)))
+
+
+def for_mpl(text: Any) -> str:
+    """Plain text for a matplotlib label or title: never mathtext, encodable."""
+    return encodable(str(text)).replace("$", r"\$")

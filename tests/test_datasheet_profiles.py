@@ -1,0 +1,131 @@
+"""The datasheet profiles for more cards: each number against the vendor figure (typed here
+from the datasheet tables in shared/REFERENCES.md and the profile comments, not read from the
+YAML), the dense figure where the datasheet prints a sparse one, and per-SM arithmetic."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from roofwise.lint import lint_machine
+from roofwise.ops import gemm, softmax
+from roofwise.pricing import placed, price_ledger, price_ledger_cycles
+from roofwise.profiles import builtin_paths
+
+T = 1e12
+# (profile, unit or memory level, vendor figure in the unit's rate, why this figure)
+DATASHEET = [
+    ("b200", "hbm", 7.7 * T), ("b200", "tensor_core.bf16", 36e15 / 8 / 2),
+    ("b200", "tensor_core.fp16", 36e15 / 8 / 2), ("b200", "tensor_core.fp8", 72e15 / 8 / 2),
+    ("b200", "tensor_core.fp4", 144e15 / 8 / 2), ("b200", "tensor_core.tf32", 18e15 / 8 / 2),
+    ("b200", "cuda_core.fp32", 600 * T / 8),
+    ("mi300x", "hbm", 5.3 * T), ("mi300x", "matrix_core.bf16", 1307.4 * T),
+    ("mi300x", "matrix_core.fp16", 1307.4 * T), ("mi300x", "matrix_core.fp8", 2614.9 * T),
+    ("mi300x", "matrix_core.tf32", 653.7 * T), ("mi300x", "vector.fp32", 163.4 * T),
+    ("mi325x", "hbm", 6.0 * T), ("mi325x", "matrix_core.bf16", 1307.4 * T),
+    ("mi325x", "matrix_core.fp8", 2614.9 * T), ("mi325x", "vector.fp32", 163.4 * T),
+    ("h100-pcie", "hbm", 2.0 * T), ("h100-pcie", "tensor_core.bf16", 1513 * T / 2),
+    ("h100-pcie", "tensor_core.fp8", 3026 * T / 2), ("h100-pcie", "tensor_core.tf32", 756 * T / 2),
+    ("h100-pcie", "cuda_core.fp32", 51 * T),
+    ("l40s", "gddr6", 864e9), ("l40s", "tensor_core.bf16", 362.05 * T),
+    ("l40s", "tensor_core.fp8", 1466 * T / 2), ("l40s", "tensor_core.tf32", 366 * T / 2),
+    ("l40s", "cuda_core.fp32", 91.6 * T),
+    ("rtx-4090", "gddr6x", 21e9 * 384 / 8), ("rtx-4090", "tensor_core.fp16", 165.2 * T),
+    ("rtx-4090", "tensor_core.bf16", 165.2 * T), ("rtx-4090", "tensor_core.fp8", 330.3 * T),
+    ("rtx-4090", "tensor_core.tf32", 82.6 * T), ("rtx-4090", "cuda_core.fp32", 82.6 * T),
+]
+# (profile, SM count, boost clock Hz) for the FP32 cross-check: SMs x 128 lanes x 2 x clock
+SM_CLOCK = [("h100-pcie", 114, 1.755e9), ("l40s", 142, 2.52e9), ("rtx-4090", 128, 2.52e9)]
+NEW = ("b200", "mi300x", "mi325x", "h100-pcie", "l40s", "rtx-4090")
+
+
+@pytest.mark.parametrize(("name", "key", "figure"), DATASHEET)
+def test_profile_number_is_the_datasheet_figure(machines, name, key, figure):
+    machine = machines[name]
+    if key in machine.memory:
+        assert machine.memory[key].theoretical_bytes_per_s == pytest.approx(figure, rel=1e-9)
+    else:
+        assert machine.units[key].theoretical_ops_per_s == pytest.approx(figure, rel=1e-9)
+
+
+@pytest.mark.parametrize(("name", "sms", "clock_hz"), SM_CLOCK)
+def test_fp32_rate_is_sms_times_lanes_times_clock(machines, name, sms, clock_hz):
+    machine = machines[name]
+    assert machine.clock_hz == clock_hz
+    rate = machine.units["cuda_core.fp32"].theoretical_ops_per_s
+    assert rate == pytest.approx(sms * 128 * 2 * clock_hz, rel=5e-3)  # datasheets round
+
+
+@pytest.mark.parametrize("name", ["b200", "h100-pcie", "l40s", "rtx-4090"])
+def test_sfu_rate_is_a_sixteenth_of_the_fp32_fma_rate(machines, name):
+    """Guide table: 16 special functions vs 128 FP32 FMAs (256 FLOP) per SM per clock."""
+    units = machines[name].units
+    assert units["sfu.fp32"].theoretical_ops_per_s == pytest.approx(
+        units["cuda_core.fp32"].theoretical_ops_per_s * 16 / 256, rel=1e-9)
+    assert units["sfu.fp32"].ops_per_cycle == 16
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_new_profiles_are_uncalibrated_and_say_which_figure(machines, name):
+    machine = machines[name]
+    assert not any(u.calibrated for u in machine.units.values())
+    assert not machine.dram.calibration_by_mix
+    assert machine.dram.choice  # decimal or binary, revised or launch: said
+    tensor = [u for u in machine.units.values() if u.key.split(".")[0] in
+              ("tensor_core", "matrix_core")]
+    assert tensor and all(u.choice for u in tensor)
+
+
+def test_every_number_in_a_builtin_profile_has_a_comment():
+    number = re.compile(r"^\s*\w+:\s*-?[0-9.]+(e[+-]?\d+)?\s*(#.*)?$")
+    for path in builtin_paths():
+        for k, line in enumerate(path.read_text().splitlines(), 1):
+            if number.match(line):
+                assert "#" in line, f"{path.name}:{k} has a number without a source: {line}"
+
+
+def test_rtx_4090_m1_explains_the_accumulate_choice(machines):
+    findings = [f for f in lint_machine(machines["rtx-4090"]) if "tensor_core.fp16" in f.where]
+    assert len(findings) == 1
+    assert "FP16 accumulate" in findings[0].reason
+    assert findings[0].severity == "warning"  # 165.2 is dense, not a sparse peak
+
+
+def test_softmax_on_ascend_runs_on_the_vector_pipes_in_cycles(machines):
+    ascend = machines["ascend-a5-vector"]
+    ledger = placed(softmax(rows=4096, cols=8192), ascend)
+    elems = 4096 * 8192
+    assert ledger.ops_by_unit == {"ascend_vector.alu": 4 * elems,  # 1 compare + 3 arithmetic
+                                  "ascend_vector.sfu": elems + 4096}  # exp + 1/sum per row
+    cycles = price_ledger_cycles(softmax(rows=4096, cols=8192), ascend)
+    assert cycles.cycles_by_unit["ascend_vector.sfu"] == pytest.approx((elems + 4096) / 8)
+    assert cycles.binding_unit == "ascend_vector.sfu"  # 8/cycle against the ALU's 51
+
+
+def test_gemm_on_ascend_keeps_its_dtype_on_the_cube(machines):
+    ledger = placed(gemm(m=1024, n=1024, k=1024, dtype="fp8"), machines["ascend-a5-vector"])
+    assert ledger.ops_by_unit["ascend_cube.fp8"] == 2 * 1024**3
+    assert set(ledger.ops_by_unit) == {"ascend_cube.fp8", "ascend_vector.alu"}  # fp8 scales
+    assert ledger.roof == "ascend_cube.fp8"
+
+
+def test_gemm_on_mi300x_is_priced_on_the_matrix_cores(machines):
+    price = price_ledger(gemm(m=8192, n=8192, k=8192, dtype="bf16"), machines["mi300x"])
+    assert price.binding_unit == "matrix_core.bf16"
+    assert price.compute_time_s == pytest.approx(2 * 8192**3 / 1307.4e12)
+
+
+def test_machines_on_nvidia_names_are_unchanged(machines):
+    ledger = softmax()
+    assert placed(ledger, machines["h200"]) is ledger
+
+
+def test_m1_calls_the_fp16_accumulate_figure_what_it_is(machines):
+    from dataclasses import replace
+
+    rtx = machines["rtx-4090"]
+    fast = replace(rtx.units["tensor_core.fp16"], theoretical_ops_per_s=330.4e12, choice="")
+    findings = lint_machine(replace(rtx, units={"tensor_core.fp16": fast}))
+    assert findings[-1].severity == "error"
+    assert "FP16-accumulate figure" in findings[-1].reason
