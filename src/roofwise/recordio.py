@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import polars as pl
 
+from . import paths
 from .errors import InputError
 from .records import Unreadable, format_of, iter_raw_records
 
@@ -24,19 +25,13 @@ from .records import Unreadable, format_of, iter_raw_records
 def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Write to a temporary file beside `path`, rename over it only when the write completes.
 
-    A path that cannot be written (a directory, a missing or read-only folder) is bad input.
+    A path that cannot or should not be written (`paths.check_output`: a directory, a missing
+    or read-only folder, a symbolic link, a read-only file) is bad input.
     """
     target = Path(path)
-    if target.is_dir():
-        raise InputError(str(target), "is a directory; expected a file path to write")
-    parent = target.parent
-    if not parent.is_dir():  # a typo in a path must not build a tree of folders
-        blocker = next((p for p in [parent, *parent.parents] if p.exists()), None)
-        problem = (f"{blocker} is a file, not a folder" if blocker is not None
-                   and not blocker.is_dir() else f"no folder {parent}")
-        raise InputError(str(target), f"cannot write here: {problem}")
+    paths.check_output(target)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     except OSError as exc:
         raise InputError(str(target), f"cannot write here ({exc.strerror})") from None
     # mkstemp makes the file private (0600); outputs are meant to be shared like any other file.

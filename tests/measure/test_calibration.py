@@ -207,7 +207,7 @@ def test_options_are_checked_before_the_gpu(tmp_path, capsys, monkeypatch):
     plain = tmp_path / "f"
     plain.write_text("")
     assert calibrate_err(capsys, monkeypatch, "--out", str(plain / "p.yaml")) == (
-        f"--out {plain / 'p.yaml'}: cannot write here ({plain} is not a directory)")
+        f"--out {plain / 'p.yaml'}: cannot write here: {plain} is a file, not a folder")
     assert calibrate_err(capsys, monkeypatch, "--out", str(tmp_path / "p.json")) == (
         f"--out: expected a .yaml or .yml path, got {str(tmp_path / 'p.json')!r}")
     assert calibrate_err(capsys, monkeypatch, "--out", out, "--log", out.replace(
@@ -233,8 +233,13 @@ def test_theoretical_from_a_bad_file_keeps_its_file_in_the_error(tmp_path):
 def test_good_options_reach_the_gpu_check(tmp_path, capsys):
     if __import__("torch").cuda.is_available():
         pytest.skip("a GPU is present")
-    code = main(["calibrate", "--out", str(tmp_path / "new" / "p.yaml"), "--log",
-                 str(tmp_path / "new" / "l.log"), "--theoretical-from", "h200"])
+    code = main(["calibrate", "--out", str(tmp_path / "p.yaml"), "--log",
+                 str(tmp_path / "l.log"), "--theoretical-from", "h200"])
     err = capsys.readouterr().err
     assert code == 2 and "no CUDA GPU" in err
-    assert not (tmp_path / "new").exists()  # the check created nothing
+    assert list(tmp_path.iterdir()) == []  # the check wrote nothing
+    # outputs never create folders, so a missing one is refused before any measuring, not
+    # after it, when the profile could not be written
+    code = main(["calibrate", "--out", str(tmp_path / "new" / "p.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no folder" in err and "no CUDA GPU" not in err

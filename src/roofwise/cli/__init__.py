@@ -28,7 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace": ("trace:trace_command",
               "Trace a PyTorch function on meta tensors into a ledger (fused by default)."),
     "analyze": ("analyze:analyze_command",
-                "Judge benchmark records (JSONL, CSV or Parquet) against a machine profile."),
+                "Judge benchmark records (JSONL, CSV or Parquet), or a PyTorch profiler trace "
+                "(Kineto JSON, gzipped or not), against a machine profile."),
     "lint": ("lint:lint_command", "Flag the eight roofline misuses (and units a profile lacks) "
                                   "in ledgers, profiles, records."),
     "misuse": ("misuse:misuse_command",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from .. import paths
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..ledgerio import load_ledger
@@ -15,6 +16,7 @@ from ..output import write_csv as write_verdicts_csv
 from ..output import write_json_lines
 from ..records import read_records
 from ..report.table import render_analysis
+from ..traces.reader import is_trace
 from .common import (
     all_machines,
     console,
@@ -40,15 +42,27 @@ from .lint import render_findings_brief
 @click.option("--reference", "reference_paths", multiple=True, metavar="LEDGER.yaml",
               help="A ledger of an op as it should be counted; lint matches records to it by "
                    "op name (repeatable).")
+@click.option("--records-out", "records_out", default=None, metavar="PATH",
+              help="For a profiler trace: also write its ops as records (.jsonl or .parquet).")
 def analyze_command(records_path: str, machine_name: str | None, regime: str | None,
                     mix: str | None, as_json: bool, as_csv: bool, strict: bool,
                     limit: int, plot_path: str | None = None,
-                    reference_paths: tuple[str, ...] = ()) -> None:
-    """Judge benchmark records (JSONL, CSV or Parquet) against a machine profile.
+                    reference_paths: tuple[str, ...] = (),
+                    records_out: str | None = None) -> None:
+    """Judge benchmark records (JSONL, CSV or Parquet), or a PyTorch profiler trace (Kineto
+    JSON, gzipped or not), against a machine profile.
 
-    Without --machine, each record's `device` selects its profile; a record whose device
-    matches none is blank, with that reason.
+    Without --machine, each record's `device` (a trace's deviceProperties) selects its
+    profile; a record whose device matches none is blank, with that reason.
     """
+    if is_trace(records_path):  # told by content: a trace is grouped by op and shapes
+        from .traces import analyze_trace_command
+
+        analyze_trace_command(records_path, load_machine_arg(machine_name), regime, mix,
+                              as_json, None if limit == 0 else limit, records_out)
+        return
+    if records_out is not None:
+        raise click.UsageError("--records-out applies to a profiler trace; RECORDS is not one")
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive; choose one")
     if plot_path is not None:
@@ -57,6 +71,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         if Path(plot_path).suffix.lower().lstrip(".") not in SAVE_FORMATS:
             raise InputError("--plot", f"expected a path ending in .{', .'.join(SAVE_FORMATS)}, "
                                        f"got {plot_path!r}")
+        paths.check_output(plot_path, "--plot")  # before any row is printed
     references = [load_ledger(p) for p in reference_paths]
     loaded = read_records(records_path, strict=strict)
     report_skipped(records_path, loaded)

@@ -15,6 +15,7 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import paths
 from ..errors import InputError
 from ..install import install_hint
 from ..ops import parse_shape_args
@@ -91,15 +92,9 @@ def check_appendable(out: str) -> bool:
     record file that parses. Returns whether existing rows must be kept (append).
     """
     path = Path(out)
-    if path.is_dir():
-        raise InputError(out, "is a directory; expected a record file path")
+    paths.check_output(path)
     if not path.exists():
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
-            raise InputError(out, f"directory {str(parent)!r} does not exist")
         return False
-    if not path.is_file():
-        raise InputError(out, "exists and is not a regular file; expected a record file")
     if path.stat().st_size == 0:
         return False
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import click
 import yaml
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from .. import paths
 from ..errors import InputError
 from ..install import install_hint
 from ..measure.calibration_math import choose_theoretical, resolve_theoretical
@@ -22,28 +22,10 @@ LOG_SUFFIXES = (".txt", ".log")
 
 
 def check_writable(path: str, option: str, suffixes: tuple[str, ...]) -> None:
-    """Refuse, before any measuring, a path `recordio.atomic_writer` could not write.
-
-    atomic_writer refuses a directory, creates missing parent folders, and writes a temporary
-    file beside the target before renaming it over; so the nearest existing ancestor must be a
-    directory we may write in, and the target, if present, a regular file.
-    """
+    """Refuse, before any measuring, a path `recordio.atomic_writer` could not write."""
     if not path.lower().endswith(suffixes):
         raise InputError(option, f"expected a {' or '.join(suffixes)} path, got {path!r}")
-    target = Path(path)
-    if target.is_dir():
-        raise InputError(f"{option} {path}", "is a directory; expected a file path to write")
-    if target.exists() and not target.is_file():
-        raise InputError(f"{option} {path}", "exists and is not a regular file")
-    ancestor = target.absolute().parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise InputError(f"{option} {path}", f"cannot write here ({ancestor} is not a "
-                                             "directory)")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InputError(f"{option} {path}", f"cannot write here ({ancestor}: permission "
-                                             "denied)")
+    paths.check_output(path, option)
 
 
 def require_gpu() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .. import paths
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..records import read_records
@@ -36,6 +37,7 @@ def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regim
 
     Several RECORDS files share one chart, one marker shape per run (and per machine).
     """
+    paths.check_output(output, "--output")  # before any work
     machine = load_machine_arg(machine_name)
     runs: list[tuple[str, Analysis]] = []
     for path in records_paths:

@@ -10,6 +10,7 @@ from ..ledgerio import load_ledger
 from ..records import read_records
 from ..report.html import check_report_path, write_report
 from ..report.row_ledgers import Reference
+from ..traces.reader import is_trace
 from .common import (
     all_machines,
     load_machine_arg,
@@ -39,6 +40,13 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
     the profile with its sources, and each row's ledger and price on demand. Opens offline."""
     check_report_path(output)  # before any work: a wrong name fails at once
     references = load_references(reference_paths)
+    if is_trace(records_path):  # told by content: the grouped view leads the report
+        from .traces import write_trace_report
+
+        write_trace_report(records_path, load_machine_arg(machine_name), regime, mix, output,
+                           title, references)
+        note(f"roofwise: wrote {output}")
+        return
     loaded = read_records(records_path, strict=strict)
     report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),

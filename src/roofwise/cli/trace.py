@@ -19,6 +19,7 @@ import click
 import yaml
 from rich.table import Table
 
+from .. import paths
 from ..dtypes import bytes_per_element
 from ..errors import InputError
 from ..install import install_hint
@@ -108,6 +109,8 @@ def trace_command(target: str, shapes: tuple[str, ...], lookups: tuple[str, ...]
         from ..measure.trace import trace
     except ImportError:
         raise InputError("trace", NEEDS_TORCH) from None
+    if out_path:
+        paths.check_output(out_path, "--out")  # before any tracing
     fn = _load_function(target)
     args, kwargs = _example_inputs(fn, target, shapes, torch)
     try:

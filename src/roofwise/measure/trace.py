@@ -40,42 +40,11 @@ from ..dtypes import BYTES_PER_ELEMENT
 from ..errors import InputError
 from ..ledger import Ledger, Role, Tensor, Work, separate
 from ..ops._common import CUDA, SFU, contraction_unit
+from ..ops.classes import MOVEMENT_OPS, OP_CLASS_TABLE, VIEW_OPS
 
 DEFAULT_UNITS: dict[str, str] = {"arithmetic": CUDA, "compare": CUDA, "transcendental": SFU}
 
-# op name (overload packet, trailing "_" of in-place variants removed) -> ops per element by class
-_A, _T, _C = "arithmetic", "transcendental", "compare"
-OP_CLASS_TABLE: dict[str, dict[str, int]] = {
-    **{n: {_A: 1} for n in (
-        "add", "sub", "rsub", "mul", "div", "true_divide", "neg", "where", "sum", "mean",
-        "cumsum", "prod", "remainder", "fmod", "floor_divide", "square", "lerp",
-        "pow")},  # pow by an integer; any other exponent is a transcendental (see _count)
-    **{n: {_A: 2} for n in ("addcmul", "addcdiv")},
-    **{n: {_T: 1} for n in (
-        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "rsqrt", "sqrt", "sigmoid",
-        "tanh", "erf", "erfc", "erfinv", "sin", "cos", "tan", "atan", "reciprocal")},
-    **{n: {_C: 1} for n in (
-        "abs", "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clamp_min",
-        "clamp_max", "clip", "gt", "lt", "ge", "le", "eq", "ne", "argmax", "argmin", "relu",
-        "sign", "logical_and", "logical_or", "logical_not", "isnan", "isinf", "floor", "ceil",
-        "round", "trunc", "masked_fill")},
-    # composites with a fixed mix: softmax = max, sub, exp, sum, div
-    **{n: {_C: 1, _T: 1, _A: 3} for n in ("_softmax", "_safe_softmax", "_log_softmax")},
-    "silu": {_T: 1, _A: 1},    # x * sigmoid(x)
-    "gelu": {_T: 1, _A: 4},    # 0.5 * x * (1 + erf(x / sqrt 2))
-}
-MOVEMENT_OPS = frozenset((  # a kernel that moves or fills data, no FLOPs
-    "clone", "copy", "_to_copy", "_to_dtype", "to", "cat", "stack", "index", "index_select",
-    "gather", "scatter", "scatter_add", "index_put", "index_copy", "contiguous", "repeat",
-    "fill", "zero", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
-    "embedding", "constant_pad_nd", "flip", "roll", "tril", "triu", "masked_select",
-    "_unsafe_index", "select_scatter", "slice_scatter"))
-VIEW_OPS = frozenset((  # no kernel: aliases or allocations
-    "view", "_unsafe_view", "reshape", "_reshape_alias", "transpose", "permute", "t", "expand",
-    "slice", "select", "unsqueeze", "squeeze", "split", "split_with_sizes", "chunk", "unbind",
-    "narrow", "alias", "detach", "as_strided", "diagonal", "unfold", "view_as_real",
-    "view_as_complex", "lift_fresh", "empty", "empty_like", "empty_strided", "new_empty",
-    "numpy_T", "movedim"))
+_A, _T = "arithmetic", "transcendental"
 _WRITE_ONLY = frozenset(("copy", "fill", "zero"))  # in-place ops that do not read `self`
 _METADATA_OPS = frozenset(("size", "sym_size", "stride", "sym_stride", "storage_offset",
                            "sym_storage_offset", "numel", "sym_numel", "dim", "is_contiguous",

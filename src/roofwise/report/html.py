@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..analysis import Analysis
 from ..errors import InputError
 from ..ledger import Ledger, Role
@@ -120,6 +121,7 @@ def check_report_path(path: str | Path) -> None:
     """Refuse an output name that promises another format (`-o r.png` would hold HTML)."""
     if Path(path).suffix.lower() not in REPORT_SUFFIXES:
         raise InputError(str(path), "expected a report file ending in .html or .htm")
+    paths.check_output(path)
 
 
 def report_html(analysis: Analysis, title: str = "roofwise report", source: str = "",

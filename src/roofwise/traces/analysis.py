@@ -1,0 +1,142 @@
+"""A trace in, verdicts out: read, link, price each op, judge the priced ones, group them.
+
+The records go through the same `analysis.analyze` as any records file, so a trace's verdicts
+are the verdicts `roofwise analyze` gives the records `--records-out` writes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analysis import Analysis, analyze
+from ..machine import Machine
+from ..records import columns_from_valid
+from .build import TraceOp, TraceOps, TraceSummary, build_ops
+from .reader import read_trace
+
+
+@dataclass(frozen=True)
+class TraceAnalysis:
+    path: str
+    ops: tuple[TraceOp, ...]
+    summary: TraceSummary
+    records: tuple[dict[str, Any], ...]  # one per priced op, in op order
+    record_of_op: np.ndarray  # per op, its index into records (-1: unpriced)
+    analysis: Analysis | None  # None when no op could be priced
+
+
+def analyze_trace(path: str | Path, machines: Mapping[str, Machine],
+                  machine: Machine | None = None, regime: str | None = None,
+                  mix: str | None = None, allow_tf32: bool = False,
+                  on_bytes: Callable[[int], None] | None = None,
+                  on_size: Callable[[int], None] | None = None) -> TraceAnalysis:
+    """Read and judge a trace; `machine` overrides the devices the trace names."""
+    events = read_trace(path, progress=on_bytes, total=on_size)
+    built = build_ops(events, allow_tf32=allow_tf32)
+    return judge_ops(str(path), built, machines, machine, regime, mix)
+
+
+def judge_ops(path: str, built: TraceOps, machines: Mapping[str, Machine],
+              machine: Machine | None = None, regime: str | None = None,
+              mix: str | None = None) -> TraceAnalysis:
+    records: list[dict[str, Any]] = []
+    record_of_op = np.full(len(built.ops), -1, dtype=np.int64)
+    for i, op in enumerate(built.ops):
+        record = op.record()
+        if record is not None:
+            record_of_op[i] = len(records)
+            records.append(record)
+    analysis = (analyze(columns_from_valid(records), machines, machine, regime, mix)
+                if records else None)
+    return TraceAnalysis(path, built.ops, built.summary, tuple(records), record_of_op, analysis)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Ops of one name and one set of input shapes and dtypes."""
+
+    op: str
+    shapes: str
+    count: int
+    time_s: float
+    sol_time_s: float | None  # None when no op of the group could be priced on a machine
+    share: float  # of the trace's summed device time
+    verdicts: Mapping[str, int]
+    priced_by: str
+    reason: str  # why unpriced, or the ledger's caveat
+
+    @property
+    def time_lost_s(self) -> float | None:
+        return None if self.sol_time_s is None else self.time_s - self.sol_time_s
+
+    @property
+    def efficiency(self) -> float | None:
+        return None if self.sol_time_s is None or self.time_s <= 0 else (
+            self.sol_time_s / self.time_s)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"op": self.op, "shapes": self.shapes, "count": self.count,
+                "time_s": self.time_s, "sol_time_s": self.sol_time_s,
+                "time_lost_s": self.time_lost_s, "efficiency": self.efficiency,
+                "share_of_gpu_time": self.share, "verdicts": dict(self.verdicts),
+                "priced_by": self.priced_by or None, "reason": self.reason or None}
+
+
+def shapes_text(op: TraceOp) -> str:
+    """`[2048, 320] fp32, [320, 125] fp32`: tensor inputs only, in argument order."""
+    from .aten import TRACE_DTYPES
+
+    parts = [f"{list(d)} {TRACE_DTYPES[t]}" for d, t in zip(op.shapes, op.dtypes, strict=False)
+             if t in TRACE_DTYPES and isinstance(d, (list, tuple))]
+    return ", ".join(parts) if parts else "-"
+
+
+def groups(result: TraceAnalysis) -> list[Group]:
+    """Grouped by op and shapes, sorted by time lost (unpriced groups last, by time)."""
+    sol = (result.analysis.priced.sol_time_s if result.analysis is not None
+           else np.zeros(0))
+    verdict_names = ([result.analysis.verdict_name(i) for i in range(len(result.analysis))]
+                     if result.analysis is not None else [])
+    gpu_time = result.summary.gpu_time_s
+    members: dict[tuple[str, str], list[int]] = {}
+    for i, op in enumerate(result.ops):
+        members.setdefault((op.op, shapes_text(op)), []).append(i)
+    found: list[Group] = []
+    for (name, shapes), index in members.items():
+        times = [result.ops[i].time_s for i in index]
+        rows = [int(result.record_of_op[i]) for i in index if result.record_of_op[i] >= 0]
+        sols = [float(sol[r]) for r in rows if np.isfinite(sol[r])]
+        verdicts = Counter(verdict_names[r] for r in rows)
+        if len(rows) < len(index):
+            verdicts["unpriced"] += len(index) - len(rows)
+        first = result.ops[index[0]]
+        total = float(sum(times))
+        reason = first.price.reason
+        if rows and not reason and len(sols) < len(rows) and result.analysis is not None:
+            reason = "; ".join(result.analysis.reasons(rows[0]))  # why it is blank
+        found.append(Group(name, shapes, len(index), total,
+                           float(sum(sols)) if sols and len(sols) == len(index) else None,
+                           total / gpu_time if gpu_time > 0 else 0.0, dict(verdicts),
+                           first.price.source, reason))
+    return sorted(found, key=lambda g: (g.time_lost_s is None,
+                                        -(g.time_lost_s if g.time_lost_s is not None
+                                          else g.time_s)))
+
+
+def summary_json(result: TraceAnalysis) -> dict[str, Any]:
+    s = result.summary
+    return {"op": "summary", "trace": result.path, "kernels": s.kernels, "ops": s.ops,
+            "priced_ops": s.priced_ops, "gpu_time_s": s.gpu_time_s,
+            "kernel_time_s": s.kernel_time_s, "priced_time_s": s.priced_time_s,
+            "priced_share_of_kernel_time": (s.priced_time_s / s.kernel_time_s
+                                            if s.kernel_time_s else None),
+            "communication_time_s": s.communication_time_s,
+            "memcpy_time_s": s.memcpy_time_s, "memset_time_s": s.memset_time_s,
+            "unpriced_time_s": s.unpriced_time_s,
+            "unattributed_time_s": s.unattributed_time_s, "devices": list(s.devices)}

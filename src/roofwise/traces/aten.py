@@ -1,0 +1,323 @@
+"""The ledger of one aten op as a profiler recorded it: its name, input shapes and dtypes.
+
+In order of preference:
+1. the operator library, for the ops it knows (mm, addmm, bmm, baddbmm, linear, matmul,
+   `_scaled_mm`, scaled-dot-product attention, layer and RMS norm, softmax): the same counts
+   `roofwise price` uses;
+2. elementwise ops and reductions by class (`ops/classes.py`), torch-free: inputs read once,
+   the (broadcast) output written once, work per element;
+3. the meta-tensor tracer replaying the aten op with the recorded shapes, dtypes and (where
+   the profiler kept them) concrete arguments (`replay.py`, needs torch);
+4. otherwise unpriced, with the reason. An unpriced op's time is still counted.
+
+fp32 contractions are priced on the CUDA cores unless `allow_tf32` (PyTorch's default for
+matmul is no TF32); the trace does not say which the program chose.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..ledger import Ledger, Role, Tensor, Work
+from ..ops import _common as c
+from ..ops.attention import attention
+from ..ops.classes import (
+    MOVEMENT_OPS,
+    OP_CLASS_TABLE,
+    REDUCTION_OPS,
+    TERNARY_OPS,
+    UNARY_OPS,
+    VIEW_OPS,
+)
+from ..ops.gemm import batched_gemm
+from ..ops.norms import layernorm, rmsnorm, softmax
+
+# The profiler's `Input type` strings -> roofwise dtypes (anything else is not a tensor).
+TRACE_DTYPES = {
+    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16",
+    "half": "fp16", "bfloat16": "bf16", "long": "int64", "long int": "int64", "int": "int32",
+    "short": "int16", "signed char": "int8", "unsigned char": "uint8", "bool": "bool",
+    "c10::Float8_e4m3fn": "fp8_e4m3", "c10::Float8_e5m2": "fp8_e5m2",
+    "c10::Float8_e4m3fnuz": "float8_e4m3fnuz", "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
+}
+_BOOL_RESULT = frozenset(("gt", "lt", "ge", "le", "eq", "ne", "isnan", "isinf", "logical_and",
+                          "logical_or", "logical_not"))
+# Position of `is_causal` in each attention op's arguments (as the profiler records them).
+_ATTENTION_CAUSAL_ARG = {
+    "scaled_dot_product_attention": 5, "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_efficient_attention": 6, "_scaled_dot_product_cudnn_attention": 6,
+    "_scaled_dot_product_flash_attention_for_cpu": 4,
+}
+_LAYER_NORMS = frozenset(("layer_norm", "native_layer_norm"))
+_RMS_NORMS = frozenset(("rms_norm", "_fused_rms_norm"))
+_SOFTMAXES = frozenset(("softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax"))
+
+
+@dataclass(frozen=True)
+class OpPrice:
+    """How one recorded op is counted: a ledger and where it came from, or why there is none."""
+
+    ledger: Ledger | None
+    source: str  # "library", "class", "tracer"; "" when unpriced
+    reason: str = ""  # why unpriced, or a caveat of the count
+
+    @property
+    def priced(self) -> bool:
+        return self.ledger is not None
+
+
+def unpriced(reason: str) -> OpPrice:
+    return OpPrice(None, "", reason)
+
+
+@dataclass(frozen=True)
+class Call:
+    """The recorded arguments of one op: shape and type per position, concrete values if any."""
+
+    name: str  # e.g. "aten::mm"
+    dims: tuple[tuple[int, ...] | None, ...]  # None where the argument is not a shape
+    types: tuple[str, ...]
+    concrete: tuple[str, ...]
+
+    @property
+    def base(self) -> str:
+        return self.name.split("::", 1)[-1]
+
+    def tensor_positions(self) -> list[int]:
+        return [i for i, t in enumerate(self.types) if t in TRACE_DTYPES and
+                i < len(self.dims) and self.dims[i] is not None]
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        dims = self.dims[i] if i < len(self.dims) else None
+        return dims if dims is not None else ()
+
+    def dtype(self, i: int) -> str:
+        return TRACE_DTYPES[self.types[i]]
+
+    def is_tensor(self, i: int) -> bool:
+        return i in self.tensor_positions()
+
+    def value(self, i: int) -> Any:
+        """The concrete value of argument i, parsed; None when not recorded."""
+        text = self.concrete[i] if i < len(self.concrete) else ""
+        if text == "":
+            return None
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return text
+
+
+def make_call(name: str, dims: Sequence[Any], types: Sequence[Any],
+              concrete: Sequence[Any] = ()) -> Call:
+    """A hashable Call from the profiler's lists (dims that are not lists of ints become None)."""
+    shapes: list[tuple[int, ...] | None] = []
+    for d in dims:
+        ok = isinstance(d, list) and all(isinstance(x, int) and x >= 0 for x in d)
+        shapes.append(tuple(d) if ok else None)
+    return Call(name, tuple(shapes), tuple(str(t) for t in types), tuple(str(x) for x in concrete))
+
+
+def price_call(call: Call, allow_tf32: bool = False, replay: bool = True) -> OpPrice:
+    """The ledger of a recorded op (see the module docstring for the order tried)."""
+    return _price(call, allow_tf32, replay)
+
+
+@lru_cache(maxsize=65536)
+def _price(call: Call, allow_tf32: bool, replay: bool) -> OpPrice:
+    if not call.tensor_positions():
+        return unpriced("no input shapes recorded (profile with record_shapes=True)"
+                        if not call.types else "no tensor inputs with known dtypes recorded")
+    try:
+        found = _library(call, allow_tf32) or _by_class(call)
+    except InputError as exc:
+        return unpriced(f"the operator library refuses its shapes ({exc.problem})")
+    if found is not None:
+        return found
+    if not replay:
+        return unpriced("no ledger for this op in the operator library")
+    from .replay import replay_call  # torch only when an op needs it
+
+    return replay_call(call, allow_tf32)
+
+
+def _gemm(m: int, n: int, k: int, dtype: str, allow_tf32: bool, batch: int = 1,
+          bias: bool = False, name: str = "gemm") -> OpPrice:
+    ledger = batched_gemm(batch, m, n, k, dtype=dtype, bias=bias, allow_tf32=allow_tf32)
+    return OpPrice(replace(ledger, name=name), "library")
+
+
+def _with_addend(price: OpPrice, shape: tuple[int, ...], dtype: str) -> OpPrice:
+    """A GEMM that adds a full matrix (addmm with a 2-D bias, baddbmm): read it, add per output."""
+    assert price.ledger is not None
+    ledger = price.ledger
+    outputs = math.prod(ledger.tensor("c").shape)
+    return OpPrice(replace(ledger, tensors=(*ledger.tensors, Tensor("self", shape, dtype,
+                                                                    Role.INPUT)),
+                           work=(*ledger.work, Work(c.CUDA, "arithmetic", outputs,
+                                                    "beta*self + alpha*(A @ B), 1/output"))),
+                   "library")
+
+
+def _library(call: Call, allow_tf32: bool) -> OpPrice | None:
+    base, t = call.base, call.tensor_positions()
+    shape, dtype = call.shape, call.dtype
+    if base == "mm" and t[:2] == [0, 1] and len(shape(0)) == 2 == len(shape(1)):
+        (m, k), (_, n) = shape(0), shape(1)
+        return _gemm(m, n, k, dtype(0), allow_tf32, name="mm")
+    if base == "addmm" and t[:3] == [0, 1, 2] and len(shape(1)) == 2 == len(shape(2)):
+        (m, k), (_, n) = shape(1), shape(2)
+        if math.prod(shape(0)) == n:  # (n,) or (1, n): a broadcast bias row
+            return _gemm(m, n, k, dtype(1), allow_tf32, bias=True, name="addmm")
+        return _with_addend(_gemm(m, n, k, dtype(1), allow_tf32, name="addmm"), shape(0),
+                            dtype(0))
+    if base == "bmm" and t[:2] == [0, 1] and len(shape(0)) == 3 == len(shape(1)):
+        (b, m, k), (_, _, n) = shape(0), shape(1)
+        return _gemm(m, n, k, dtype(0), allow_tf32, batch=b, name="bmm")
+    if base == "baddbmm" and t[:3] == [0, 1, 2] and len(shape(1)) == 3 == len(shape(2)):
+        (b, m, k), (_, _, n) = shape(1), shape(2)
+        return _with_addend(_gemm(m, n, k, dtype(1), allow_tf32, batch=b, name="baddbmm"),
+                            shape(0), dtype(0))
+    if base == "linear" and t[:2] == [0, 1] and len(shape(1)) == 2 and shape(0):
+        x, (n, k) = shape(0), shape(1)
+        has_bias = 2 in t and math.prod(shape(2)) == n
+        return _gemm(math.prod(x[:-1]), n, k, dtype(0), allow_tf32, bias=has_bias,
+                     name="linear")
+    if base == "matmul" and t[:2] == [0, 1]:
+        return _matmul(shape(0), shape(1), dtype(0), allow_tf32)
+    if base == "_scaled_mm" and t[:2] == [0, 1] and len(shape(0)) == 2 == len(shape(1)):
+        (m, k), (_, n) = shape(0), shape(1)
+        row = 2 in t and math.prod(shape(2)) > 1
+        ledger = batched_gemm(1, m, n, k, dtype=dtype(0), scale="row" if row else "tensor")
+        return OpPrice(replace(ledger, name="_scaled_mm"), "library")
+    if base in _ATTENTION_CAUSAL_ARG and t[:3] == [0, 1, 2]:
+        return _attention(call)
+    if base in _LAYER_NORMS and t[:1] == [0] and shape(0):
+        x = shape(0)
+        ledger = layernorm(rows=max(1, math.prod(x[:-1])), hidden=x[-1], dtype=dtype(0),
+                           weight=2 in t, bias=3 in t)
+        return OpPrice(ledger, "library")
+    if base in _RMS_NORMS and t[:1] == [0] and shape(0):
+        x = shape(0)
+        return OpPrice(rmsnorm(rows=max(1, math.prod(x[:-1])), hidden=x[-1], dtype=dtype(0),
+                               weight=2 in t), "library")
+    if base in _SOFTMAXES and t[:1] == [0] and shape(0):
+        x = shape(0)
+        dim = call.value(1)
+        cols = x[dim] if isinstance(dim, int) and -len(x) <= dim < len(x) else x[-1]
+        return OpPrice(replace(softmax(rows=max(1, math.prod(x) // cols), cols=cols,
+                                       dtype=dtype(0)), name=base), "library")
+    return None
+
+
+def _matmul(a: tuple[int, ...], b: tuple[int, ...], dtype: str,
+            allow_tf32: bool) -> OpPrice | None:
+    """torch.matmul's cases that are a GEMM or a batched GEMM; the rest go to the tracer."""
+    if len(a) >= 2 and len(b) == 2:
+        return _gemm(math.prod(a[:-1]), b[1], a[-1], dtype, allow_tf32, name="matmul")
+    if len(a) >= 3 and len(b) >= 3 and a[:-2] == b[:-2]:
+        return _gemm(a[-2], b[-1], a[-1], dtype, allow_tf32, batch=math.prod(a[:-2]),
+                     name="matmul")
+    return None
+
+
+def _attention(call: Call) -> OpPrice | None:
+    """SDPA and its flash / efficient / cuDNN forms: q (b, hq, sq, d), k and v (b, hk, skv, d)."""
+    q, k = call.shape(0), call.shape(1)
+    if len(q) != 4 or len(k) != 4:
+        return None
+    b, hq, sq, d = q
+    hk, skv = k[1], k[2]
+    causal = call.value(_ATTENTION_CAUSAL_ARG[call.base])
+    note = ""
+    if not isinstance(causal, bool):
+        causal = True
+        note = "is_causal not recorded: counted causal (the smaller count, so SOL stays a bound)"
+    ledger = attention(batch=b, q_len=sq, kv_len=skv, q_heads=hq, kv_heads=hk, head_dim=d,
+                       causal=causal, dtype=call.dtype(0), kv_dtype=call.dtype(1))
+    return OpPrice(replace(ledger, name=call.base), "library", note)
+
+
+def _by_class(call: Call) -> OpPrice | None:
+    """Elementwise ops, reductions and plain copies/fills from their recorded shapes."""
+    base = call.base.removesuffix("_")
+    in_place = call.base.endswith("_") and not call.base.startswith("_")
+    t = call.tensor_positions()
+    if base in VIEW_OPS:
+        return None  # launches no kernel of its own; the tracer says what it does
+    if base in ("copy", "fill", "zero", "clone", "contiguous") and t[:1] == [0]:
+        return _movement(call, base)
+    if base in MOVEMENT_OPS:
+        return None  # its output size depends on arguments the profiler rarely keeps
+    mix = OP_CLASS_TABLE.get(base)
+    if mix is None or not t:
+        return None
+    if base in REDUCTION_OPS and len(t) == 1:
+        return _reduction(call, base, mix)
+    arity = 1 if base in UNARY_OPS else 3 if base in TERNARY_OPS else 2
+    inputs, buffers = t[:arity], t[arity:]  # extra tensors: out= buffers, written only
+    try:
+        out_shape = tuple(int(x) for x in np.broadcast_shapes(*(call.shape(i) for i in inputs)))
+    except ValueError:
+        return None  # a shape the tracer must see
+    tensors = [Tensor(f"in{j}", call.shape(i), call.dtype(i),
+                      Role.INOUT if in_place and j == 0 else Role.INPUT)
+               for j, i in enumerate(inputs)]
+    if not in_place:
+        out_dtype = "bool" if base in _BOOL_RESULT else call.dtype(t[0])
+        if buffers and math.prod(call.shape(buffers[0])) == math.prod(out_shape):
+            out_dtype = call.dtype(buffers[0])
+        tensors.append(Tensor("out", out_shape, out_dtype, Role.OUTPUT))
+    elements = math.prod(out_shape)
+    return OpPrice(Ledger(base, c.CUDA, tuple(tensors), _class_work(base, mix, elements)),
+                   "class")
+
+
+def _class_work(base: str, mix: dict[str, int], elements: int) -> tuple[Work, ...]:
+    units = {"arithmetic": c.CUDA, "compare": c.CUDA, "transcendental": c.SFU}
+    return tuple(Work(units[k], k, n * elements, f"{base}, {n}/elem") for k, n in mix.items())
+
+
+def _reduction(call: Call, base: str, mix: dict[str, int]) -> OpPrice:
+    i = call.tensor_positions()[0]
+    x = call.shape(i)
+    out_shape, note = _reduced_shape(x, call.value(i + 1), call.value(i + 2))
+    tensors = (Tensor("x", x, call.dtype(i), Role.INPUT),
+               Tensor("out", out_shape, "int64" if base.startswith("arg") else call.dtype(i),
+                      Role.OUTPUT))
+    return OpPrice(Ledger(base, c.CUDA, tensors, _class_work(base, mix, math.prod(x))),
+                   "class", note)
+
+
+def _reduced_shape(x: tuple[int, ...], dims: Any, keepdim: Any) -> tuple[tuple[int, ...], str]:
+    if dims is None or dims == []:
+        if dims is None and len(x) > 0:
+            return (), "reduced dimensions not recorded: output counted as 1 element"
+        return ((1,) * len(x) if keepdim is True else ()), ""
+    axes = {d % len(x) for d in ([dims] if isinstance(dims, int) else dims)
+            if isinstance(d, int)} if x else set()
+    kept = tuple(1 if j in axes else s for j, s in enumerate(x) if keepdim is True or j not in axes)
+    return kept, ""
+
+
+def _movement(call: Call, base: str) -> OpPrice:
+    """copy_ (dst, src), fill_/zero_ (write only), clone/contiguous (read and write)."""
+    t = call.tensor_positions()
+    dst = Tensor("dst", call.shape(t[0]), call.dtype(t[0]), Role.OUTPUT)
+    if base == "copy" and len(t) > 1:
+        tensors: tuple[Tensor, ...] = (Tensor("src", call.shape(t[1]), call.dtype(t[1]),
+                                              Role.INPUT), dst)
+    elif base in ("fill", "zero"):
+        tensors = (dst,)
+    else:
+        tensors = (Tensor("src", call.shape(t[0]), call.dtype(t[0]), Role.INPUT),
+                   Tensor("dst", call.shape(t[0]), call.dtype(t[0]), Role.OUTPUT))
+    return OpPrice(Ledger(base, c.CUDA, tensors, ()), "class")

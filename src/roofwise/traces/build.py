@@ -1,0 +1,140 @@
+"""From linked trace events to benchmark records: one per host op that launched kernels.
+
+A record's time is the sum of its kernels' durations (`timing: kernel`, `kernels`: how many),
+its device the name `deviceProperties` gives its first kernel's device, its work and bytes the
+ledger `aten.py` finds for the op's recorded shapes. Device activity that is not a kernel
+(memcpy, memset), communication kernels (NCCL/RCCL) and kernels no op launched are not
+records: they are accounted for in the summary, so that every microsecond of the trace is
+either priced or said to be unpriced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .aten import OpPrice, make_call, price_call, unpriced
+from .link import NO_OP, launching_ops
+from .reader import CpuOp, TraceEvents
+
+US = 1e-6  # trace timestamps and durations are in microseconds
+_COMMUNICATION = ("nccl", "rccl")
+
+
+def is_communication(kernel_name: str) -> bool:
+    lowered = kernel_name.lower()
+    return any(word in lowered for word in _COMMUNICATION)
+
+
+@dataclass(frozen=True)
+class TraceOp:
+    """One host op that launched kernels, with its price (or why it has none)."""
+
+    op: str
+    shapes: tuple[Any, ...]
+    dtypes: tuple[str, ...]
+    device: str
+    time_s: float  # summed kernel durations
+    kernels: int
+    price: OpPrice
+    communication: bool
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return {"shapes": [list(s) if isinstance(s, (list, tuple)) else s for s in self.shapes],
+                "dtypes": list(self.dtypes)}
+
+    def record(self) -> dict[str, Any] | None:
+        """The benchmark record, or None when the op could not be priced."""
+        ledger = self.price.ledger
+        if ledger is None:
+            return None
+        record = ledger.to_record(time_s=self.time_s)
+        record.update(op=self.op, workload=self.workload, timing="kernel",
+                      kernels=self.kernels, priced_by=self.price.source)
+        if self.device:
+            record["device"] = self.device
+        if self.price.reason:
+            record["note"] = self.price.reason
+        return record
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """Where the trace's device time went (summed durations, in seconds)."""
+
+    kernel_time_s: float
+    priced_time_s: float
+    communication_time_s: float
+    memcpy_time_s: float
+    memset_time_s: float
+    unattributed_time_s: float  # non-communication kernels no traced host op launched
+    kernels: int
+    ops: int
+    priced_ops: int
+    devices: tuple[str, ...] = field(default=())
+
+    @property
+    def gpu_time_s(self) -> float:
+        return self.kernel_time_s + self.memcpy_time_s + self.memset_time_s
+
+    @property
+    def unpriced_time_s(self) -> float:
+        """Kernel time not priced, communication excluded (it has a line of its own)."""
+        return self.kernel_time_s - self.priced_time_s - self.communication_time_s
+
+
+@dataclass(frozen=True)
+class TraceOps:
+    ops: tuple[TraceOp, ...]
+    summary: TraceSummary
+
+
+def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True,
+              progress: Callable[[int, int], None] | None = None) -> TraceOps:
+    """One TraceOp per host op that launched kernels, and the summary of device time."""
+    op_of = launching_ops(events)
+    kinds = np.array([g.kind for g in events.gpu], dtype=object)
+    dur_s = np.array([g.dur_us for g in events.gpu], dtype=np.float64) * US
+    kernel = kinds == "kernel"
+    comm = np.array([g.kind == "kernel" and is_communication(g.name) for g in events.gpu],
+                    dtype=bool)
+    launched = kernel & (op_of != NO_OP)
+    ops_with_kernels = np.unique(op_of[launched])
+    time_by_op = np.bincount(op_of[launched], weights=dur_s[launched],
+                             minlength=len(events.ops))
+    count_by_op = np.bincount(op_of[launched], minlength=len(events.ops))
+    comm_by_op = np.bincount(op_of[launched & comm], minlength=len(events.ops))
+    first_device = {}
+    for k in np.flatnonzero(launched)[::-1]:
+        first_device[int(op_of[k])] = events.gpu[int(k)].device
+    result: list[TraceOp] = []
+    for n, index in enumerate(ops_with_kernels.tolist()):
+        op = events.ops[index]
+        communication = bool(comm_by_op[index])
+        price = (unpriced("communication (NCCL) kernel: no roofline model for collectives")
+                 if communication else _price(op, allow_tf32, replay))
+        device = events.device_names.get(first_device.get(index), "")
+        result.append(TraceOp(op.name, op.dims, op.types, device, float(time_by_op[index]),
+                              int(count_by_op[index]), price, communication))
+        if progress is not None and n % 256 == 0:
+            progress(n, len(ops_with_kernels))
+    priced_time = sum(o.time_s for o in result if o.price.priced)
+    summary = TraceSummary(
+        kernel_time_s=float(dur_s[kernel].sum()),
+        priced_time_s=float(priced_time),
+        communication_time_s=float(dur_s[comm].sum()),
+        memcpy_time_s=float(dur_s[kinds == "memcpy"].sum()),
+        memset_time_s=float(dur_s[kinds == "memset"].sum()),
+        unattributed_time_s=float(dur_s[kernel & ~comm & (op_of == NO_OP)].sum()),
+        kernels=int(kernel.sum()), ops=len(result),
+        priced_ops=sum(1 for o in result if o.price.priced),
+        devices=tuple(sorted(set(events.device_names.values()))))
+    return TraceOps(tuple(result), summary)
+
+
+def _price(op: CpuOp, allow_tf32: bool, replay: bool) -> OpPrice:
+    return price_call(make_call(op.name, op.dims, op.types, op.concrete), allow_tf32, replay)

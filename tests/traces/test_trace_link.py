@@ -1,0 +1,143 @@
+"""Linking kernels to ops under each convention, and pricing recorded ops, on small traces
+written here by hand (the numbers are chosen so each expected value is obvious)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofwise.ledger import Role
+from roofwise.traces.aten import make_call, price_call
+from roofwise.traces.build import build_ops
+from roofwise.traces.reader import is_trace, read_trace
+
+
+def op(name, ts, dur, ext, dims=(), types=(), tid=1):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts,
+            "dur": dur, "args": {"External id": ext, "Input Dims": list(dims),
+                                 "Input type": list(types)}}
+
+
+def launch(ts, corr, ext=None, tid=1):
+    args = {"correlation": corr}
+    if ext is not None:
+        args["External id"] = ext
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid,
+            "ts": ts, "dur": 2, "args": args}
+
+
+def kernel(ts, dur, corr=None, name="k"):
+    args = {"device": 0}
+    if corr is not None:
+        args["correlation"] = corr
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def write(tmp_path, events, name="t.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H200"}],
+                                "traceEvents": events}))
+    return path
+
+
+MM = dict(dims=[[64, 32], [32, 16]], types=["float", "float"])
+
+
+def test_innermost_enclosing_op_when_calls_carry_no_op_id(tmp_path):
+    """Old convention: linear encloses addmm encloses the launch; the kernel is addmm's."""
+    events = [op("aten::linear", 0, 100, 1), op("aten::mm", 10, 50, 2, **MM),
+              launch(20, corr=500), kernel(200, 8, corr=500),
+              launch(80, corr=501), kernel(210, 3, corr=501)]  # after mm ends: linear's
+    built = build_ops(read_trace(write(tmp_path, events)))
+    by_name = {o.op: o for o in built.ops}
+    assert by_name["aten::mm"].kernels == 1 and by_name["aten::mm"].time_s == pytest.approx(8e-6)
+    assert by_name["aten::linear"].kernels == 1
+    assert by_name["aten::mm"].device == "NVIDIA H200"
+
+
+def test_external_id_names_the_op_when_it_encloses_the_call(tmp_path):
+    """New convention: the call's External id is its op's, even when another op is inside."""
+    events = [op("aten::mm", 0, 100, 7, **MM), op("aten::inner", 10, 50, 8),
+              launch(20, corr=900, ext=7), kernel(300, 5, corr=900),
+              # an External id that is really a correlation number (old traces) is ignored
+              launch(30, corr=901, ext=901), kernel(310, 4, corr=901)]
+    built = build_ops(read_trace(write(tmp_path, events)))
+    by_name = {o.op: o for o in built.ops}
+    assert by_name["aten::mm"].time_s == pytest.approx(5e-6)
+    assert by_name["aten::inner"].time_s == pytest.approx(4e-6)
+
+
+def test_ac2g_flow_links_a_kernel_without_correlation(tmp_path):
+    flows = [{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 42, "pid": 1, "tid": 1, "ts": 20},
+             {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 42, "pid": 0, "tid": 7, "ts": 400,
+              "bp": "e"}]
+    events = [op("aten::mm", 0, 100, 1, **MM), launch(20, corr=None), kernel(400, 6), *flows]
+    events[1]["args"] = {"correlation": 77}  # the call has one, the kernel does not
+    built = build_ops(read_trace(write(tmp_path, events)))
+    assert [(o.op, o.kernels) for o in built.ops] == [("aten::mm", 1)]
+    assert built.summary.unattributed_time_s == 0
+
+
+def test_kernels_no_op_launched_are_counted_as_unpriced(tmp_path):
+    events = [launch(20, corr=1, tid=99), kernel(100, 9, corr=1), kernel(200, 1)]
+    built = build_ops(read_trace(write(tmp_path, events)))
+    assert built.ops == ()
+    assert built.summary.unattributed_time_s == pytest.approx(10e-6)
+    assert built.summary.unpriced_time_s == pytest.approx(10e-6)
+
+
+def test_a_bare_event_array_is_a_trace_and_a_records_file_is_not(tmp_path, examples):
+    path = tmp_path / "array.json"
+    path.write_text(json.dumps([op("aten::mm", 0, 100, 1, **MM), launch(20, corr=3),
+                                kernel(50, 2, corr=3)]))
+    assert is_trace(path)
+    assert [o.op for o in build_ops(read_trace(path)).ops] == ["aten::mm"]
+    assert not is_trace(examples / "records.jsonl")
+
+
+def test_out_buffer_is_written_not_read():
+    """mul(self, other, out): two inputs read, the out= buffer written, once each."""
+    price = price_call(make_call("aten::mul", [[512, 256], [], [512, 256]],
+                                 ["float", "double", "float"]))
+    ledger = price.ledger
+    assert ledger is not None and price.source == "class"
+    assert ledger.read_bytes == 512 * 256 * 4 + 8
+    assert ledger.write_bytes == 512 * 256 * 4
+    assert ledger.flops == 512 * 256
+
+
+def test_in_place_add_reads_and_writes_self_once():
+    ledger = price_call(make_call("aten::add_", [[1000], [1000]], ["float", "float"])).ledger
+    assert ledger is not None
+    assert [t.role for t in ledger.tensors] == [Role.INOUT, Role.INPUT]
+    assert ledger.bytes == 3 * 4000
+
+
+def test_reduction_with_recorded_dims_and_without():
+    with_dims = price_call(make_call("aten::sum", [[5, 128], [], [], []],
+                                     ["float", "ScalarList", "Scalar", ""],
+                                     ["", "[0]", "True", ""]))
+    assert with_dims.ledger is not None
+    assert with_dims.ledger.write_bytes == 128 * 4 and with_dims.reason == ""
+    without = price_call(make_call("aten::sum", [[5, 128], [], [], []],
+                                   ["float", "", "Scalar", ""]))
+    assert without.ledger is not None and without.ledger.write_bytes == 4
+    assert "not recorded" in without.reason
+
+
+def test_attention_from_sdpa_shapes_is_the_library_ledger():
+    from roofwise.ops import attention
+
+    q = [2, 32, 1024, 128]
+    kv = [2, 8, 1024, 128]
+    price = price_call(make_call("aten::_scaled_dot_product_flash_attention", [q, kv, kv, [],
+                                                                               [], [], []],
+                                 ["c10::BFloat16"] * 3 + ["Scalar"] * 4,
+                                 ["", "", "", "0.0", "True", "False", ""]))
+    expected = attention(batch=2, q_len=1024, kv_len=1024, q_heads=32, kv_heads=8,
+                         head_dim=128, causal=True, dtype="bf16")
+    assert price.ledger is not None
+    assert price.ledger.flops == expected.flops and price.ledger.bytes == expected.bytes
+    assert price.ledger.roof == "tensor_core.bf16"
