@@ -41,7 +41,7 @@ def test_verdicts_row_by_row(example):
     assert rows[4]["efficiency"] == pytest.approx(2**40 / BF16_BURST / 1.35e-3)
     assert rows[4]["bound"] == "compute"
     # double-counted GEMM: 2^41 FLOP in 2 ms is 1099.5 TFLOP/s > 989.5 theoretical
-    assert "exceeds its theoretical 989.50 T/s" in rows[5]["reasons"][0]
+    assert "exceeds its theoretical 989.50 TFLOP/s" in rows[5]["reasons"][0]
     assert rows[6]["efficiency"] == pytest.approx(268_443_648 / BW / 112e-6)
     assert rows[7]["machine"] is None and "no profile matches device" in rows[7]["reasons"][0]
     assert rows[7]["efficiency"] is None
@@ -63,7 +63,9 @@ def test_forced_machine_overrides_device(examples, machines):
     # 115.6% "efficiency" is never reported as a reading
     row = result.row(0)
     assert row["verdict"] == "impossible" and row["efficiency"] is None
-    assert "bytes/time 3872.3 GB/s exceeds hbm theoretical 3350 GB/s" in row["reasons"][0]
+    assert row["reasons"][0] == ("device mismatch: the record was measured on 'NVIDIA H200' "
+                                 "(the h200 profile) but is judged on h100-sxm")
+    assert "bytes/time 3872.3 GB/s exceeds hbm theoretical 3350 GB/s" in row["reasons"][1]
     assert any("uncalibrated" in r for r in row["reasons"])
     # the split's 151,650,816 B in 60 us is possible there: 45.3 us SOL, 75.4%
     assert result.row(1)["efficiency"] == pytest.approx(151_650_816 / 3.35e12 / 60e-6)
@@ -157,7 +159,7 @@ def test_absurd_numbers_read_as_words_not_digit_walls(machines):
     assert row["reasons"][:2] == [
         "bytes/time 1e+281 GB/s exceeds hbm theoretical 4800 GB/s: physically impossible, "
         "so the bytes or the time are wrong",
-        "cuda_core.fp32 at an infinite rate exceeds its theoretical 67.00 T/s: physically "
+        "cuda_core.fp32 at an infinite rate exceeds its theoretical 67.00 TFLOP/s: physically "
         "impossible"]
 
 

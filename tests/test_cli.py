@@ -26,7 +26,7 @@ def test_machines_lists_builtins(capsys):
 def test_machine_shows_regimes_mixes_balance_and_sources(capsys):
     code, out, _ = run(capsys, "machine", "h200")
     assert code == 0
-    for text in ("0.9380", "read (envelope)", "burst (envelope)", "161.97 FLOP/B",
+    for text in ("0.9380", "read*", "burst*", "161.97 FLOP/B",
                  "TileOPs h200.yaml", "assumed"):
         assert text in out
     code, out, _ = run(capsys, "machine", "h200", "--json")
@@ -232,3 +232,24 @@ def test_softmax_prices_on_the_ascend_vector_pipes_in_cycles(capsys):
     assert data["cycles_by_unit"] == {"ascend_vector.alu": 4 * elems / 51,
                                       "ascend_vector.sfu": (elems + 4096) / 8}
     assert data["binding_unit"] == "ascend_vector.sfu"
+
+
+def test_compare_help_lists_the_gate_one_item_a_line(capsys):
+    code, out, _ = run(capsys, "compare", "--help")
+    assert code == 0
+    items = [line.strip() for line in out.splitlines() if line.strip().startswith("- ")]
+    assert [i.split()[1] for i in items] == ["a", "an", "a", "a", "a"]
+    assert items[0] == "- a regression;"
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_analyze_json_says_the_device_mismatch_on_stderr(capsys, examples):
+    code, out, err = run(capsys, "analyze", str(examples / "records.jsonl"), "-m", "h200",
+                         "--json")
+    assert code == 0
+    assert err == ("roofwise: warning: 1 of 8 record(s) were judged on a profile their device "
+                   "does not name: 'NVIDIA GeForce RTX 3090' (1); pass the matching --machine, "
+                   "or none to let each record's device choose\n")
+    softmax = json.loads(out.splitlines()[7])
+    assert softmax["reasons"][0].startswith("device mismatch: the record was measured on "
+                                            "'NVIDIA GeForce RTX 3090'")

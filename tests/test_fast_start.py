@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 import pytest
 
-from roofwise.cli import COMMANDS, cli
+from roofwise.cli import COMMANDS, cli, docstring
 
 PROBE = """
 import sys
@@ -30,9 +31,19 @@ def test_light_commands_import_no_plotting_or_gpu_library(examples, args):
 
 
 def test_help_lists_each_command_as_its_own_docstring_says():
-    """The table `--help` reads (so that it imports nothing) matches the commands themselves."""
+    """What `--help` reads from the sources (so that it imports nothing) is what the commands
+    themselves say."""
     ctx = cli.make_context("roofwise", [])
-    for name, (_, text) in COMMANDS.items():
+    for name in COMMANDS:
         command = cli.get_command(ctx, name)
         assert command is not None and command.name == name
-        assert command.get_short_help_str(300) == text, name
+        listed = click.Command(name, help=docstring(name)).get_short_help_str(300)
+        assert listed and command.get_short_help_str(300) == listed, name
+
+
+def test_import_roofwise_loads_nothing_heavy_until_a_name_is_used():
+    probe = ("import sys, roofwise; light = [m for m in ('numpy', 'polars', 'matplotlib') "
+             "if m in sys.modules]; roofwise.analyze_file; print(light, 'polars' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["[]", "False"], done.stderr

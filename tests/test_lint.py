@@ -495,8 +495,8 @@ def test_m8_fires_above_a_theoretical_compute_rate() -> None:
     found = codes(lint_analysis(analysis_of([doubled])), "M8")
     # 2^41 / 2 ms = 1099.51 T/s, above the 989.5 T/s datasheet rate
     assert [f.severity for f in found] == [ERROR]
-    assert found[0].reason == ("tensor_core.bf16 at 1099.51 T/s, above its theoretical "
-                               "989.50 T/s")
+    assert found[0].reason == ("tensor_core.bf16 at 1099.51 TFLOP/s, above its theoretical "
+                               "989.50 TFLOP/s")
 
 
 def test_m8_silent_below_the_compute_ceiling() -> None:

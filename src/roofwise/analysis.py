@@ -238,7 +238,10 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
     if Reason.NO_MACHINE in flags:
         return [str(analysis.no_machine_reason[i]) or "no machine profile"]
     machine = analysis.machines[name]
-    out: list[str] = []
+    from .mismatch import device_mismatch  # it reads Analysis; imported here to avoid a cycle
+
+    mismatch = device_mismatch(str(cols.device[i] or ""), machine)
+    out: list[str] = [mismatch] if mismatch else []
     roof = str(cols.roof[i])
     if Reason.UNKNOWN_ROOF in flags:
         out.append(f"unknown roof {roof!r} on {machine.name}; units: {', '.join(machine.units)}")
@@ -267,8 +270,8 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
         for u in over:
             rate = priced.unit_ops[u][i] / cols.time_s[i]
             peak = machine.units[u].theoretical_ops_per_s or math.nan
-            out.append(f"{u} at {fmt.fixed(rate / 1e12, '.2f', 'T/s')} exceeds its theoretical "
-                       f"{peak / 1e12:.2f} T/s: physically impossible")
+            out.append(f"{u} at {fmt.tera_rate(rate, u)} exceeds its theoretical "
+                       f"{fmt.tera_rate(peak, u)}: physically impossible")
     if Reason.BELOW_LATENCY_FLOOR in flags:
         floor = machine.latency_floor
         which = ("the assumed latency floor (TileOPs' constants, not measured on this machine"

@@ -16,3 +16,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 @pytest.fixture()
 def example_analysis() -> Analysis:
     return analyze(read_records(EXAMPLES).columns, builtin_machines())
+
+
+
+@pytest.fixture()
+def example_analysis_h200() -> Analysis:
+    """`analyze -m h200`: the RTX 3090 softmax record is judged on the wrong card."""
+    machines = builtin_machines()
+    return analyze(read_records(EXAMPLES).columns, machines, machines["h200"])

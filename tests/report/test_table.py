@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
 from rich.console import Console
 
 from roofwise.report import fmt
 from roofwise.report.fmt import intensity
-from roofwise.report.table import reason_lines, render_analysis, worst_first
+from roofwise.report.table import render_analysis, worst_first
 
 
 def _render(analysis, width):
@@ -18,74 +19,101 @@ def _render(analysis, width):
     return out.getvalue()
 
 
+VERDICT_AT_START = re.compile(r"^(impossible|anomaly|blank|below|latency_bound|at_ceiling)\s")
+
+
+def _main_lines(text):
+    return [ln for ln in text.splitlines() if VERDICT_AT_START.match(ln)]
+
+
 def test_worst_rows_first_with_units(example_analysis):
     text = _render(example_analysis, 160)
-    # a row's first line starts with its op; wrapped reasons continue on indented lines
-    lines = [ln for ln in text.splitlines() if re.match(r" (qk_norm|gemm|rmsnorm|softmax)", ln)]
-    verdicts = [re.search(r"\b(impossible|anomaly|blank|below|latency_bound|at_ceiling)\b",
-                          ln).group(1) for ln in lines]
+    lines = _main_lines(text)
+    verdicts = [VERDICT_AT_START.match(ln).group(1) for ln in lines]
     assert verdicts == ["impossible", "impossible", "anomaly", "blank", "below", "below",
                         "latency_bound", "at_ceiling"]
     # below rows: lower efficiency first (53.2% rmsnorm before 56.1% split)
-    below = [ln for ln in lines if " below " in ln]
+    below = [ln for ln in lines if ln.startswith("below")]
     assert "rmsnorm" in below[0] and "53.2%" in below[0] and "56.1%" in below[1]
     assert "17.5 us" in lines[-1] and "86.0%" in lines[-1]
     assert "2.00 ms" in text and "3.79 ns" in text and "5,461" in text
     assert len(lines) == 8
 
 
-def _why_column(text):
-    """The `why` cells, joined across wrapped lines, keyed by each row's first line."""
-    lines = text.splitlines()
-    header = next(ln for ln in lines if ln.rstrip().endswith("why"))
-    start = header.index("why")
-    cells: list[str] = []
-    for ln in lines[lines.index(header) + 2:]:
-        if not ln.strip():
-            continue
-        part = ln[start:].strip()
-        if ln[:start].strip():
-            cells.append(part)
-        elif cells:
-            cells[-1] += " " + part
-    return header, cells
+def _details(text):
+    """Per row (in order), the indented lines under it, joined into one string."""
+    out: list[str] = []
+    for ln in text.splitlines():
+        if VERDICT_AT_START.match(ln):
+            out.append("")
+        elif out and ln.startswith("   ") and ln.strip():
+            out[-1] += " " + ln.strip()
+    return [d.strip() for d in out]
 
 
-def test_why_keeps_the_whole_first_reason_at_160_columns(example_analysis):
-    """The reason is the most useful column: workload gives way before it is cut."""
-    text = _render(example_analysis, 160)
-    header, cells = _why_column(text)
-    assert "workload" not in header and "bound" in header and "AI" in header
-    first = [example_analysis.reasons(int(i))[0] for i in worst_first(example_analysis)]
-    assert cells == first  # every reason whole, none cut with "…"
-    assert all("…" not in c for c in cells)
-    latency = first[6]
-    assert latency.startswith("SOL 3.788 ns") and len(latency) > 150  # so it had to wrap
-    assert max(len(ln) for ln in text.splitlines()) <= 160
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_every_width_keeps_numbers_units_workloads_and_reasons_whole(example_analysis, width):
+    """Designed for 80 columns: nothing is cut with "…", no line is wider than the console,
+    each row shows its workload as key=value and every reason in full under it."""
+    text = _render(example_analysis, width)
+    assert "…" not in text
+    assert max(len(ln) for ln in text.splitlines()) <= width
+    order = [int(i) for i in worst_first(example_analysis)]
+    details = _details(text)
+    assert len(details) == 8
+    for i, detail in zip(order, details, strict=True):
+        for reason in example_analysis.reasons(i):
+            assert reason in detail  # the whole sentence, rejoined across wrapped lines
+    assert details[0].startswith('tokens=4096 note="payload-only ledger, timing broken"')
+    assert details[1].startswith('m=8192 n=8192 k=8192 note="flops double-counted"')
+    assert details[-1].startswith("tokens=4096 q_heads=32 kv_heads=8 head_dim=128")
+    lines = _main_lines(text)
+    assert lines[0].split()[:6] == ["impossible", "qk_norm_rope_quant", "—", "13.0", "us",
+                                    "14.1"]
+    assert re.search(r"107\.2%\s+1\.35 ms\s+1\.45 ms", lines[2])
 
 
-def test_why_is_cut_only_on_narrow_consoles(example_analysis):
-    text = _render(example_analysis, 90)
-    _, cells = _why_column(text)
-    assert len(cells) == 8 and len(text.splitlines()) < 14  # one line per row, no wrapping
-    assert cells[0] == "bytes/time 4890.0 GB/…"  # 22 characters: the room left at 90
-    assert max(len(ln) for ln in text.splitlines()) <= 90
+def test_narrow_console_drops_the_least_useful_columns_and_says_so(example_analysis):
+    text = _render(example_analysis, 80)
+    header = next(ln for ln in text.splitlines() if ln.startswith("verdict"))
+    assert header.split() == ["verdict", "op", "eff.", "time", "SOL", "AI"]
+    assert "(left out at this width: bound; --json has every field)" in text
+    wide = _render(example_analysis, 100)
+    header = next(ln for ln in wide.splitlines() if ln.startswith("verdict"))
+    assert header.split() == ["verdict", "op", "eff.", "time", "SOL", "bound", "AI"]
+    assert "left out" not in wide
 
 
-def test_workload_is_truncated_to_twenty_characters_on_wide_consoles(example_analysis):
-    text = _render(example_analysis, 240)
-    header, cells = _why_column(text)
-    assert "workload" in header
-    row = next(ln for ln in text.splitlines() if "at_ceiling" in ln and "86.0%" in ln)
-    assert '{"tokens":4096,"q_h…' in row  # 19 characters and the ellipsis
-    assert all("…" not in c for c in cells)
+def test_rows_that_read_alike_show_their_input_line():
+    from roofwise.analysis import analyze
+    from roofwise.profiles import builtin_machines
+    from roofwise.records import columns_from_valid
+    row = {"op": "gemm", "workload": {"m": 512, "n": 512, "k": 512, "dtype": "bf16"},
+           "device": "NVIDIA H200", "flops": 2 * 512**3, "bytes": 3 * 512 * 512 * 2,
+           "roof": "tensor_core.bf16", "time_s": 2e-5, "timing": "device"}
+    other = {**row, "workload": {**row["workload"], "dtype": "fp16"},
+             "roof": "tensor_core.fp16"}
+    analysis = analyze(columns_from_valid([row, row, other], [3, 7, 9]), builtin_machines())
+    text = _render(analysis, 80)
+    labels = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("m=512")]
+    assert sorted(labels) == ["m=512 n=512 k=512 dtype=bf16  (line 3)",
+                              "m=512 n=512 k=512 dtype=bf16  (line 7)",
+                              "m=512 n=512 k=512 dtype=fp16"]  # its dtype tells it apart
 
 
-def test_reason_lines_wrap_then_cut():
-    assert reason_lines("aa bb cc dd", 5, 3) == ["aa bb", "cc dd"]
-    assert reason_lines("aa bb cc dd ee ff", 5, 2) == ["aa bb", "cc d…"]
-    assert reason_lines("abcdefghij", 4, 1) == ["abc…"]
-    assert reason_lines("", 10, 2) == [""]
+def test_device_mismatch_is_said_per_row_and_in_the_summary(example_analysis_h200):
+    text = _render(example_analysis_h200, 100)
+    joined = " ".join(text.split())
+    assert ("warning: 1 of 8 record(s) were judged on a profile their device does not name: "
+            "'NVIDIA GeForce RTX 3090' (1)") in joined
+    softmax = [d for d in _details(text) if d.startswith("rows=4096 cols=8192")]
+    assert len(softmax) == 1 and ("device mismatch: the record was measured on "
+                                  "'NVIDIA GeForce RTX 3090' (no built-in profile) but "
+                                  "is judged on h200") in softmax[0]
+
+
+def test_no_mismatch_when_each_device_chooses_its_profile(example_analysis):
+    assert "mismatch" not in _render(example_analysis, 100)
 
 
 def test_markup_in_plain_cells_is_shown_not_interpreted():
@@ -96,7 +124,7 @@ def test_markup_in_plain_cells_is_shown_not_interpreted():
              "flops": 1e9, "bytes": 1e9, "roof": "cuda_core.fp32", "time_s": 1e-3,
              "timing": "device"}]
     text = _render(analyze(columns_from_valid(rows), builtin_machines()), 240)
-    assert "[bold]x[/]" in text and '{"k":[1,2]}' in text
+    assert "[bold]x[/]" in text and "k=[1,2]" in text
 
 
 def test_huge_and_infinite_numbers_never_show_as_walls_of_digits():
@@ -106,36 +134,12 @@ def test_huge_and_infinite_numbers_never_show_as_walls_of_digits():
     rows = [{"op": "huge", "device": "NVIDIA H200", "flops": 1e300, "bytes": 1.0,
              "roof": "cuda_core.fp32", "time_s": 2.2e295, "timing": "device"}]
     text = _render(analyze(columns_from_valid(rows), builtin_machines()), 200)
-    row = next(ln for ln in text.splitlines() if ln.startswith(" huge"))
+    row = next(ln for ln in text.splitlines() if " huge " in ln)
     sol = 1e300 / (67.0e12 * 0.8548)  # compute-bound on fp32: 1.746e286 s
     assert row.split()[3:7] == ["2.2e+295", "s", f"{sol:.3g}", "s"] == [
         "2.2e+295", "s", "1.75e+286", "s"]
-    assert " 1e+300 " in row  # intensity: 1e300 FLOP over 1 B
+    assert row.endswith(" 1e+300")  # intensity: 1e300 FLOP over 1 B
     assert not re.search(r"\d{8}", row) and "inf" not in row
-
-
-def test_efficiency_is_a_dash_where_it_is_not_a_reading(example_analysis):
-    text = _render(example_analysis, 200)
-    rows = {}
-    for ln in text.splitlines():
-        found = re.search(r"\b(impossible|anomaly|blank|below|latency_bound|at_ceiling)\b"
-                          r"\s+(\S+)", ln)
-        if found and not ln.startswith("8 records"):
-            rows.setdefault(found.group(1), []).append(found.group(2))
-    assert rows["impossible"] == ["—", "—"]
-    assert rows["latency_bound"] == ["—"] and rows["blank"] == ["—"]
-    # the anomalous gemm: SOL = 2*8192^3 / (989.5e12 * 0.7680) = 1.4469 ms against 1.35 ms
-    sol = 1099511627776 / (989.5e12 * 0.7680)
-    assert rows["anomaly"] == [f"{sol / 1.35e-3 * 100:.1f}%"] == ["107.2%"]
-    assert rows["at_ceiling"] == ["86.0%"]
-
-
-def test_narrow_console_drops_low_value_columns(example_analysis):
-    text = _render(example_analysis, 80)
-    header = next(ln for ln in text.splitlines() if " op " in f" {ln} ")
-    assert "verdict" in header and "eff." in header and "why" in header
-    assert "workload" not in header and "machine" not in header
-    assert max(len(ln) for ln in text.splitlines()) <= 80
 
 
 def test_huge_tiny_and_non_finite_formats():

@@ -12,6 +12,7 @@ from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..ledgerio import load_ledger
 from ..lint import Finding, lint_analysis, lint_rows
+from ..mismatch import mismatch_summary
 from ..output import write_csv as write_verdicts_csv
 from ..output import write_json_lines
 from ..records import read_records
@@ -22,6 +23,7 @@ from .common import (
     console,
     load_machine_arg,
     machine_option,
+    note,
     regime_mix_options,
     report_skipped,
 )
@@ -77,6 +79,9 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
+    summary = mismatch_summary(analysis)
+    if summary and (as_json or as_csv):  # the table says it in its summary
+        note(f"roofwise: {summary}")
     if as_json:
         write_json(analysis, lint_rows(analysis, references, path=records_path))
     elif as_csv:

@@ -42,23 +42,28 @@ _STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
 @click.option("--threshold", type=click.FloatRange(min=0.0), default=DEFAULT_THRESHOLD,
               show_default=True, help="Smallest relative change in time that counts (0.05 = 5%).")
 @click.option("--fail-on-regression", is_flag=True,
-              help="Exit 1 when any row regressed or is incomparable (a time not positive), "
-                   "any malformed record was skipped, any key repeats within a file, or any "
-                   "row of BASE is missing from NEW (for CI).")
+              help="Exit 1 on any of the gate failures listed above (for CI).")
 @click.option("--strict", is_flag=True, help="Fail a file on its first bad record (exit 2).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per matched row.")
 @click.pass_context
 def compare_command(ctx: click.Context, base_path: str, new_path: str,
                     machine_name: str | None, threshold: float, fail_on_regression: bool,
                     strict: bool, as_json: bool) -> None:
-    """Compare two record files row by row (matched by op, workload and device).
+    """Compare two record files row by row, matched by op, workload and device.
 
-    A regression is slower by more than --threshold and, where both rows carry
-    time_p10_s/time_p90_s, with the new p10 above the base p90. A malformed record is
-    skipped with a line on stderr; under --fail-on-regression it fails the gate, as does a
-    BASE row with no match in NEW: a benchmark that vanished cannot be shown not to regress.
-    So do a pair whose base or new time is not positive (incomparable, listed with its
-    reason) and a key repeated within one file (one stderr line each; paired in file order).
+    \b
+    A row regressed when it is slower by more than --threshold and, where both
+    rows carry time_p10_s/time_p90_s, its new p10 is above the base p90.
+
+    \b
+    --fail-on-regression exits 1 on any of:
+      - a regression;
+      - an incomparable pair (a base or new time that is not positive);
+      - a BASE row with no match in NEW (a vanished benchmark cannot be
+        shown not to regress);
+      - a malformed record (skipped, one line on stderr each);
+      - a key repeated within one file (one line on stderr each; the rows
+        are paired in file order).
     """
     machine = load_machine_arg(machine_name)
     machines = all_machines()

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.table import Table
+from rich.console import Console
+from rich.markup import escape
 
 from ..machine import Machine
 from ..report import fmt
+from ..report.layout import Column, Fitted, fit_table
 from .common import all_machines, console, echo_json, machine_arg
 
 
@@ -21,17 +23,29 @@ def machines_command(as_json: bool) -> None:
         for m in machines.values():
             echo_json(machine_summary(m))
         return
-    table = Table(title="Built-in machine profiles", title_justify="left")
-    for col in ("name", "device", "DRAM effective", "units", "calibrated", "latency floor"):
-        table.add_column(col)
-    for m in machines.values():
-        calibrated = [u.key for u in m.units.values() if u.calibrated]
-        table.add_row(
-            m.name, m.display_name, fmt.rate(m.dram.effective_bytes_per_s() or float("nan"),
-                                             "B/s"),
-            str(len(m.units)), f"{len(calibrated)}/{len(m.units)}",
-            "assumed" if m.latency_floor.assumed else fmt.seconds(m.latency_floor.sol_s))
-    console().print(table)
+    out = console()
+    rows = [[m.name, m.display_name, fmt.rate(m.dram.effective_bytes_per_s(), "B/s"),
+             str(len(m.units)),
+             f"{sum(u.calibrated for u in m.units.values())}/{len(m.units)}",
+             "assumed" if m.latency_floor.assumed else fmt.seconds(m.latency_floor.sol_s),
+             m.source] for m in machines.values()]
+    print_fitted(out, fit_table(MACHINES_COLUMNS, rows, out.width, "Built-in machine profiles"))
+
+
+MACHINES_COLUMNS = (Column("name"), Column("device", wrap=True, min_width=14),
+                    Column("DRAM", "right"), Column("units", "right", drop=2),
+                    Column("calibrated", "right"), Column("latency floor", drop=1),
+                    Column("source", wrap=True, min_width=20))
+MEMORY_COLUMNS = (Column("level"), Column("theoretical", "right"), Column("mix"),
+                  Column("fraction", "right", drop=2), Column("effective", "right"),
+                  Column("source", wrap=True, drop=3, min_width=24))
+UNIT_COLUMNS = (Column("unit"), Column("theoretical", "right"), Column("regime"),
+                Column("fraction", "right", drop=2), Column("effective", "right"),
+                Column("balance", "right", drop=1), Column("source", wrap=True, drop=3,
+                                                          min_width=24))
+ENVELOPE_MARK = "*"
+LEGEND = ("* the envelope: the highest measured mix or regime, the default for pricing; "
+          "— uncalibrated: the datasheet rate is used")
 
 
 @click.command("machine")
@@ -44,49 +58,72 @@ def machine_command(name: str, as_json: bool) -> None:
         echo_json(machine_summary(m))
         return
     out = console()
-    out.print(f"[bold]{m.display_name}[/] ({m.name})  source: {m.source or '—'}")
-    mem = Table(title="Memory", title_justify="left")
-    for col in ("level", "theoretical", "mix", "calibration", "effective", "source"):
-        mem.add_column(col)
+    out.print(f"[bold]{escape(m.display_name)}[/] ({m.name})")
+    out.print(f"source: {escape(m.source or '—')}")
+    sources: list[tuple[str, str]] = []
+    mem_rows = []
     for level in m.memory.values():
         theory = level.theoretical_bytes_per_s
-        mixes: dict[str, float | None] = dict(level.calibration_by_mix) or {
-            "(uncalibrated)" if theory else "—": None}
+        mixes: dict[str, float | None] = dict(level.calibration_by_mix) or {"—": None}
         for i, (mix, frac) in enumerate(mixes.items()):
-            envelope = " (envelope)" if mix == level.envelope_mix else ""
-            mem.add_row(level.name if i == 0 else "",
-                        fmt.rate(theory, "B/s") if theory else
-                        (f"gap ({level.bytes_per_cycle:g} B/cycle)" if level.bytes_per_cycle
-                         else "gap"),
-                        mix + envelope, "—" if frac is None else f"{frac:.4f}",
-                        fmt.rate(theory * (frac or 1.0), "B/s") if theory else "—",
-                        level.source if i == 0 else "")
-    out.print(mem)
-    units = Table(title="Compute units", title_justify="left")
-    for col in ("unit", "theoretical", "regime", "calibration", "effective", "balance",
-                "source"):
-        units.add_column(col)
+            mark = ENVELOPE_MARK if mix == level.envelope_mix else ""
+            mem_rows.append([
+                level.name if i == 0 else "",
+                fmt.rate(theory, "B/s") if theory else
+                (f"gap ({level.bytes_per_cycle:g} B/cycle)" if level.bytes_per_cycle else "gap"),
+                mix + mark, "—" if frac is None else f"{frac:.4f}",
+                fmt.rate(theory * (frac or 1.0), "B/s") if theory else "—",
+                _sourced(level.source, level.choice) if i == 0 else ""])
+        sources.append((level.name, _sourced(level.source, level.choice)))
+    dropped = print_fitted(out, fit_table(MEMORY_COLUMNS, mem_rows, out.width, "Memory"))
+    unit_rows = []
     for unit in m.units.values():
         theory_ops = unit.theoretical_ops_per_s
-        regimes: dict[str, float | None] = dict(unit.calibration_by_regime) or {
-            "(uncalibrated)" if theory_ops else "—": None}
+        regimes: dict[str, float | None] = dict(unit.calibration_by_regime) or {"—": None}
         for i, (regime, fraction) in enumerate(regimes.items()):
             balance = m.balance_flops_per_byte(unit.key, regime if unit.calibrated else None)
-            envelope = " (envelope)" if regime == unit.envelope_regime else ""
-            units.add_row(
+            mark = ENVELOPE_MARK if regime == unit.envelope_regime else ""
+            unit_rows.append([
                 unit.key if i == 0 else "",
-                fmt.rate(theory_ops, "op/s") if theory_ops else
-                (f"gap ({unit.ops_per_cycle:g} op/cycle)" if unit.ops_per_cycle else "gap"),
-                regime + envelope, "—" if fraction is None else f"{fraction:.4f}",
-                fmt.rate(theory_ops * (fraction or 1.0), "op/s") if theory_ops else "—",
+                fmt.unit_rate(theory_ops, unit.key) if theory_ops else
+                (f"gap ({unit.ops_per_cycle:g} {fmt.op_name(unit.key)}/cycle)"
+                 if unit.ops_per_cycle else "gap"),
+                regime + mark, "—" if fraction is None else f"{fraction:.4f}",
+                fmt.unit_rate(theory_ops * (fraction or 1.0), unit.key) if theory_ops else "—",
                 f"{balance:.2f} FLOP/B" if balance else "—",
-                unit.source if i == 0 else "")
-    out.print(units)
+                _sourced(unit.source, unit.choice) if i == 0 else ""])
+        sources.append((unit.key, _sourced(unit.source, unit.choice)))
+    dropped |= print_fitted(out, fit_table(UNIT_COLUMNS, unit_rows, out.width,
+                                           "Compute units"), quiet={"source"})
+    out.print(f"[dim]{LEGEND}[/]")
+    if "source" in dropped:
+        out.print("[bold]Sources[/]")
+        for key, text in sources:
+            out.print(f"  {key}: {escape(text)}")
     floor = m.latency_floor
-    out.print(f"Latency floor: SOL < {fmt.seconds(floor.sol_s)}, measured < "
-              f"{fmt.seconds(floor.measured_s)}  ({floor.source})")
-    for note in m.notes:
-        out.print(f"note: {note}")
+    source = ("assumed: TileOPs' constants, not measured on this card" if floor.assumed
+              else floor.source)  # the assumed source repeats the numbers; say them once
+    out.print(f"Latency floor: SOL < {fmt.seconds(floor.sol_s, significant=3)}, measured < "
+              f"{fmt.seconds(floor.measured_s, significant=3)} ({escape(source)})")
+    if m.pipes_by_class:
+        out.print("Work by class runs on: " + ", ".join(
+            f"{cls} -> {unit}" for cls, unit in m.pipes_by_class.items()))
+    for note_text in m.notes:
+        out.print(f"note: {escape(note_text)}")
+
+
+def _sourced(source: str, choice: str) -> str:
+    return f"{source}; figure taken: {choice}" if choice else source
+
+
+def print_fitted(out: Console, fitted: Fitted, quiet: set[str] | frozenset[str] = frozenset()
+                 ) -> set[str]:
+    """Print a fitted table and, unless every dropped column is `quiet` (shown elsewhere),
+    the line naming what was left out. Returns the dropped headers."""
+    out.print(fitted.table)
+    if set(fitted.dropped) - set(quiet) and fitted.note():
+        out.print(f"[dim]{escape(fitted.note() or '')}[/]")
+    return set(fitted.dropped)
 
 
 def machine_summary(m: Machine) -> dict[str, Any]:

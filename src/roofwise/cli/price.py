@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .. import paths
@@ -27,6 +29,7 @@ from ..pricing import (
     rate_gaps,
 )
 from ..report import fmt
+from ..report.layout import Column, Fitted, fit_table
 from .common import console, echo_json, machine_arg, machine_option, note, regime_mix_options
 
 
@@ -86,38 +89,64 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
         echo_json({**price_summary(total), "stages": [price_summary(s) for s in stages]})
         return
     out = console()
-    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: {ledger.calls} call(s), "
-              f"roof {ledger.roof}")
-    tensors = Table(title="Bytes by tensor", title_justify="left")
-    for col in ("tensor", "role", "shape", "dtype", "read", "write"):
-        tensors.add_column(col, justify="right" if col in ("read", "write") else "left")
-    for t in ledger.tensors:
-        per_use = f" ({t.uses} uses)" if t.uses else ""
-        tensors.add_row(t.name, t.role.value + per_use, "x".join(map(str, t.shape)), t.dtype,
-                        fmt.nbytes(t.read_bytes), fmt.nbytes(t.write_bytes))
-    tensors.add_row("[bold]total", "", "", "", fmt.nbytes(ledger.read_bytes),
-                    fmt.nbytes(ledger.write_bytes))
-    out.print(tensors)
-    work = Table(title="Work by unit and class", title_justify="left")
-    for col in ("unit", "class", "ops", "label"):
-        work.add_column(col)
-    for w in ledger.work:
-        work.add_row(w.unit, w.op_class, fmt.count(w.ops, "op"), w.label)
-    out.print(work)
-    times = Table(title="Price", title_justify="left")
-    for col in ("call", "bytes", "FLOPs", "AI (FLOP/B)", "memory", "compute (max pipe)",
-                "serial pipes", "SOL", "bound"):
-        times.add_column(col, justify="left" if col == "call" else "right")
-    for p in [*stages, total]:
-        name = p.ledger.name if p is not total else f"[bold]{p.ledger.name} (total)"
-        times.add_row(name, fmt.nbytes(p.ledger.bytes), fmt.count(p.ledger.flops),
-                      fmt.intensity(p.intensity_flops_per_byte), fmt.seconds(p.memory_time_s),
-                      fmt.seconds(p.compute_time_s), fmt.seconds(p.compute_serial_time_s),
-                      fmt.seconds(p.sol_time_s), f"{p.bound} ({_bound_on(p)})")
-    out.print(times)
-    out.print(f"memory priced at {fmt.rate(total.bandwidth_bytes_per_s, 'B/s')} "
-              f"({machine.dram.name}, {total.mix} mix); compute at the "
-              f"{regime or 'envelope'} regime")
+    width = out.width
+    out.print(f"[bold]{escape(ledger.name)}[/] on {escape(machine.display_name)}: "
+              f"{ledger.calls} call(s), roof {ledger.roof}")
+    tensor_rows = [[t.name, t.role.value + (f" ({t.uses} uses)" if t.uses else ""),
+                    "x".join(map(str, t.shape)), t.dtype, fmt.nbytes(t.read_bytes),
+                    fmt.nbytes(t.write_bytes)] for t in ledger.tensors]
+    tensor_rows.append(["total", "", "", "", fmt.nbytes(ledger.read_bytes),
+                        fmt.nbytes(ledger.write_bytes)])
+    _print_fitted(out, fit_table(TENSOR_COLUMNS, tensor_rows, width, "Bytes by tensor"))
+    work_rows = [[w.unit, w.op_class, fmt.count(w.ops, fmt.op_name(w.unit)), w.label]
+                 for w in ledger.work]
+    _print_fitted(out, fit_table(WORK_COLUMNS, work_rows, width, "Work by unit and class"))
+    price_rows = [[p.ledger.name if p is not total else "total", fmt.nbytes(p.ledger.bytes),
+                   fmt.count(p.ledger.flops), fmt.intensity(p.intensity_flops_per_byte),
+                   fmt.seconds(p.memory_time_s), fmt.seconds(p.compute_time_s),
+                   fmt.seconds(p.compute_serial_time_s), fmt.seconds(p.sol_time_s),
+                   _bound_on(p)]
+                  for p in [*stages, total]]
+    _print_fitted(out, fit_table(PRICE_COLUMNS, price_rows, width, "Price"))
+    for line in price_basis(total, machine):
+        out.print(escape(line))
+
+
+# Columns of `price`, designed for 80 characters: numbers and names never wrap, labels do.
+TENSOR_COLUMNS = (Column("tensor"), Column("role"), Column("shape"), Column("dtype"),
+                  Column("read", "right"), Column("write", "right"))
+WORK_COLUMNS = (Column("unit"), Column("class"), Column("ops", "right"),
+                Column("label", wrap=True))
+PRICE_COLUMNS = (Column("call"), Column("bytes", "right"), Column("FLOPs", "right", drop=3),
+                 Column("AI", "right", drop=2), Column("memory", "right"),
+                 Column("compute", "right"), Column("serial", "right", drop=4),
+                 Column("SOL", "right"), Column("bound by"))
+
+
+def _print_fitted(out: Console, fitted: Fitted) -> None:
+    out.print(fitted.table)
+    if fitted.note():
+        out.print(f"[dim]{escape(fitted.note() or '')}[/]")
+
+
+def price_basis(total: LedgerPrice, machine: Machine) -> list[str]:
+    """What the price was read at, in words: the memory rate and mix, and the compute regime
+    and rate of the pipe that binds; the columns' meanings."""
+    regime = total.regime or "envelope"
+    unit = machine.units.get(total.binding_unit)
+    if unit is not None and unit.calibrated:
+        chosen = (unit.envelope_regime if total.regime is None
+                  or total.regime not in unit.calibration_by_regime else total.regime)
+        regime_text = f"{regime} regime ({chosen}, {unit.calibration(chosen):.4f} of theoretical)"
+    else:
+        regime_text = f"{regime} regime (uncalibrated: the datasheet rate)"
+    rate = unit.effective_ops_per_s(total.regime) if unit is not None else None
+    return [f"memory: {fmt.rate(total.bandwidth_bytes_per_s, 'B/s', 2)} "
+            f"({machine.dram.name}, {total.mix} mix)",
+            f"compute: {total.binding_unit or 'no work'} at "
+            f"{fmt.unit_rate(rate, total.binding_unit)}, {regime_text}",
+            "compute = the slowest pipe (pipes overlap); serial = pipes one after another; "
+            "AI in FLOP/byte"]
 
 
 def render_cycles(ledger: Ledger, machine: Machine, as_json: bool, gaps: list[str]) -> None:

@@ -76,7 +76,7 @@ def check_ledger_m1(case: LedgerCase) -> list[Finding]:
             out.append(Finding(
                 "M1", WARNING, case.where,
                 f"{key} on {machine.name} is the datasheet rate "
-                f"{unit.theoretical_ops_per_s / 1e12:.2f} T/s (uncalibrated); its time "
+                f"{fmt.tera_rate(unit.theoretical_ops_per_s, unit.key)} (uncalibrated); its time "
                 f"{fmt.seconds(time_s)} is {time_s / price.sol_time_s:.0%} of SOL "
                 f"{fmt.seconds(price.sol_time_s)}", uncalibrated_unit_fix(key)))
     level = machine.dram

@@ -100,7 +100,8 @@ def check_rows_m1(case: RowCase) -> RowFindings:
                 out.append((int(i), Finding(
                     "M1", WARNING, case.where[i],
                     f"{key} on {machine.name} is the datasheet rate "
-                    f"{unit.theoretical_ops_per_s / 1e12:.2f} T/s (uncalibrated); its time "
+                    f"{fmt.tera_rate(unit.theoretical_ops_per_s, unit.key)} (uncalibrated); "
+                    "its time "
                     f"{fmt.seconds(times[i])} is {times[i] / sol[i]:.0%} of SOL",
                     uncalibrated_unit_fix(key))))
         level = machine.dram
@@ -315,9 +316,9 @@ def check_rows_m8(case: RowCase) -> RowFindings:
                 continue
             rate = ops[i] / cols.time_s[i]
             if rate > unit.theoretical_ops_per_s:
-                reasons.append(f"{key} at {fmt.fixed(rate / 1e12, '.2f', 'T/s')}, above its "
+                reasons.append(f"{key} at {fmt.tera_rate(rate, key)}, above its "
                                "theoretical "
-                               f"{unit.theoretical_ops_per_s / 1e12:.2f} T/s")
+                               f"{fmt.tera_rate(unit.theoretical_ops_per_s, key)}")
         if judged.verdict[i] == ANOMALY or not reasons:
             reasons.append(f"efficiency {fmt.percent(judged.envelope_efficiency[i])} of the "
                            f"envelope ceiling is above 105% (SOL "

@@ -7,6 +7,7 @@ digits or zeros.
 
 from __future__ import annotations
 
+import json
 import math
 
 _TIME_STEPS = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
@@ -86,8 +87,21 @@ def percent(value: float | None, digits: int = 1) -> str:
 
 
 def op_name(unit_key: str) -> str:
-    """What a unit's work is counted in: FLOP, or op for special-function and vector pipes."""
-    return "op" if unit_key.startswith(("sfu", "ascend_vector")) else "FLOP"
+    """What a unit's work is counted in: FLOP, or op for special-function and vector pipes
+    (an exp or a compare is an operation, not a floating-point multiply-add)."""
+    return ("op" if unit_key.startswith(("sfu", "ascend_vector")) or
+            unit_key.endswith(".transcendental") else "FLOP")
+
+
+def unit_rate(value: float | None, unit_key: str, digits: int = 1) -> str:
+    """A unit's rate with a prefix: 989.5 TFLOP/s for FLOPs, 4.2 Top/s for other operations.
+    The one formatter for compute rates (B/s for bytes is `rate(value, "B/s")`)."""
+    return rate(value, op_name(unit_key) + "/s", digits)
+
+
+def tera_rate(value: float, unit_key: str, spec: str = ".2f") -> str:
+    """A unit's rate in sentences, fixed in tera: 1099.51 TFLOP/s, 4.18 Top/s."""
+    return fixed(value / 1e12, spec, f"T{op_name(unit_key)}/s")
 
 
 EXACT_UP_TO = 1e18  # beyond, float64 holds no exact integer worth printing in full
@@ -122,3 +136,23 @@ def intensity(value: float) -> str:
     if value >= 100:
         return f"{value:,.0f}"
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def workload(value: object) -> str:
+    """A record's workload, compact: `m=512 n=512 k=512 dtype=bf16`; a text value with spaces
+    is quoted (note="two-kernel split"), a nested value is compact JSON, a plain string stays."""
+    if value is None:
+        return ""
+    if not isinstance(value, dict):
+        return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    parts = []
+    for key, item in value.items():
+        if isinstance(item, str):
+            text = json.dumps(item) if (not item or any(c.isspace() for c in item)
+                                        or "=" in item) else item
+        elif isinstance(item, (dict, list)):
+            text = json.dumps(item, separators=(",", ":"))
+        else:
+            text = str(item).lower() if isinstance(item, bool) else str(item)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)

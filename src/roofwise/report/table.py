@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import numpy as np
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Analysis
+from ..mismatch import mismatch_summary
 from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from . import fmt
+from .layout import GAP, Column, fit_widths
 
 VERDICT_STYLE = {
     "impossible": "bold white on red", "anomaly": "bold magenta", "blank": "dim",
@@ -32,105 +31,108 @@ def worst_first(analysis: Analysis) -> np.ndarray:
     return np.lexsort((efficiency, severity))
 
 
-# (header, justify, lowest console width that still shows it): low-value columns drop first
-_COLUMNS = (("op", "left", 0), ("workload", "left", 120), ("machine", "left", 100),
-            ("verdict", "left", 0), ("eff.", "right", 0), ("time", "right", 0),
-            ("SOL", "right", 0), ("bound", "left", 100), ("AI", "right", 90),
-            ("why", "left", 0))
-# The reason is the most useful column: these give way to it, in this order, until it has
-# WHY_MIN_WIDTH characters (or all of its text).
-_GIVE_WAY = ("workload", "machine", "bound", "AI")
-WORKLOAD_WIDTH = 20  # characters of the workload; --json carries it whole
-WHY_MIN_WIDTH = 48
-WRAP_FROM_WIDTH = 100  # on consoles this wide a reason wraps instead of being cut
-WHY_MAX_LINES = 4  # lines a wrapped reason may take; beyond, it is cut with "…"
-WHY_WIDTH = 72  # characters of a reason on one line below WRAP_FROM_WIDTH
+# The main line of each row: numbers and names, never cut; low-value columns drop first.
+def _columns(several_machines: bool) -> list[Column]:
+    cols = [Column("verdict"), Column("op"), Column("eff.", "right"), Column("time", "right"),
+            Column("SOL", "right"), Column("bound", drop=2), Column("AI", "right", drop=1)]
+    if several_machines:
+        cols.insert(2, Column("machine", drop=3))
+    return cols
+
+
+INDENT = "   "  # the workload and reasons sit under their row, the full width of the console
+LEGEND = ("eff. = SOL / time; SOL = the speed-of-light time on the profile; AI in FLOP/byte; "
+          "under each row its workload and why")
 
 
 def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50) -> None:
-    """Print the verdict table; the reason keeps its room, low-value columns give way first."""
+    """Print the verdicts, worst first, designed for 80 columns: one line of numbers per row
+    (never cut; the least useful columns drop on narrow consoles), then the row's workload
+    (key=value, with its input line where two rows would read alike) and every reason,
+    wrapped at word boundaries across the whole width."""
     order = worst_first(analysis)
     shown = order if limit is None else order[:limit]
     width = console.width
-    several = len({str(m) for m in analysis.machine_name if m}) > 1
-    keep = [c for c in _COLUMNS if width >= c[2] and (c[0] != "machine" or several)]
+    several = len({str(m) for m in analysis.machine_name[shown] if m}) > 1
+    columns = _columns(several)
     rows = [_cells(analysis, int(i)) for i in shown]
-    fixed = {c[0]: max([len(c[0])] + [_plain_len(c[0], r[c[0]]) for r in rows])
-             for c in keep if c[0] != "why"}
-    if "workload" in fixed:
-        fixed["workload"] = min(fixed["workload"], WORKLOAD_WIDTH)
-    needed = max([len("why")] + [len(r["why"]) for r in rows])
-    for name in _GIVE_WAY:
-        if _why_room(width, fixed) >= min(needed, WHY_MIN_WIDTH):
-            break
-        fixed.pop(name, None)
-    keep = [c for c in keep if c[0] == "why" or c[0] in fixed]
-    wrap = width >= WRAP_FROM_WIDTH
-    room = _why_room(width, fixed)
-    why_width = max(12, min(needed, room, room if wrap else WHY_WIDTH))
-    wrapped = []
-    for cells in rows:
-        lines = reason_lines(cells["why"], why_width, WHY_MAX_LINES if wrap else 1)
-        wrapped.append(len(lines) > 1)
-        cells["why"] = "\n".join(lines)
-        cells["workload"] = _cut(cells["workload"], WORKLOAD_WIDTH)
-    table = Table(title=_title(analysis), title_justify="left", show_lines=False,
-                  pad_edge=False, box=box.SIMPLE_HEAD)
-    for col, justify, _ in keep:
-        size = fixed.get(col, why_width)
-        table.add_column(col, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=True, overflow="ellipsis", min_width=size, max_width=size)
-    for k, cells in enumerate(rows):  # every cell but the verdict is plain text: escaped
-        # a blank line sets a wrapped row apart from its neighbours; one-line rows stay packed
-        apart = wrapped[k] or (k + 1 < len(rows) and wrapped[k + 1])
-        table.add_row(*(cells[c] if c == "verdict" else escape(cells[c]) for c, _, _ in keep),
-                      end_section=apart)
-    console.print(table)
+    labels = _workload_labels(analysis, shown)
+    keep, sizes = fit_widths(columns, [[r[c.header] for c in columns] for r in rows], width)
+    console.print(escape(_title(analysis)), style="bold")
+    summary = mismatch_summary(analysis)
+    if summary:
+        console.print(escape(summary), style="yellow")
+    kept = [columns[k] for k in keep]
+    console.print(_line([c.header for c in kept], kept, [sizes[k] for k in keep]), style="bold")
+    console.print("─" * min(width, sum(sizes[k] for k in keep) + GAP * (len(keep) - 1)))
+    body = max(20, width - len(INDENT))
+    for cells, label, i in zip(rows, labels, shown, strict=True):
+        line = _line([cells[c.header] for c in kept], kept, [sizes[k] for k in keep])
+        console.print(_styled(line, cells["verdict"]))
+        if label:
+            for part in textwrap.wrap(label, body, break_long_words=True,
+                                      break_on_hyphens=False):
+                console.print(INDENT + escape(part), style="dim", highlight=False)
+        for reason in analysis.reasons(int(i)):
+            for part in textwrap.wrap(reason, body, break_long_words=True,
+                                      break_on_hyphens=False):
+                console.print(INDENT + escape(part), highlight=False)
+    left_out = [c.header for k, c in enumerate(columns) if k not in keep]
+    if left_out:
+        console.print(f"[dim](left out at this width: {', '.join(left_out)}; --json has every "
+                      "field)[/]")
+    console.print(f"[dim]{escape(LEGEND)}[/]")
     if limit is not None and len(order) > limit:
         console.print(f"[dim]… {len(order) - limit} more rows (use --limit 0 for all, "
                       "--json or --csv for machines)[/]")
 
 
-def _plain_len(column: str, cell: str) -> int:
-    return len(Text.from_markup(cell).plain) if column == "verdict" else len(cell)
+def _line(cells: list[str], columns: list[Column], sizes: list[int]) -> str:
+    parts = [c.rjust(n) if col.justify == "right" else c.ljust(n)
+             for c, col, n in zip(cells, columns, sizes, strict=True)]
+    return (" " * GAP).join(parts).rstrip()
 
 
-def _why_room(width: int, fixed: dict[str, int]) -> int:
-    """Characters left for `why` once the other columns (and their gaps) are laid out."""
-    return width - sum(w + 3 for w in fixed.values()) - 2
+def _styled(line: str, verdict: str) -> Text:
+    text = Text(line)
+    start = line.find(verdict)
+    if start >= 0:
+        text.stylize(VERDICT_STYLE[verdict], start, start + len(verdict))
+    return text
 
 
-def reason_lines(text: str, width: int, max_lines: int) -> list[str]:
-    """`text` wrapped at word boundaries into at most `max_lines` lines of `width`; what does
-    not fit is cut with "…" (a word longer than a line is cut too, never spilled)."""
-    lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
-    if len(lines) <= max_lines:
-        return lines
-    last = " ".join([lines[max_lines - 1], *lines[max_lines:]])
-    return [*lines[:max_lines - 1], _cut(last, width)]
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+def _workload_labels(analysis: Analysis, shown: np.ndarray) -> list[str]:
+    """Each shown row's workload as key=value; where two rows would still read alike (same
+    op, workload and verdict), the input line tells them apart."""
+    labels = [fmt.workload(_workload(analysis, int(i))) for i in shown]
+    keys = [(str(analysis.columns.op[int(i)]), label) for i, label in zip(shown, labels,
+                                                                          strict=True)]
+    seen: dict[tuple[str, str], int] = {}
+    for key in keys:
+        seen[key] = seen.get(key, 0) + 1
+    line = analysis.columns.line
+    out = []
+    for i, key, label in zip(shown, keys, labels, strict=True):
+        if seen[key] > 1 and len(line) > int(i):
+            label = f"{label}  (line {int(line[int(i)])})" if label else f"line {int(line[int(i)])}"
+        out.append(label)
+    return out
 
 
 def _cells(analysis: Analysis, i: int) -> dict[str, str]:
     cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
     verdict = analysis.verdict_name(i)
     code = judged.verdict[i]
-    reasons = analysis.reasons(i)
     bound = "" if code == BLANK else (
-        "memory" if priced.bound_memory[i] else str(priced.binding_unit[i]))
-    why = reasons[0] if reasons else ""
+        f"{analysis.machines[analysis.machine_name[i]].dram.name}" if priced.bound_memory[i]
+        else str(priced.binding_unit[i]))
     return {
-        "op": str(cols.op[i]), "workload": _workload(analysis, i),
-        "machine": str(analysis.machine_name[i] or "—"),
-        "verdict": f"[{VERDICT_STYLE[verdict]}]{verdict}[/]",
+        "op": str(cols.op[i]), "machine": str(analysis.machine_name[i] or "—"),
+        "verdict": verdict,
         "eff.": "—" if code in NO_EFFICIENCY else fmt.percent(judged.efficiency[i]),
         "time": fmt.seconds(float(cols.time_s[i]), significant=3),
         "SOL": fmt.seconds(float(priced.sol_time_s[i]), significant=3), "bound": bound,
         "AI": fmt.intensity(float(priced.intensity_flops_per_byte[i])),
-        "why": why,  # wrapped or cut once the width is known
     }
 
 
@@ -139,10 +141,8 @@ def _title(analysis: Analysis) -> str:
     return f"{len(analysis)} records: {counts}"
 
 
-def _workload(analysis: Analysis, i: int) -> str:
+def _workload(analysis: Analysis, i: int) -> object:
     rows = analysis.columns.rows
     if rows is None or "workload" not in rows[i]:
-        return ""
-    workload = rows[i]["workload"]
-    text = workload if isinstance(workload, str) else json.dumps(workload, separators=(",", ":"))
-    return text
+        return None
+    return rows[i]["workload"]

@@ -1,0 +1,67 @@
+"""A record judged on a profile its own `device` does not name: said per row and in total.
+
+`analyze -m h200` on a record measured on an RTX 4090, or on host wall-clock records from a
+CPU, prices it against the wrong card; the verdict still prints, so the mismatch must be said.
+Rows are grouped by device name (categorical), so a million rows cost one look-up per device.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .analysis import Analysis
+from .machine import Machine
+from .profiles import builtin_machines, match_device
+
+
+@lru_cache(maxsize=1)
+def _builtins() -> tuple[Machine, ...]:
+    return tuple(builtin_machines().values())
+
+
+def device_mismatch(device: str, machine: Machine) -> str:
+    """Why `device` (as a record names it) is not `machine`; "" when it is, or is unnamed."""
+    if not device.strip() or machine.matches(device):
+        return ""
+    other = match_device(device, _builtins()).machine
+    if other is not None and other.name == machine.name:
+        return ""
+    named = f"the {other.name} profile" if other is not None else "no built-in profile"
+    return (f"device mismatch: the record was measured on {device!r} ({named}) but is "
+            f"judged on {machine.name}")
+
+
+def mismatches(analysis: Analysis) -> np.ndarray:
+    """Per row, the mismatch sentence or "" (object array): one look-up per (device, profile)
+    pair present, then vectorised assignment."""
+    codes, names = analysis.columns.device_categories()
+    out = np.full(len(analysis), "", dtype=object)
+    for profile, machine in analysis.machines.items():
+        on_profile = analysis.machine_name == profile
+        for code in np.unique(codes[on_profile]):
+            text = device_mismatch(str(names[int(code)] or ""), machine)
+            if text:
+                out[on_profile & (codes == code)] = text
+    return out
+
+
+def mismatch_row(analysis: Analysis, i: int) -> str:
+    """The mismatch sentence of row `i`, or ""."""
+    device = str(analysis.columns.device[i] or "")
+    name = analysis.machine_name[i]
+    return device_mismatch(device, analysis.machines[name]) if name and device else ""
+
+
+def mismatch_summary(analysis: Analysis) -> str | None:
+    """One line: how many rows were judged on a profile their device does not name, by device."""
+    found = mismatches(analysis)
+    hit = found != ""
+    if not hit.any():
+        return None
+    devices, counts = np.unique(analysis.columns.device[hit].astype(str), return_counts=True)
+    listed = ", ".join(f"{str(d)!r} ({int(c)})" for d, c in zip(devices, counts, strict=True))
+    return (f"warning: {int(hit.sum())} of {len(analysis)} record(s) were judged on a profile "
+            f"their device does not name: {listed}; pass the matching --machine, or none to "
+            "let each record's device choose")
