@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 import polars as pl
 
+from .text import encodable
 from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def verdict_frame(analysis: Analysis, lint: Sequence[Sequence[Mapping[str, str]]
     inputs, _ = _input_columns(analysis)
     frame = pl.concat([inputs, _judgement(analysis)], how="horizontal")
     if lint is not None:
-        frame = frame.with_columns(pl.Series("lint", [list(x) for x in lint], dtype=_BRIEF))
+        frame = frame.with_columns(nested("lint", [list(x) for x in lint], _BRIEF))
     return frame
 
 
@@ -45,16 +46,16 @@ def _input_columns(analysis: Analysis) -> tuple[pl.DataFrame, set[str]]:
     cols = analysis.columns
     n = len(cols)
     data: dict[str, pl.Series] = {
-        "op": pl.Series("op", cols.op.astype(str), dtype=pl.String),
+        "op": strings("op", cols.op),
         "flops": pl.Series("flops", cols.flops, dtype=pl.Float64),
         "bytes": pl.Series("bytes", cols.bytes, dtype=pl.Float64),
-        "roof": pl.Series("roof", np.asarray(cols.roof).astype(str), dtype=pl.String),
+        "roof": strings("roof", cols.roof),
         "time_s": pl.Series("time_s", cols.time_s, dtype=pl.Float64),
     }
     for name in _OPTIONAL_INPUTS:
         values = np.asarray(getattr(cols, name))
         if values.dtype == object:
-            series = pl.Series(name, values.astype(str), dtype=pl.String)
+            series = strings(name, values)
             series = series.replace("", None)
         else:
             series = pl.Series(name, values, dtype=pl.Float64, nan_to_null=True)
@@ -91,6 +92,33 @@ def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]
                           for k in names}), set(names))
 
 
+def strings(name: str, values: np.ndarray) -> pl.Series:
+    """A text column; a lone surrogate (a JSON escape polars cannot hold) written as \\udc80."""
+    texts = np.asarray(values).astype(str)
+    try:
+        return pl.Series(name, texts, dtype=pl.String)
+    except UnicodeEncodeError:
+        return pl.Series(name, [encodable(t) for t in texts.tolist()], dtype=pl.String)
+
+
+def nested(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
+    """A list (or struct) column of text; lone surrogates written as \\udc80."""
+    try:
+        return pl.Series(name, values, dtype=dtype)
+    except UnicodeEncodeError:
+        return pl.Series(name, _encodable_all(values), dtype=dtype)
+
+
+def _encodable_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, list):
+        return [_encodable_all(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _encodable_all(v) for k, v in value.items()}
+    return value
+
+
 def _judgement(analysis: Analysis) -> pl.DataFrame:
     priced, judged = analysis.priced, analysis.judged
     verdict = judged.verdict.astype(np.int64)
@@ -106,7 +134,7 @@ def _judgement(analysis: Analysis) -> pl.DataFrame:
         return pl.Series(out, dtype=pl.Float64, nan_to_null=True)
 
     def text(values: np.ndarray, hide: np.ndarray | None = None) -> pl.Series:
-        series = pl.Series(np.asarray(values).astype(str), dtype=pl.String).replace("", None)
+        series = strings("", values).replace("", None)
         if hide is not None:
             series = pl.select(pl.when(pl.Series(hide)).then(None).otherwise(series)).to_series()
         return series
@@ -126,8 +154,8 @@ def _judgement(analysis: Analysis) -> pl.DataFrame:
         "efficiency": number(judged.efficiency, no_efficiency),
         "verdict": pl.Series(np.array(VERDICTS, dtype=object)[verdict].astype(str),
                              dtype=pl.String),
-        "reasons": pl.Series([analysis.reasons(i) for i in range(n)],
-                             dtype=pl.List(pl.String)),
+        "reasons": nested("reasons", [analysis.reasons(i) for i in range(n)],
+                          pl.List(pl.String)),
     }, height=n)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import io
 import re
 import sys
 from pathlib import Path
@@ -74,6 +75,7 @@ def cli(ctx: click.Context) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _writable_streams()
     try:
         result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
     except InputError as exc:
@@ -97,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return int(result) if isinstance(result, int) else 0
+
+
+def _writable_streams() -> None:
+    """A name with a lone surrogate (a JSON escape) prints as \udc80 instead of failing the
+    write to a strict UTF-8 terminal or pipe."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _error(message: str) -> None:

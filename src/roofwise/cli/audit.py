@@ -23,6 +23,7 @@ from ..measure.audit import (
 )
 from ..ops import build_op, parse_shape_args
 from ..report import fmt
+from ..text import for_rich
 from .common import console, echo_json
 
 STYLE = {"PASS": "green", "FAIL": "red", "WARN": "yellow", "UNJUDGED": "dim"}
@@ -107,18 +108,18 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
         for row in rows:
             echo_json({"op": ledger.name, **row.to_dict()})
         click.get_current_context().exit(exit_code(rows))
-    table = Table(title=f"Bytes audit: {ledger.name} (FAIL < {FAIL_BELOW}x, WARN > "
+    table = Table(title=f"Bytes audit: {for_rich(ledger.name)} (FAIL < {FAIL_BELOW}x, WARN > "
                         f"{WARN_ABOVE}x of the ledger's reads)", title_justify="left")
     for col in ("kernel", "ledger read", "DRAM read", "ratio", "verdict", "ledger write",
                 "DRAM write (not judged)", "why"):
         table.add_column(col)
     for row in rows:
-        table.add_row(row.kernel, fmt.nbytes(row.ledger_read_bytes),
+        table.add_row(for_rich(row.kernel), fmt.nbytes(row.ledger_read_bytes),
                       "—" if row.dram_read_bytes is None else fmt.nbytes(row.dram_read_bytes),
                       "—" if row.read_ratio is None else f"{row.read_ratio:.3f}",
                       f"[{STYLE[row.verdict]}]{row.verdict}[/]",
                       "—" if row.ledger_write_bytes is None else fmt.nbytes(row.ledger_write_bytes),
                       "—" if row.dram_write_bytes is None else fmt.nbytes(row.dram_write_bytes),
-                      row.reason)
+                      for_rich(row.reason))
     console().print(table)
     click.get_current_context().exit(exit_code(rows))

@@ -18,6 +18,7 @@ from ..lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_
 from ..machine import Machine
 from ..profiles import parse_machine
 from ..records import read_records
+from ..text import for_rich
 from .common import all_machines, console, load_machine_arg, machine_option
 
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -97,7 +98,7 @@ def render_findings(findings: Sequence[Finding], out: Console, files: int) -> No
         table.add_column(col, overflow="fold")
     for f in findings:
         table.add_row(f.code, f"[{_SEVERITY_STYLE.get(f.severity, '')}]{f.severity}[/]",
-                      f.where, f.reason, f.fix)
+                      for_rich(f.where), for_rich(f.reason), for_rich(f.fix))
     out.print(table)
     seen = dict.fromkeys(f.code for f in findings)
     out.print("; ".join(f"{code}: {CODES[code]}" for code in seen), style="dim",

@@ -58,7 +58,7 @@ def machine_command(name: str, as_json: bool) -> None:
         echo_json(machine_summary(m))
         return
     out = console()
-    out.print(f"[bold]{escape(m.display_name)}[/] ({m.name})")
+    out.print(f"[bold]{escape(m.display_name)}[/] ({escape(m.name)})")
     out.print(f"source: {escape(m.source or '—')}")
     sources: list[tuple[str, str]] = []
     mem_rows = []
@@ -106,8 +106,8 @@ def machine_command(name: str, as_json: bool) -> None:
     out.print(f"Latency floor: SOL < {fmt.seconds(floor.sol_s, significant=3)}, measured < "
               f"{fmt.seconds(floor.measured_s, significant=3)} ({escape(source)})")
     if m.pipes_by_class:
-        out.print("Work by class runs on: " + ", ".join(
-            f"{cls} -> {unit}" for cls, unit in m.pipes_by_class.items()))
+        out.print(escape("Work by class runs on: " + ", ".join(
+            f"{cls} -> {unit}" for cls, unit in m.pipes_by_class.items())))
     for note_text in m.notes:
         out.print(f"note: {escape(note_text)}")
 

@@ -91,7 +91,7 @@ def render_price(ledger: Ledger, machine: Machine, regime: str | None, mix: str 
     out = console()
     width = out.width
     out.print(f"[bold]{escape(ledger.name)}[/] on {escape(machine.display_name)}: "
-              f"{ledger.calls} call(s), roof {ledger.roof}")
+              f"{ledger.calls} call(s), roof {escape(ledger.roof)}")
     tensor_rows = [[t.name, t.role.value + (f" ({t.uses} uses)" if t.uses else ""),
                     "x".join(map(str, t.shape)), t.dtype, fmt.nbytes(t.read_bytes),
                     fmt.nbytes(t.write_bytes)] for t in ledger.tensors]
@@ -169,21 +169,22 @@ def render_cycles(ledger: Ledger, machine: Machine, as_json: bool, gaps: list[st
                    "memory_level": price.memory_level, "gaps": gaps})
         return
     out = console()
-    out.print(f"[bold]{ledger.name}[/] on {machine.display_name}: priced in cycles per pipe; "
-              f"no time in seconds, because the profile leaves gaps for {', '.join(gaps)}",
-              markup=True)
+    out.print(f"[bold]{escape(ledger.name)}[/] on {escape(machine.display_name)}: priced in "
+              "cycles per pipe; no time in seconds, because the profile leaves gaps for "
+              f"{escape(', '.join(gaps))}")
     table = Table(title="Cycles by pipe", title_justify="left")
     for col in ("unit", "ops", "ops/cycle", "cycles"):
         table.add_column(col, justify="left" if col == "unit" else "right")
     for unit, cycles in price.cycles_by_unit.items():
-        table.add_row(unit, fmt.count(ledger.ops_by_unit[unit], "op"),
+        table.add_row(escape(unit), fmt.count(ledger.ops_by_unit[unit], "op"),
                       f"{machine.units[unit].ops_per_cycle:g}", f"{cycles:,.1f}")
     out.print(table)
     out.print(f"pipes overlapped: {price.compute_cycles:,.1f} cycles ({price.binding_unit} "
-              f"binds); issued one after another: {price.compute_serial_cycles:,.1f} cycles")
+              f"binds); issued one after another: {price.compute_serial_cycles:,.1f} cycles",
+              markup=False)
     if price.memory_cycles is not None:
         out.print(f"reads: {price.memory_cycles:,.1f} cycles at {machine.dram.bytes_per_cycle:g} "
-                  f"B/cycle ({price.memory_level})")
+                  f"B/cycle ({price.memory_level})", markup=False)
 
 
 def _bound_on(p: LedgerPrice) -> str:

@@ -27,6 +27,7 @@ from ..ledger import Ledger
 from ..ledgerio import ledger_to_yaml_data
 from ..recordio import atomic_writer
 from ..report import fmt
+from ..text import for_rich
 from .common import console, machine_arg, machine_option
 
 MAX_TENSOR_BYTES = 2**63 - 1  # torch sizes and storage byte counts are int64
@@ -222,13 +223,15 @@ def _example_inputs(fn: Callable[..., Any], target: str, specs: tuple[str, ...],
 
 def _summary(ledger: Ledger, uncounted: tuple[str, ...]) -> None:
     out = console()
-    out.print(f"[bold]{ledger.name}[/]: {ledger.calls} call(s), roof {ledger.roof}")
+    out.print(f"[bold]{for_rich(ledger.name)}[/]: {ledger.calls} call(s), roof "
+              f"{for_rich(ledger.roof)}")
     if ledger.calls == 1:
         tensors = Table(title="Bytes by tensor", title_justify="left")
         for col in ("tensor", "role", "shape", "dtype", "read", "write"):
             tensors.add_column(col, justify="right" if col in ("read", "write") else "left")
         for t in ledger.tensors:
-            tensors.add_row(t.name, t.role.value, "x".join(map(str, t.shape)), t.dtype,
+            tensors.add_row(for_rich(t.name), t.role.value, "x".join(map(str, t.shape)),
+                            for_rich(t.dtype),
                             fmt.nbytes(t.read_bytes), fmt.nbytes(t.write_bytes))
         out.print(tensors)
     work = Table(title="Work by unit and class", title_justify="left")
@@ -238,10 +241,11 @@ def _summary(ledger: Ledger, uncounted: tuple[str, ...]) -> None:
     for w in ledger.work:
         totals[(w.unit, w.op_class)] = totals.get((w.unit, w.op_class), 0.0) + w.ops
     for (unit, op_class), ops in totals.items():
-        work.add_row(unit, op_class, fmt.count(ops, "op"))
+        work.add_row(for_rich(unit), op_class, fmt.count(ops, "op"))
     out.print(work)
     out.print(f"bytes {ledger.bytes:,} (read {ledger.read_bytes:,}, write "
               f"{ledger.write_bytes:,}, lookups {ledger.lookup_bytes:,}); FLOPs "
               f"{ledger.flops:,.0f}; AI {ledger.intensity_flops_per_byte:.2f} FLOP/B")
     if uncounted:
-        out.print(f"[yellow]uncounted aten ops (no FLOPs counted):[/] {', '.join(uncounted)}")
+        out.print(f"[yellow]uncounted aten ops (no FLOPs counted):[/] "
+                  f"{for_rich(', '.join(uncounted))}")

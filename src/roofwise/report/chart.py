@@ -38,12 +38,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
 from ..analysis import Analysis
 from ..errors import InputError
 from ..machine import Machine
 from ..pricing import AUTO_MIX
 from ..recordio import atomic_writer
+from ..text import encodable, for_mpl
 from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 from . import fmt
 from .labels import LABEL_GAP, place_roof_labels
@@ -57,6 +59,7 @@ _DRAW_ORDER = (AT_CEILING, BELOW, LATENCY_BOUND, ANOMALY, IMPOSSIBLE)
 _SERIES_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "h", "*", "p")
 _MACHINE_COLORS = ("#222222", "#1f4e9e", "#8c564b", "#6a3d9a", "#0b6e4f", "#b15928")
 MANY_POINTS = 2000  # above this many points: small translucent rasterized markers
+PLOT_RANGE = (1e-100, 1e100)  # intensities and rates outside are counted in the note, not drawn
 MAX_CALLOUTS = 10  # per verdict; beyond, the legend count still tells the whole story
 SAVE_FORMATS = ("png", "svg", "pdf")
 _ENVELOPE_ALPHA = 0.35  # the envelope roof, drawn faint when the verdicts used another ceiling
@@ -116,8 +119,21 @@ def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None 
     _draw_legend(fig, ax, counts, series, machines, faint, floors[:1])
     runs = ", ".join(label for label, _ in analyses)
     on = ", ".join(m.display_name for m in machines.values()) or "no machine"
-    ax.set_title(title or f"Roofline: {runs} on {on}", fontsize=11, loc="left")
+    ax.set_title(for_mpl(title or f"Roofline: {runs} on {on}"), fontsize=11, loc="left")
+    _encodable(fig)
     return fig
+
+
+def _encodable(fig: Figure) -> None:
+    """Every text and SVG id of the figure writable as UTF-8: an op name with a lone surrogate
+    (from a JSON escape) must not fail the SVG writer. Mathtext is escaped where data strings
+    enter (`text.for_mpl`); this pass only replaces what UTF-8 cannot encode."""
+    for artist in fig.findobj():
+        gid = artist.get_gid()
+        if gid:
+            artist.set_gid(encodable(gid))
+        if isinstance(artist, Text):
+            artist.set_text(encodable(artist.get_text()))
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> None:
@@ -172,12 +188,18 @@ def _series(analyses: Sequence[tuple[str, Analysis]]) -> list[_Series]:
     several_machines = len({p[1] for p in pairs}) > 1
     out = []
     for k, (label, name, analysis, rows) in enumerate(pairs):
-        text = (f"{label} on {name}" if several_runs and several_machines
-                else name if several_machines else label)
+        text = for_mpl(f"{label} on {name}" if several_runs and several_machines
+                       else name if several_machines else label)
         xs, ys = _coords(analysis, rows)
-        keep = rows[np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)]
+        keep = rows[_plottable(xs) & _plottable(ys)]
         out.append(_Series(text, _SERIES_MARKERS[k % len(_SERIES_MARKERS)], keep, analysis))
     return out
+
+
+def _plottable(values: np.ndarray) -> np.ndarray:
+    """Values a log axis can show with finite ticks: 1e300 bytes in 1e-300 s would put the
+    axis limits (and matplotlib's tick formatter) beyond float range."""
+    return np.isfinite(values) & (values >= PLOT_RANGE[0]) & (values <= PLOT_RANGE[1])
 
 
 def _coords(analysis: Analysis, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -366,6 +388,7 @@ def _draw_roofs(ax: Axes, machine: Machine, units: Sequence[str], color: str,
 def _roof_text(ax: Axes, x: float, y: float, text: str, color: str, gid: str,
                align: str = "left", va: str = "bottom", alpha: float = 1.0,
                slope: bool = False) -> None:
+    text = for_mpl(text)  # profile names are data too
     artist = ax.text(x, y, text, color=color, fontsize=7.5, ha=align, va=va, alpha=alpha,
                      gid=gid, zorder=5, clip_on=True, rotation_mode="anchor",
                      rotation=_screen_slope_degrees(ax) if slope else 0.0)
@@ -468,7 +491,7 @@ def _draw_points(ax: Axes, series: Sequence[_Series], n_points: int) -> dict[str
                         break
                     callouts[code] += 1
                     right = _axes_fraction(ax, xi) > 0.6  # call out leftwards near the edge
-                    ax.annotate(f"{name.upper()}: {s.analysis.columns.op[i]}", (xi, yi),
+                    ax.annotate(f"{name.upper()}: {for_mpl(s.analysis.columns.op[i])}", (xi, yi),
                                 textcoords="offset points",
                                 xytext=(-10 if right else 10, 16 if code == IMPOSSIBLE else -26),
                                 ha="right" if right else "left", fontsize=8,
@@ -492,7 +515,7 @@ def _draw_note(ax: Axes, blank: int, unplottable: int) -> None:
                      f"cannot price {'them' if blank != 1 else 'it'}; see `roofwise analyze`)")
     if unplottable:
         parts.append(f"{unplottable} row{'s' if unplottable != 1 else ''} with no finite "
-                     "intensity or rate not plotted")
+                     "intensity or rate (or one beyond 1e±100) not plotted")
     if parts:
         ax.text(0.01, 0.01, "; ".join(parts), transform=ax.transAxes, fontsize=8,
                 color="#555555", ha="left", va="bottom", gid="note:blank", zorder=9)
@@ -515,7 +538,7 @@ def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
                                   label=s.label))
     for k, machine in enumerate(machines.values()):
         color = _MACHINE_COLORS[k % len(_MACHINE_COLORS)]
-        who = f"{machine.name} " if len(machines) > 1 else ""
+        who = f"{for_mpl(machine.name)} " if len(machines) > 1 else ""
         handles.append(Line2D([], [], color=color, lw=2, label=f"{who}calibrated roof "
                                                                 "(verdicts' ceiling)"))
         handles.append(Line2D([], [], color=color, lw=1, ls="--", alpha=0.6,

@@ -28,6 +28,7 @@ from ..ledger import Ledger, Role
 from ..lint import Finding, lint_rows
 from ..machine import Machine
 from ..recordio import atomic_writer
+from ..text import encodable
 from . import fmt
 from .chart import figure_svg, roofline_figure
 from .row_ledgers import LedgerFinder, NoLedger, Reference, RowLedger
@@ -152,7 +153,7 @@ def write_report(analysis: Analysis, path: str | Path, title: str = "roofwise re
     check_report_path(path)
     text = report_html(analysis, title, source, references)
     with atomic_writer(path, "w") as handle:
-        handle.write(text)
+        handle.write(encodable(text))  # a lone surrogate in a name (a JSON escape) as \udc80
 
 
 def _e(value: object) -> str:

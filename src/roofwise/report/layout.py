@@ -87,6 +87,10 @@ def fit_widths(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], 
     return keep, sizes
 
 
+def _plain(cell: str | Text) -> Text:
+    return Text(cell) if isinstance(cell, str) else cell
+
+
 def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int,
               title: str | None = None) -> Fitted:
     """A rich Table of `rows` under `columns`, no wider than `width` when that is possible."""
@@ -98,6 +102,6 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], w
         table.add_column(col.header, justify=col.justify,  # type: ignore[arg-type]
                          no_wrap=not col.wrap, overflow="fold",
                          min_width=sizes[k], max_width=sizes[k])
-    for row in rows:
-        table.add_row(*(row[k] for k in keep))
+    for row in rows:  # a str cell is plain text (a name from a file may hold `[/x]`)
+        table.add_row(*(_plain(row[k]) for k in keep))
     return Fitted(table, tuple(columns[k].header for k in range(len(columns)) if k not in keep))
