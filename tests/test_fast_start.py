@@ -42,8 +42,10 @@ def test_help_lists_each_command_as_its_own_docstring_says():
 
 
 def test_import_roofwise_loads_nothing_heavy_until_a_name_is_used():
-    probe = ("import sys, roofwise; light = [m for m in ('numpy', 'polars', 'matplotlib') "
-             "if m in sys.modules]; roofwise.analyze_file; print(light, 'polars' in sys.modules)")
+    probe = ("import sys, roofwise; heavy = [m for m in ('numpy', 'polars', 'matplotlib', "
+             "'torch') if m in sys.modules]; f = roofwise.analyze_file; "
+             "print(heavy, callable(f), callable(roofwise.machine), callable(roofwise.report), "
+             "'matplotlib' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120)
-    assert done.stdout.split() == ["[]", "False"], done.stderr
+    assert done.stdout.split() == ["[]", "True", "True", "True", "False"], done.stderr

@@ -1,5 +1,13 @@
 """roofwise: how far a kernel is from the speed of light, never told wrongly.
 
+The small top level, for notebooks and scripts (each documented, with units):
+
+- `machine(name)`: a profile (`builtin_machines()` lists them);
+- `op(name, **params)`, `Ledger`/`Tensor`/`Work`, `fuse`, `separate`, `load_ledger`: ledgers;
+- `price(op_or_ledger, machine, **params)`: the speed-of-light price of one call;
+- `analyze_file(path, machine=None)`: a verdict per benchmark record;
+- `plot(analysis)`, `report(analysis, path)`: the chart (matplotlib) and the HTML report.
+
 Names load on first use (PEP 562), so that `import roofwise` (and `roofwise --help`) costs no
 numpy, polars, matplotlib or torch until a name that needs them is touched.
 """
@@ -9,14 +17,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Submodules that share a name with a top-level function load first, so that loading them
+# later can never rebind `roofwise.machine` or `roofwise.report` to the module.
+from . import machine as _machine_module  # noqa: F401
+from . import report as _report_package  # noqa: F401
+
 __version__ = "0.1.0"
 
 # name -> the module that defines it
 _EXPORTS = {
-    "Analysis": "analysis", "analyze": "analysis", "analyze_file": "analysis",
+    "Analysis": "analysis", "analyze": "analysis",
+    "analyze_file": "api", "op": "api", "plot": "api", "price": "api",
     "InputError": "errors",
     "Ledger": "ledger", "Role": "ledger", "Tensor": "ledger", "Work": "ledger",
-    "fuse": "ledger", "separate": "ledger",
+    "fuse": "ledger", "separate": "ledger", "load_ledger": "ledgerio",
     "ComputeUnit": "machine", "LatencyFloor": "machine", "Machine": "machine",
     "MemoryLevel": "machine",
     "LedgerPrice": "pricing", "cycles_by_unit": "pricing", "price_columns": "pricing",
@@ -27,9 +41,11 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from .analysis import Analysis, analyze, analyze_file
+    from .analysis import Analysis, analyze
+    from .api import analyze_file, op, plot, price
     from .errors import InputError
     from .ledger import Ledger, Role, Tensor, Work, fuse, separate
+    from .ledgerio import load_ledger
     from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
     from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
     from .profiles import builtin_machines, load_machine, match_device, resolve_machine
@@ -49,6 +65,20 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
+def machine(name: Any) -> Any:
+    """A machine profile by name, alias, short name or YAML path (`roofwise.api.machine`)."""
+    from .api import machine as _machine
+
+    return _machine(name)
+
+
+def report(*args: Any, **kwargs: Any) -> Any:
+    """Write the self-contained HTML report to a path and return it (`roofwise.api.report`)."""
+    from .api import report as _report
+
+    return _report(*args, **kwargs)
+
+
 def bench(*args: Any, **kwargs: Any) -> Any:
     """`roofwise.measure.bench.bench`, imported on first use so torch stays optional."""
     from .measure.bench import bench as _bench
@@ -60,6 +90,6 @@ __all__ = [
     "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloor", "Ledger",
     "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze",
     "analyze_file", "bench", "builtin_machines", "cycles_by_unit", "fuse", "judge",
-    "load_machine", "match_device", "price_columns", "price_ledger", "resolve_machine",
-    "separate",
+    "load_ledger", "load_machine", "machine", "match_device", "op", "plot", "price",
+    "price_columns", "price_ledger", "report", "resolve_machine", "separate",
 ]

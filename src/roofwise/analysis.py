@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,7 +31,7 @@ if TYPE_CHECKING:  # polars loads when records are read, not when roofwise is im
     from .records import RecordColumns, Skipped
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Analysis:
     columns: RecordColumns
     machine_name: np.ndarray  # object: profile per row, "" where none matched
@@ -62,6 +60,16 @@ class Analysis:
         except ImportError:
             raise ImportError("Analysis.to_pandas needs pandas: pip install pandas") from None
         return self.to_polars().to_pandas()
+
+    def __repr__(self) -> str:
+        from .report.notebook import analysis_repr  # renderings live in report/
+
+        return analysis_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .report.notebook import analysis_html
+
+        return analysis_html(self)
 
     def verdict_name(self, i: int) -> str:
         return VERDICTS[int(self.judged.verdict[i])]
@@ -136,25 +144,6 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
         row_machine]
     return Analysis(columns, names, {m.name: m for m in used}, priced_all, judged_all, why,
                     regime, mix)
-
-
-def analyze_file(path: str | Path, machine: str | Machine | None = None,
-                 regime: str | None = None, mix: str | None = None, strict: bool = False,
-                 machines: Mapping[str, Machine] | None = None) -> Analysis:
-    """Read a records file (JSONL, CSV, Parquet, or a folder of shards) and judge every row.
-
-    `machine` is a profile, a built-in name or alias, or a profile YAML path; without it each
-    record's `device` picks its profile. Malformed records are left out and listed in
-    `Analysis.skipped` (`strict` raises InputError on the first instead).
-    """
-    from .profiles import builtin_machines, resolve_machine
-    from .records import read_records
-
-    loaded = read_records(path, strict=strict)
-    chosen = resolve_machine(str(machine)) if isinstance(machine, (str, Path)) else machine
-    result = analyze(loaded.columns, machines if machines is not None else builtin_machines(),
-                     chosen, regime, mix)
-    return dataclasses.replace(result, skipped=loaded.skipped)
 
 
 def _match_rows(columns: RecordColumns, machines: Mapping[str, Machine]

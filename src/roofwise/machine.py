@@ -118,7 +118,7 @@ class LatencyFloor:
         return cls(ASSUMED_FLOOR_SOL_S, ASSUMED_FLOOR_MEASURED_S, True, ASSUMED_FLOOR_SOURCE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Machine:
     name: str
     display_name: str
@@ -138,6 +138,16 @@ class Machine:
         _freeze(self, "memory")
         _freeze(self, "units")
         _freeze(self, "pipes_by_class")
+
+    def __repr__(self) -> str:
+        from .report.notebook import machine_repr  # renderings live in report/
+
+        return machine_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .report.notebook import machine_html
+
+        return machine_html(self)
 
     def pipe_for(self, unit_key: str, op_class: str) -> str:
         """The unit that runs `op_class` work declared on `unit_key`: the unit itself when the

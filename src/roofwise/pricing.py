@@ -303,7 +303,7 @@ def _mix_for_split(mixes: list[str], read_bytes: np.ndarray,
     return np.where(valid, best, -1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LedgerPrice:
     """The price of one ledger, as plain numbers."""
 
@@ -321,6 +321,16 @@ class LedgerPrice:
     regime: str | None
     unit_time_s: Mapping[str, float]
     flags: Reason
+
+    def __repr__(self) -> str:
+        from .report.notebook import price_repr  # renderings live in report/
+
+        return price_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .report.notebook import price_html
+
+        return price_html(self)
 
 
 def placed(ledger: Ledger, machine: Machine) -> Ledger:

@@ -162,6 +162,7 @@ def builtin_paths() -> list[Path]:
 
 
 def builtin_machines() -> dict[str, Machine]:
+    """Every built-in profile by name (rates in bytes or operations per second, each sourced)."""
     return {m.name: m for m in (load_machine(p) for p in builtin_paths())}
 
 

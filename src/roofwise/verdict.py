@@ -33,6 +33,10 @@ class Judged:
 
 def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarray,
           bytes_: np.ndarray) -> Judged:
+    """A verdict per priced row (docs/verdicts.md): `time_s` measured seconds, `timing` "device"
+    or "wall", `bytes_` bytes per call. Impossible above a theoretical rate, latency-bound under
+    the floor, anomaly above 105% of the envelope, at_ceiling from 80% of SOL, else below;
+    efficiency = SOL / time."""
     flags = priced.flags.copy()
     mark(flags, ~(time_s > 0), Reason.BAD_TIME)
     mark(flags, wall_timing(timing), Reason.WALL_TIMING)
