@@ -190,4 +190,5 @@ def test_extras_pass_through_as_read(tmp_path):
     extras = read_records(path).columns.extras
     assert isinstance(extras, pl.DataFrame)
     assert [json.loads(w) for w in extras["workload"]] == [{"n": 1, "m": [1, 2]}, {"k": "v"}]
-    assert extras["note"].to_list() == ["x", None] and extras["kernels"].to_list() == [3, None]
+    assert extras["note"].to_list() == ["x", None] and "kernels" not in extras.columns
+    assert read_records(path).columns.kernel_counts().tolist() == [3.0, 1.0]

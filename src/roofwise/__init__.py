@@ -31,8 +31,8 @@ _EXPORTS = {
     "InputError": "errors",
     "Ledger": "ledger", "Role": "ledger", "Tensor": "ledger", "Work": "ledger",
     "fuse": "ledger", "separate": "ledger", "load_ledger": "ledgerio",
-    "ComputeUnit": "machine", "LatencyFloor": "machine", "Machine": "machine",
-    "MemoryLevel": "machine",
+    "ComputeUnit": "machine", "LatencyFloors": "machine", "Machine": "machine",
+    "MemoryLevel": "machine", "TimingFloor": "machine",
     "LedgerPrice": "pricing", "cycles_by_unit": "pricing", "price_columns": "pricing",
     "price_ledger": "pricing",
     "builtin_machines": "profiles", "load_machine": "profiles", "match_device": "profiles",
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .errors import InputError
     from .ledger import Ledger, Role, Tensor, Work, fuse, separate
     from .ledgerio import load_ledger
-    from .machine import ComputeUnit, LatencyFloor, Machine, MemoryLevel
+    from .machine import ComputeUnit, LatencyFloors, Machine, MemoryLevel, TimingFloor
     from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
     from .profiles import builtin_machines, load_machine, match_device, resolve_machine
     from .verdict import VERDICTS, judge
@@ -87,8 +87,8 @@ def bench(*args: Any, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloor", "Ledger",
-    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "Work", "analyze",
+    "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloors", "Ledger",
+    "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "TimingFloor", "Work", "analyze",
     "analyze_file", "bench", "builtin_machines", "cycles_by_unit", "fuse", "judge",
     "load_ledger", "load_machine", "machine", "match_device", "op", "plot", "price",
     "price_columns", "price_ledger", "report", "resolve_machine", "separate",

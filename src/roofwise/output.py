@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 import polars as pl
 
+from .machine import timing_method
+from .pricing import pipes_near_binding
+from .reasons import Reason
 from .text import encodable
 from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 
@@ -24,7 +27,9 @@ if TYPE_CHECKING:
 # The judgement's fields, in the order every writer shows them (DESIGN.md's verdict contract).
 VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_time_s",
                   "sol_time_s", "bound", "binding_unit", "intensity_flops_per_byte", "mix",
-                  "regime", "efficiency", "verdict", "reasons")
+                  "regime", "efficiency", "timing_method", "kernels", "floor_s",
+                  "efficiency_net_of_floor", "pipes", "serial_sol_time_s", "efficiency_band",
+                  "verdict", "reasons")
 _OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s")
 
 
@@ -80,7 +85,7 @@ def _input_columns(analysis: Analysis) -> tuple[pl.DataFrame, set[str]]:
 
 def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]:
     """Fields outside the contract (and the unit split) of records held as dicts, as JSON."""
-    contract = {"op", "flops", "bytes", "roof", "time_s", *_OPTIONAL_INPUTS}
+    contract = {"op", "flops", "bytes", "roof", "time_s", "kernels", *_OPTIONAL_INPUTS}
     names: dict[str, None] = {}
     texts: list[dict[str, str]] = []
     for row in rows:
@@ -152,11 +157,48 @@ def _judgement(analysis: Analysis) -> pl.DataFrame:
         "mix": text(priced.mix),
         "regime": pl.Series([analysis.regime or "envelope"] * n, dtype=pl.String),
         "efficiency": number(judged.efficiency, no_efficiency),
+        **_floor_and_pipes(analysis, blank, no_efficiency, number),
         "verdict": pl.Series(np.array(VERDICTS, dtype=object)[verdict].astype(str),
                              dtype=pl.String),
         "reasons": nested("reasons", [analysis.reasons(i) for i in range(n)],
                           pl.List(pl.String)),
     }, height=n)
+
+
+def _floor_and_pipes(analysis: Analysis, blank: np.ndarray, no_reading: np.ndarray,
+                     number: Any) -> dict[str, pl.Series]:
+    """The timing method and floor each row was read with, efficiency net of the floor, and
+    where a second pipe is near the binding one, the pipes and the overlapped-serial band
+    (`Analysis.row` says the same for one row)."""
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    n = len(analysis)
+    timing = strings("timing", np.asarray(cols.timing))
+    methods = {t: timing_method(t) for t in timing.unique().to_list()}
+    second = (priced.flags.astype(np.int64) & int(Reason.SECOND_PIPE)) != 0
+    nothing = np.ones(n, dtype=bool)
+    pipes: list[Any] = [None] * n
+    for i in np.flatnonzero(second).tolist():
+        pipes[i] = [{"unit": k, "time_s": t} for k, t in pipes_near_binding(priced, i)]
+    band_low = number(judged.efficiency, no_reading | ~second)
+    band_high = (number(judged.serial_efficiency, no_reading | ~second)
+                 if judged.serial_efficiency is not None else number(np.full(n, np.nan)))
+    return {
+        "timing_method": timing.replace_strict(methods, return_dtype=pl.String),
+        "kernels": pl.Series(cols.kernel_counts().astype(np.int64)),
+        "floor_s": (number(judged.floor_s, blank) if judged.floor_s is not None
+                    else number(np.full(n, np.nan))),
+        "efficiency_net_of_floor": (number(judged.net_efficiency, no_reading)
+                                    if judged.net_efficiency is not None
+                                    else number(np.full(n, np.nan))),
+        "pipes": nested("pipes", pipes, pl.List(pl.Struct({"unit": pl.String,
+                                                             "time_s": pl.Float64}))),
+        "serial_sol_time_s": (number(priced.serial_sol_time_s, blank | ~second)
+                              if priced.serial_sol_time_s is not None
+                              else number(np.full(n, np.nan), nothing)),
+        "efficiency_band": pl.select(
+            pl.when(pl.Series(second)).then(pl.concat_list(band_low, band_high))
+            .otherwise(None)).to_series(),
+    }
 
 
 def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:

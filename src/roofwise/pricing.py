@@ -19,6 +19,9 @@ from .machine import REGIMES, Machine
 from .reasons import Reason
 
 AUTO_MIX = "auto"
+# A pipe whose time is at least this share of the binding pipe's is named beside it: the call
+# measures between the overlapped bound (the max) and the serial sum (issue 8, M5).
+SECOND_PIPE_SHARE = 0.5
 # read:write ratio of each access mix (copy reads one array and writes one; triad reads two)
 _MIX_READ_WRITE_RATIO = {"copy": 1.0, "triad": 2.0}
 
@@ -42,6 +45,8 @@ class Priced:
     mix: np.ndarray  # object: the access mix whose ceiling priced the row
     envelope_sol_time_s: np.ndarray  # with the highest mix and regime: what judges anomalies
     flags: np.ndarray  # int32 Reason bits
+    # max(memory, serial compute): the bound if the pipes issued one after another
+    serial_sol_time_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sol_time_s.shape[0])
@@ -113,6 +118,12 @@ def price_columns(
         intensity = np.divide(flops, bytes_, out=np.full(n, np.nan), where=bytes_ > 0)
         envelope_sol = np.maximum(bytes_ / envelope_bandwidth, envelope_compute)
     sol = np.maximum(memory, compute)
+    serial_sol = np.maximum(memory, serial) if len(split_rows) else sol
+    if len(split_rows):
+        near = _pipes_near_binding(machine, flops_by_unit or {}, split_rows, regime,
+                                   compute[split_rows])
+        flags[split_rows] = _second_pipe(flags[split_rows], near, serial_sol[split_rows],
+                                         sol[split_rows])
     label = np.array([*names, ""], dtype=object)
     binding = uniform(names[0], n) if len(names) == 1 and not len(split_rows) else label[
         binding_code]
@@ -125,7 +136,42 @@ def price_columns(
         unit_time_s=UnitColumns(_unit_time_builders(machine, regime, names, codes, flops, split,
                                                     flops_by_unit)),
         bandwidth_bytes_per_s=bandwidth, mix=mix_used, envelope_sol_time_s=envelope_sol,
-        flags=flags)
+        flags=flags, serial_sol_time_s=serial_sol)
+
+
+def pipes_near_binding(priced: Priced, i: int) -> list[tuple[str, float]]:
+    """(unit, seconds) of every pipe at >= SECOND_PIPE_SHARE of row i's binding pipe, slowest
+    first; just the binding pipe unless the row carries SECOND_PIPE."""
+    binding = str(priced.binding_unit[i])
+    if not int(priced.flags[i]) & Reason.SECOND_PIPE:
+        return [(binding, float(priced.compute_time_s[i]))] if binding else []
+    limit = SECOND_PIPE_SHARE * float(priced.compute_time_s[i])
+    found = [(k, float(t[i])) for k, t in priced.unit_time_s.items()
+             if t[i] > 0 and t[i] >= limit]
+    return sorted(found, key=lambda kt: -kt[1])
+
+
+def _pipes_near_binding(machine: Machine, flops_by_unit: Mapping[str, np.ndarray],
+                        rows: np.ndarray, regime: str | None,
+                        binding_s: np.ndarray) -> np.ndarray:
+    """Per split row, how many pipes take at least SECOND_PIPE_SHARE of the binding one's time."""
+    count = np.zeros(len(rows), dtype=np.int32)
+    for key, ops in flops_by_unit.items():
+        unit = machine.unit(key)
+        rate = None if unit is None else unit.effective_ops_per_s(regime)
+        if rate:
+            time_s = ops[rows] / rate
+            count += ((time_s > 0) & (time_s >= SECOND_PIPE_SHARE * binding_s)).astype(np.int32)
+    return count
+
+
+def _second_pipe(flags: np.ndarray, near: np.ndarray, serial_sol_s: np.ndarray,
+                 sol_s: np.ndarray) -> np.ndarray:
+    """SECOND_PIPE where two or more pipes are near the binding one and their serial sum
+    would move the bound (memory does not hide it)."""
+    out = flags & ~np.int32(Reason.SECOND_PIPE)
+    mark(out, (near >= 2) & (serial_sol_s > sol_s * (1 + 1e-9)), Reason.SECOND_PIPE)
+    return out
 
 
 # A row that splits its work is priced by its split, not its roof; but an unknown roof is

@@ -12,7 +12,17 @@ from typing import Any
 from . import paths, schema
 from .errors import InputError
 from .ledger import OP_CLASSES
-from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel, _normalise
+from .machine import (
+    ASSUMED_FLOORS,
+    REGIMES,
+    TIMINGS,
+    ComputeUnit,
+    LatencyFloors,
+    Machine,
+    MemoryLevel,
+    TimingFloor,
+    _normalise,
+)
 
 UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 MIXES = ("copy", "triad", "read", "write")
@@ -23,7 +33,7 @@ _MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycl
                 "choice")
 _UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source",
               "choice")
-_FLOOR_KEYS = ("sol_s", "measured_s", "source")
+_FLOOR_KEYS = ("per_call_s", "per_kernel_s", "assumed", "source")
 
 
 def load_machine(path: str | Path) -> Machine:
@@ -61,7 +71,7 @@ def parse_machine(data: Any, origin: str) -> Machine:
         display_name=str(top.get("display_name", name)),
         memory=memory,
         units=units,
-        latency_floor=floor,
+        latency_floors=floor,
         aliases=aliases,
         clock_hz=(None if clock is None
                   else schema.expect_positive(clock, schema.at(origin, "clock_hz"))),
@@ -140,16 +150,27 @@ def _fractions(body: Mapping[str, Any], key: str, names: tuple[str, ...], kind: 
             for n, v in raw.items()}
 
 
-def _floor(body: Any, where: str) -> LatencyFloor:
+def _floor(body: Any, where: str) -> LatencyFloors:
+    """A floor per timing method; a method the profile leaves out keeps the assumed one."""
     if body is None:
-        return LatencyFloor.assumed_default()
+        return LatencyFloors.assumed_default()
     body = schema.expect_mapping(body, where)
-    schema.reject_unknown_keys(body, _FLOOR_KEYS, where)
-    sol_s = schema.expect_positive(schema.require(body, "sol_s", where), schema.at(where, "sol_s"))
-    measured_s = schema.expect_positive(body.get("measured_s", sol_s),
-                                        schema.at(where, "measured_s"))
-    source = schema.expect_str(schema.require(body, "source", where), schema.at(where, "source"))
-    return LatencyFloor(sol_s=sol_s, measured_s=measured_s, assumed=False, source=source)
+    schema.reject_unknown_keys(body, TIMINGS, where)
+    floors = dict(ASSUMED_FLOORS)
+    for timing, raw in body.items():
+        at = schema.at(where, str(timing))
+        raw = schema.expect_mapping(raw, at)
+        schema.reject_unknown_keys(raw, _FLOOR_KEYS, at)
+        per_call = schema.expect_positive(schema.require(raw, "per_call_s", at),
+                                          schema.at(at, "per_call_s"))
+        per_kernel = schema.expect_non_negative(raw.get("per_kernel_s", per_call),
+                                                schema.at(at, "per_kernel_s"))
+        assumed = raw.get("assumed", False)
+        if not isinstance(assumed, bool):
+            raise InputError(schema.at(at, "assumed"), f"expected true or false, got {assumed!r}")
+        source = schema.expect_str(schema.require(raw, "source", at), schema.at(at, "source"))
+        floors[str(timing)] = TimingFloor(per_call, per_kernel, assumed, source)
+    return LatencyFloors(floors)
 
 
 def _optional_positive(value: Any, where: str) -> float | None:

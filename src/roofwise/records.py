@@ -42,9 +42,10 @@ from .text import shown
 REQUIRED_FIELDS = ("op", "flops", "bytes", "roof", "time_s")
 OPTIONAL_FIELDS = ("workload", "device", "timing", "read_bytes", "write_bytes", "flops_by_unit",
                    "time_p10_s", "time_p90_s", "profile", "kernels", "wall_time_s")
-TIMINGS = ("device", "wall")
+# kernel | graph | events | wall (machine.TIMINGS); `device` is the older name for `events`
+TIMINGS = ("kernel", "graph", "events", "wall", "device")
 NUMBER_FIELDS = ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_p10_s",
-                 "time_p90_s")
+                 "time_p90_s", "kernels")
 TEXT_FIELDS = ("op", "roof", "timing", "device")
 FORMATS = ("jsonl", "csv", "parquet")
 BATCH_ROWS = 1_000_000  # rows per batch when streaming: ~200 MB of raw text per batch
@@ -71,7 +72,7 @@ class RecordColumns:
     bytes: np.ndarray
     roof: np.ndarray  # object (str)
     time_s: np.ndarray
-    timing: np.ndarray  # object: "device", "wall" or ""
+    timing: np.ndarray  # object: a TIMINGS name or ""
     device: np.ndarray  # object: str or ""
     read_bytes: np.ndarray  # NaN where the record has no split
     write_bytes: np.ndarray
@@ -93,6 +94,7 @@ class RecordColumns:
     extras: pl.DataFrame | None = None
     extras_json: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()  # the records' fields in the order the file first names them
+    kernels: np.ndarray | None = None  # launches per timed call; NaN (or None): not said
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
@@ -126,7 +128,14 @@ class RecordColumns:
             device_codes=None if self.device_codes is None else self.device_codes[index],
             device_names=self.device_names,
             extras=None if self.extras is None else self.extras[picked],
-            extras_json=self.extras_json, fields=self.fields)
+            extras_json=self.extras_json, fields=self.fields,
+            kernels=None if self.kernels is None else self.kernels[index])
+
+    def kernel_counts(self) -> np.ndarray:
+        """Launches per timed call, 1 where the record does not say."""
+        if self.kernels is None:
+            return np.ones(len(self))
+        return np.where(np.isnan(self.kernels), 1.0, self.kernels)
 
 
 class LazyRows(Sequence[Mapping[str, Any]]):
@@ -223,7 +232,9 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
         roof_codes=roof_codes, roof_names=roof_names, device_codes=device_codes,
         device_names=device_names, extras=extras,
         extras_json=tuple(sorted({n for c in columns for n in c.extras_json})),
-        fields=tuple(dict.fromkeys(f for c in columns for f in c.fields))),
+        fields=tuple(dict.fromkeys(f for c in columns for f in c.fields)),
+        kernels=np.concatenate([np.full(len(c), np.nan) if c.kernels is None else c.kernels
+                                for c in columns])),
         tuple(s for p in parts for s in p.skipped))
 
 
@@ -654,6 +665,9 @@ def _screen(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
                    ("device", _clean_device))}
     for codes, _ in categories.values():
         bad |= codes < 0
+    kernels = numbers["kernels"]
+    with np.errstate(invalid="ignore"):
+        bad |= present["kernels"] & ~((kernels >= 1) & (kernels == np.floor(kernels)))
     both = present["read_bytes"] & present["write_bytes"]
     bad |= both & ~_isclose(numbers["read_bytes"] + numbers["write_bytes"], numbers["bytes"])
     p10 = np.where(present["time_p10_s"], numbers["time_p10_s"], -np.inf)
@@ -837,7 +851,8 @@ def _columns_at(good: np.ndarray, numbers: Mapping[str, np.ndarray],
         device_codes=picked["device"][0], device_names=picked["device"][1],
         extras=None if not extras else batch.frame.select(extras)[good_list]
         if len(good) != batch.frame.height else batch.frame.select(extras),
-        extras_json=json_text, fields=tuple(batch.frame.columns))
+        extras_json=json_text, fields=tuple(batch.frame.columns),
+        kernels=numbers["kernels"][good])
 
 
 def _clean_rows(batch: Batch) -> Callable[[np.ndarray], list[dict[str, Any]]]:
@@ -903,7 +918,8 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
     clean["roof"] = _text(record["roof"], f"{where}: roof")
     for name in NUMBER_FIELDS:
         if name in clean:
-            clean[name] = _number(clean[name], f"{where}: {name}")
+            check = _kernel_count if name == "kernels" else _number
+            clean[name] = check(clean[name], f"{where}: {name}")
     timing = clean.get("timing")
     if timing is not None and timing not in TIMINGS:
         raise InputError(f"{where}: timing",
@@ -1001,6 +1017,7 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         rows=list(good) if keep_rows else None,
         roof_codes=roof_codes, roof_names=roof_names,
         device_codes=device_codes, device_names=device_names,
+        kernels=np.fromiter((r.get("kernels", nan) for r in good), np.float64, n),
     )
 
 
@@ -1013,6 +1030,13 @@ def _column_of_strings(values: list[str]) -> np.ndarray:
 
 def _number(value: Any, where: str) -> float:
     return numbers.non_negative(value, where)
+
+
+def _kernel_count(value: Any, where: str) -> int:
+    number = _number(value, where)
+    if number < 1 or number != int(number):
+        raise InputError(where, f"expected a whole number of launches >= 1, got {value!r}")
+    return int(number)
 
 
 def _text(value: Any, where: str) -> str:
