@@ -152,6 +152,27 @@ ASSUMED_FLOORS: Mapping[str, TimingFloor] = MappingProxyType({
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """The link between devices that tensor-parallel collectives use (NVLink on HGX parts).
+
+    `bytes_per_s` is the datasheet's per-GPU figure, both directions together (NVIDIA's
+    "900 GB/s" for H100/H200 SXM NVLink); a ring all-reduce moves its bytes one way, at half
+    of it. `hop_latency_s` is the fixed cost of one ring step, assumed until measured.
+    """
+
+    name: str
+    bytes_per_s: float
+    hop_latency_s: float
+    hop_latency_assumed: bool
+    source: str
+    hop_latency_source: str
+
+    @property
+    def one_way_bytes_per_s(self) -> float:
+        return self.bytes_per_s / 2
+
+
+@dataclass(frozen=True)
 class LatencyFloors:
     """A floor per timing method: below its floor the roofline has no traction."""
 
@@ -200,6 +221,7 @@ class Machine:
     # work class -> the unit (or unit family, keeping the op's variant) that runs that class
     # here, for work declared on a unit this machine does not have (NVIDIA names on Ascend)
     pipes_by_class: Mapping[str, str] = field(default_factory=dict)
+    interconnect: Interconnect | None = None  # None: no multi-device link in the profile
 
     def __post_init__(self) -> None:
         _freeze(self, "memory")

@@ -22,8 +22,11 @@ AUTO_MIX = "auto"
 # A pipe whose time is at least this share of the binding pipe's is named beside it: the call
 # measures between the overlapped bound (the max) and the serial sum (issue 8, M5).
 SECOND_PIPE_SHARE = 0.5
-# read:write ratio of each access mix (copy reads one array and writes one; triad reads two)
-_MIX_READ_WRITE_RATIO = {"copy": 1.0, "triad": 2.0}
+# Share of each access mix's bytes that are reads: copy reads one array and writes one, triad
+# reads two and writes one, read and write only read or write. `--mix auto` picks the mix
+# whose share is nearest the row's (a share, not a ratio: a row writing 4 B of a 2 GiB read
+# is read-dominated, not "infinitely" far from every mix).
+MIX_READ_SHARE = {"copy": 1 / 2, "triad": 2 / 3, "read": 1.0, "write": 0.0}
 
 
 @dataclass(frozen=True)
@@ -331,22 +334,17 @@ def uniform(value: str, n: int) -> np.ndarray:
 
 def _mix_for_split(mixes: list[str], read_bytes: np.ndarray,
                    write_bytes: np.ndarray) -> np.ndarray:
-    """Index of the measured mix whose read:write ratio is nearest the row's; -1 for none."""
+    """Index of the measured mix whose read share is nearest the row's (the first listed on a
+    tie); -1 where the row has no usable split or no mix was measured."""
     if not mixes:
         return np.full(read_bytes.shape, -1)
-    ratio = {"read": math.inf, "write": 0.0, **_MIX_READ_WRITE_RATIO}
-    targets = np.array([ratio.get(m, np.nan) for m in mixes])
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        row_log = np.log2(read_bytes / write_bytes)
-        target_log = np.log2(targets)
-        distance = np.abs(row_log[:, None] - target_log[None, :])
+    targets = np.array([MIX_READ_SHARE.get(m, np.nan) for m in mixes])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = read_bytes / (read_bytes + write_bytes)
+    distance = np.abs(share[:, None] - targets[None, :])
     distance = np.where(np.isnan(distance), np.inf, distance)
-    both_inf = np.isinf(row_log)[:, None] & np.isinf(target_log)[None, :] & (
-        np.sign(row_log)[:, None] == np.sign(target_log)[None, :])
-    distance = np.where(both_inf, 0.0, distance)
     best = distance.argmin(axis=1)
-    valid = np.isfinite(distance.min(axis=1)) & ~np.isnan(read_bytes) & ~np.isnan(write_bytes)
-    return np.where(valid, best, -1)
+    return np.where(np.isfinite(distance.min(axis=1)), best, -1)
 
 
 @dataclass(frozen=True, repr=False)

@@ -17,6 +17,7 @@ from .machine import (
     REGIMES,
     TIMINGS,
     ComputeUnit,
+    Interconnect,
     LatencyFloors,
     Machine,
     MemoryLevel,
@@ -28,12 +29,14 @@ UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 MIXES = ("copy", "triad", "read", "write")
 
 _TOP_KEYS = ("name", "display_name", "aliases", "clock_hz", "source", "memory", "units",
-             "latency_floor", "notes", "provenance", "pipes_by_class")
+             "latency_floor", "notes", "provenance", "pipes_by_class", "interconnect")
 _MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source",
                 "choice")
 _UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source",
               "choice")
 _FLOOR_KEYS = ("per_call_s", "per_kernel_s", "assumed", "source")
+_INTERCONNECT_KEYS = ("name", "bytes_per_s", "source", "hop_latency_s", "hop_latency_assumed",
+                      "hop_latency_source")
 
 
 def load_machine(path: str | Path) -> Machine:
@@ -79,7 +82,29 @@ def parse_machine(data: Any, origin: str) -> Machine:
         notes=notes,
         path=origin,
         pipes_by_class=pipes,
+        interconnect=_interconnect(top.get("interconnect"), schema.at(origin, "interconnect")),
     )
+
+
+def _interconnect(body: Any, where: str) -> Interconnect | None:
+    if body is None:
+        return None
+    body = schema.expect_mapping(body, where)
+    schema.reject_unknown_keys(body, _INTERCONNECT_KEYS, where)
+
+    def text(key: str) -> str:
+        return schema.expect_str(schema.require(body, key, where), schema.at(where, key))
+
+    def positive(key: str) -> float:
+        return schema.expect_positive(schema.require(body, key, where), schema.at(where, key))
+
+    assumed = body.get("hop_latency_assumed", True)
+    if not isinstance(assumed, bool):
+        raise InputError(schema.at(where, "hop_latency_assumed"),
+                         f"expected true or false, got {assumed!r}")
+    return Interconnect(name=text("name"), bytes_per_s=positive("bytes_per_s"),
+                        hop_latency_s=positive("hop_latency_s"), hop_latency_assumed=assumed,
+                        source=text("source"), hop_latency_source=text("hop_latency_source"))
 
 
 def _pipes_by_class(body: Any, units: Mapping[str, ComputeUnit], where: str) -> dict[str, str]:

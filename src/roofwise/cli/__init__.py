@@ -25,7 +25,7 @@ COMMANDS: dict[str, str] = {
     "misuse": "misuse:misuse_command", "plot": "plot:plot_command",
     "report": "report:report_command", "compare": "compare:compare_command",
     "bench": "bench:bench_command", "calibrate": "calibrate:calibrate_command",
-    "audit": "audit:audit_command",
+    "audit": "audit:audit_command", "model": "model:model_command",
 }
 
 
