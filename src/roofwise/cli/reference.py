@@ -29,10 +29,10 @@ def cli_reference() -> str:
     root = click.Context(cli, info_name="roofwise", terminal_width=WIDTH,
                          max_content_width=WIDTH, help_option_names=["-h", "--help"])
     parts = [HEADER, "## roofwise\n", "```text", cli.get_help(root), "```\n"]
-    group = cli if isinstance(cli, click.Group) else None
-    names = group.list_commands(root) if group is not None else []
-    for name in names:
-        command = cli.commands[name]
+    for name in cli.list_commands(root):
+        command = cli.get_command(root, name)
+        if command is None:  # listed but not loadable: say so rather than drop it silently
+            raise RuntimeError(f"roofwise {name} is listed but cannot be loaded")
         ctx = click.Context(command, info_name=name, parent=root, terminal_width=WIDTH,
                             max_content_width=WIDTH, help_option_names=["-h", "--help"])
         parts += [f"## roofwise {name}\n", "```text", command.get_help(ctx), "```\n"]
