@@ -20,7 +20,12 @@ from roofwise.pricing import uniform
 from roofwise.profiles import builtin_machines
 from roofwise.recordio import read_records, write_records
 from roofwise.records import RecordColumns
-from roofwise.verdict import ANOMALY_EFFICIENCY, AT_CEILING_EFFICIENCY
+from roofwise.verdict import (
+    ANOMALY_EFFICIENCY,
+    AT_CEILING_EFFICIENCY,
+    FLOOR_EXPLAINS_SHARE,
+    FLOOR_NOISE,
+)
 
 
 def synthetic(n: int, seed: int = 0) -> RecordColumns:
@@ -43,7 +48,8 @@ def loop_baseline(columns: RecordColumns, machine) -> list[str]:
     """What a straightforward script does: one Python iteration per record."""
     bw = machine.dram.effective_bytes_per_s()
     theory_bw = machine.dram.theoretical_bytes_per_s
-    floor = machine.latency_floor
+    events_floor = machine.latency_floors.floor_s("events")
+    kernel_floor = machine.latency_floors.floor_s("kernel")
     out = []
     for i in range(len(columns)):
         unit = machine.units[columns.roof[i]]
@@ -55,7 +61,9 @@ def loop_baseline(columns: RecordColumns, machine) -> list[str]:
         eff = sol / t
         if columns.bytes[i] / t > theory_bw or columns.flops[i] / t > unit.theoretical_ops_per_s:
             out.append("impossible")
-        elif sol < floor.sol_s and t < floor.measured_s:
+        elif sol < (floor := kernel_floor if t * (1 + FLOOR_NOISE) < events_floor
+                    else events_floor) and floor >= FLOOR_EXPLAINS_SHARE * t and not (
+                AT_CEILING_EFFICIENCY <= eff <= ANOMALY_EFFICIENCY):
             out.append("latency_bound")
         elif eff > ANOMALY_EFFICIENCY:
             out.append("anomaly")

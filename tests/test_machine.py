@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roofwise.machine import ASSUMED_FLOOR_MEASURED_S, ASSUMED_FLOOR_SOL_S
+from roofwise.machine import ASSUMED_FLOORS, TIMINGS
 from roofwise.profiles import match_device, resolve_machine
 
 
@@ -56,10 +56,25 @@ def test_ascend_rates_are_gaps_with_per_cycle_figures(machines):
 
 
 def test_no_profile_has_a_measured_floor_yet(machines):
+    """Every built-in states all four floors, each marked assumed with its source."""
     for machine in machines.values():
-        floor = machine.latency_floor
-        assert floor.assumed
-        assert (floor.sol_s, floor.measured_s) == (ASSUMED_FLOOR_SOL_S, ASSUMED_FLOOR_MEASURED_S)
+        floors = machine.latency_floors.by_timing
+        assert tuple(floors) == TIMINGS
+        for timing, floor in floors.items():
+            assert floor.assumed and floor.source.startswith("assumed:")
+            default = ASSUMED_FLOORS[timing]
+            assert (floor.per_call_s, floor.per_kernel_s) == (default.per_call_s,
+                                                              default.per_kernel_s)
+
+
+def test_floor_grows_per_extra_kernel(machines):
+    floors = machines["h200"].latency_floors
+    # events: 20 us for the call + 39 further launches x 5 us = 215 us
+    assert floors.floor_s("events", 40) == pytest.approx(20e-6 + 39 * 5e-6)
+    assert floors.floor_s("device", 1) == floors.floor_s("events", 1) == 20e-6
+    assert floors.floor_s("", 1) == 20e-6  # no timing stated reads as events
+    # cheapest first: a profiler's kernel time < graph replay < events < host clock
+    assert [floors.floor_s(t) for t in TIMINGS] == sorted(floors.floor_s(t) for t in TIMINGS)
 
 
 @pytest.mark.parametrize(("device", "expected"), [

@@ -90,3 +90,33 @@ def test_vectorised_equals_row_by_row(h200):
         rate = h200.units[roofs[i]].effective_ops_per_s()
         expected = max(bytes_[i] / BW, flops[i] / rate)
         assert priced.sol_time_s[i] == pytest.approx(expected)
+
+
+def test_auto_mix_reads_a_reduction_that_writes_4_bytes_as_read(h200):
+    """Issue 8: a read:write *ratio* made `read` (ratio infinity) unreachable for any row that
+    writes a byte, so a 2 GiB sum writing 4 B was priced on the triad mix (0.8427) and read
+    above 100% of SOL. By read share (1 - 4 / 2^31 = 0.999999998) it is `read`."""
+    gib2 = float(2 << 30)
+    read = np.array([gib2, 1e9, 4.0, 1e6])
+    write = np.array([4.0, 0.3e6, gib2, 1e9])  # decode step: 1 GB in, 0.3 MB out
+    priced = price_columns(h200, np.zeros(4), read + write,
+                           np.full(4, "cuda_core.fp32", dtype=object), mix="auto",
+                           read_bytes=read, write_bytes=write)
+    assert list(priced.mix) == ["read", "read", "write", "write"]
+    assert priced.bandwidth_bytes_per_s[0] == pytest.approx(4800e9 * 0.9380)
+    assert priced.bandwidth_bytes_per_s[2] == pytest.approx(4800e9 * 0.8926)
+    # timed at 0.48 ms (4.474 TB/s), the reduction is 99.37% of the read mix's SOL; on the
+    # triad mix (4.045 TB/s) the same time would read 110.6%, an anomaly
+    sol_s = (gib2 + 4) / (4800e9 * 0.9380)
+    assert sol_s / 0.48e-3 == pytest.approx(0.9937, abs=1e-4)
+    assert (gib2 + 4) / (4800e9 * 0.8427) / 0.48e-3 == pytest.approx(1.106, abs=1e-3)
+    assert priced.sol_time_s[0] == pytest.approx(sol_s)
+
+
+def test_auto_mix_keeps_rows_without_a_split_on_the_envelope(h200):
+    read = np.array([np.nan, 0.0])
+    write = np.array([np.nan, 0.0])
+    priced = price_columns(h200, np.zeros(2), np.array([1e6, 0.0]),
+                           np.full(2, "cuda_core.fp32", dtype=object), mix="auto",
+                           read_bytes=read, write_bytes=write)
+    assert list(priced.mix) == ["read", "read"]  # the envelope mix on this profile

@@ -44,7 +44,8 @@ BAD_CASES = [
     (json.dumps({k: v for k, v in GOOD.items() if k != "time_s"}), "time_s: missing required"),
     (json.dumps({**GOOD, "bytes": -5}), "bytes: expected a non-negative finite number"),
     (json.dumps({**GOOD, "flops": "NaN"}), "flops: expected a non-negative finite number"),
-    (json.dumps({**GOOD, "timing": "gpu"}), "timing: expected one of device, wall"),
+    (json.dumps({**GOOD, "timing": "gpu"}),
+     "timing: expected one of kernel, graph, events, wall, device"),
     ("[1, 2]", "expected a JSON object"),
 ]
 
@@ -191,7 +192,7 @@ MIXED_BAD = [
 ]
 PROBLEMS = {
     "time_s": "missing required field",
-    "timing": "expected one of device, wall, got 'gpu'",
+    "timing": "expected one of kernel, graph, events, wall, device, got 'gpu'",
     "read_bytes": "read_bytes + write_bytes = 17, expected bytes = 20",
     "flops_by_unit": "sums to 5, expected flops = 10",
     "time_p10_s": "2e-06 is above time_p90_s 1e-06; expected p10 <= p90",

@@ -77,5 +77,12 @@ def test_price_drops_the_least_useful_columns_at_80_and_says_so(capsys, monkeypa
 def test_machine_says_the_latency_floor_once(capsys, monkeypatch):
     out = run_at(capsys, monkeypatch, 160, "machine", "h200")
     floor = [line for line in out.splitlines() if line.startswith("Latency floor")]
-    assert floor == ["Latency floor: SOL < 3.00 us, measured < 20.0 us (assumed: TileOPs' "
-                     "constants, not measured on this card)"]
+    assert floor == ["Latency floors per timing method (a call of k kernels pays per call + "
+                     "(k - 1) x per kernel):"]
+    lines = out.splitlines()
+    start = lines.index(floor[0])
+    # one line per timing method, each with its figures once (issue 8)
+    assert [ln.split(":")[0].strip() for ln in lines[start + 1:start + 5]] == [
+        "kernel", "graph", "events", "wall"]
+    assert lines[start + 3].startswith("  events: 20.0 us + 5.00 us per further kernel "
+                                       "(assumed: TileOPs' measured < 20 us rule")

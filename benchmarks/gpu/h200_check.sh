@@ -17,7 +17,8 @@
 #   ncu_h200.csv         `ncu --csv --clock-control none` DRAM read/write bytes and kernel time
 #                        of one rmsnorm (eager), one case study (eager) and one rmsnorm
 #                        (torch.compile), separated by spin_kernel markers: a real fixture
-#   audit.txt            `roofwise audit --sum` of each of those sections against its ledger
+#   audit.txt            `roofwise audit` of each of those sections against its ledger (the
+#                        kernels of one call summed, each shown beneath)
 #   summary.txt          profile vs built-in h200 (differences above 3%) and analyze's verdicts
 set -uo pipefail
 OUT=${OUT:-/tmp/roofwise-h200}
@@ -74,7 +75,7 @@ python3 benchmarks/gpu/ncu_driver.py split "$NCU_CSV" "$WORK/ncu" >> "$LOG" 2>&1
     shapes=(); [ "$op" = rmsnorm ] && shapes=(--shape rows=8192 --shape hidden=4096)
     echo "== part$n: ${part#* }"
     if [ -f "$WORK/ncu/part$n.csv" ]; then
-      rw 20 audit --ncu-csv "$WORK/ncu/part$n.csv" --op "$op" "${shapes[@]}" --sum
+      rw 20 audit --ncu-csv "$WORK/ncu/part$n.csv" --op "$op" "${shapes[@]}"
       echo "(audit exit $?: 0 no FAIL, 1 a FAIL, 2 bad input)"
     else echo "no part$n in the report"; fi
   done; } > "$OUT/audit.txt" 2>&1

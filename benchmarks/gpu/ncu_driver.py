@@ -12,7 +12,8 @@ report. A section that fails to build (torch.compile unavailable, say) is left o
 on stderr; nothing is printed on stdout, which ncu shares with its CSV.
 
 `python3 ncu_driver.py split REPORT.csv DIR`: writes DIR/part1.csv, part2.csv, ... (the header
-and each section's rows, verbatim, markers dropped), one per section, for `roofwise audit --sum`.
+and each section's rows, verbatim, markers dropped), one per section, for `roofwise audit`
+(which sums the kernels of the one profiled call).
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from .machine import Machine
-from .pricing import Priced, price_columns, uniform
+from . import reason_text
+from .machine import Machine, timing_method
+from .pricing import Priced, pipes_near_binding, price_columns, uniform
 from .profiles import match_device
-from .reasons import Reason
+from .reasons import IMPOSSIBLE_REASONS, Reason
 from .records import RecordColumns
 from .report import fmt
 from .verdict import (
@@ -27,7 +28,7 @@ from .verdict import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Analysis:
     columns: RecordColumns
     machine_name: np.ndarray  # object: profile per row, "" where none matched
@@ -40,6 +41,16 @@ class Analysis:
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def __repr__(self) -> str:
+        from .report.notebook import analysis_repr  # renderings live in report/
+
+        return analysis_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .report.notebook import analysis_html
+
+        return analysis_html(self)
 
     def verdict_name(self, i: int) -> str:
         return VERDICTS[int(self.judged.verdict[i])]
@@ -73,9 +84,31 @@ class Analysis:
                # never a reading where the model says efficiency is not the metric
                "efficiency": _num(self.judged.efficiency[i], int(self.judged.verdict[i]) in (
                    BLANK, IMPOSSIBLE, LATENCY_BOUND)),
+               **self._floor_and_pipes(i, blank),
                "verdict": self.verdict_name(i),
                "reasons": self.reasons(i)}
         return out
+
+    def _floor_and_pipes(self, i: int, blank: bool) -> dict[str, Any]:
+        """The timing method and floor a row was read with, efficiency net of the floor where
+        it is a sizeable share, and the band between overlapped and serial pipes."""
+        judged, priced = self.judged, self.priced
+        no_reading = int(judged.verdict[i]) in (BLANK, IMPOSSIBLE, LATENCY_BOUND)
+        pipes = [] if blank else pipes_near_binding(priced, i)
+        second = bool(int(priced.flags[i]) & Reason.SECOND_PIPE)
+        return {
+            "timing_method": timing_method(str(self.columns.timing[i])),
+            "kernels": int(self.columns.kernel_counts()[i]),
+            "floor_s": _num(judged.floor_s[i], blank) if judged.floor_s is not None else None,
+            "efficiency_net_of_floor": (None if judged.net_efficiency is None else
+                                        _num(judged.net_efficiency[i], no_reading)),
+            "pipes": [{"unit": k, "time_s": t} for k, t in pipes] if second else None,
+            "serial_sol_time_s": (_num(priced.serial_sol_time_s[i], blank)
+                                  if second and priced.serial_sol_time_s is not None else None),
+            "efficiency_band": ([_num(judged.efficiency[i], no_reading),
+                                 _num(judged.serial_efficiency[i], no_reading)]
+                                if second and judged.serial_efficiency is not None else None),
+        }
 
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         for i in range(len(self)):
@@ -102,7 +135,8 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
         priced = price_columns(chosen, sub.flops, sub.bytes, sub.roof, sub.flops_by_unit,
                                sub.has_unit_split, regime, mix, sub.read_bytes, sub.write_bytes,
                                sub.roof_categories())
-        parts.append((index, priced, judge(chosen, priced, sub.time_s, sub.timing, sub.bytes)))
+        parts.append((index, priced, judge(chosen, priced, sub.time_s, sub.timing, sub.bytes,
+                                           sub.kernels, sub.time_p10_s, sub.time_p90_s)))
     unmatched = np.flatnonzero(row_machine < 0)
     if len(unmatched):
         parts.append((unmatched, *_blank_rows(len(unmatched))))
@@ -142,8 +176,8 @@ def _blank_rows(n: int) -> tuple[Priced, Judged]:
     empty = np.full(n, "", dtype=object)
     flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int32)
     priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, nan, nan, {}, {}, nan,
-                    empty, nan, flags)
-    judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan)
+                    empty, nan, flags, nan)
+    judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan, nan, nan, nan)
     return priced, judged
 
 
@@ -232,28 +266,32 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
             out.append(f"{u} at {fmt.tera_rate(rate, u)} exceeds its theoretical "
                        f"{fmt.tera_rate(peak, u)}: physically impossible")
     if Reason.BELOW_LATENCY_FLOOR in flags:
-        floor = machine.latency_floor
-        which = ("the assumed latency floor (TileOPs' constants, not measured on this machine"
-                 if floor.assumed else f"the latency floor ({floor.source}")
-        out.append(f"SOL {fmt.seconds(priced.sol_time_s[i])} and measured "
-                   f"{fmt.seconds(cols.time_s[i])} are below {which}: SOL < "
-                   f"{floor.sol_s * 1e6:g} us, measured < {floor.measured_s * 1e6:g} us): "
-                   "the model has no traction, efficiency is not the metric")
+        out += _floor_sentences(analysis, i, machine, flags)
     if Reason.ANOMALY in flags:
-        ratio = judged.envelope_efficiency[i]
-        shown = fmt.percent(ratio) if math.isfinite(ratio) else "unbounded"
-        out.append(f"efficiency {shown} of the envelope ceiling is "
-                   "above 105%: a formula or calibration error, not a great kernel")
+        out.append(_anomaly_sentence(analysis, i, machine, flags))
     if Reason.ABOVE_REGIME_WITHIN_ENVELOPE in flags:
         used = (f"{analysis.regime} regime" if analysis.regime else
                 f"{machine.dram.name} {priced.mix[i]} mix")
         out.append(f"above the ceiling of the {used} it was priced with, but within the "
                    "envelope (the highest measured mix and regime)")
+    pipes = pipes_near_binding(priced, i)
     if int(analysis.judged.verdict[i]) in (AT_CEILING, BELOW):
         bound = "memory" if priced.bound_memory[i] else "compute"
         roof_used = (f"{machine.dram.name} {priced.mix[i]} mix" if priced.bound_memory[i]
-                     else str(priced.binding_unit[i]))
-        out.append(f"{fmt.percent(judged.efficiency[i])} of SOL; {bound}-bound on {roof_used}")
+                     else reason_text.bound_label(False, pipes, str(priced.binding_unit[i])))
+        net = "" if judged.net_efficiency is None or not math.isfinite(
+            judged.net_efficiency[i]) else reason_text.net_beside_text(
+            float(judged.net_efficiency[i]), floor_facts(analysis, i, machine))
+        out.append(f"{fmt.percent(judged.efficiency[i])} of SOL{net}; {bound}-bound on "
+                   f"{roof_used}")
+    if flags & (Reason.FLOOR_SPLIT | Reason.FLOOR_SHARE):
+        out += _floor_sentences(analysis, i, machine, flags)
+    if Reason.SECOND_PIPE in flags and priced.serial_sol_time_s is not None and (
+            judged.serial_efficiency is not None):
+        out.append(reason_text.pipes_text(pipes, float(priced.sol_time_s[i]),
+                                          float(priced.serial_sol_time_s[i]),
+                                          float(judged.efficiency[i]),
+                                          float(judged.serial_efficiency[i])))
     if Reason.UNCALIBRATED_MEMORY in flags:
         out.append(f"{machine.dram.name} bandwidth is the datasheet figure (uncalibrated)")
     if Reason.UNCALIBRATED_UNIT in flags:
@@ -266,6 +304,57 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
 
 
 
+
+
+def floor_facts(analysis: Analysis, i: int, machine: Machine) -> reason_text.FloorFacts:
+    """The floor row `i` was read against, in parts."""
+    stated = timing_method(str(analysis.columns.timing[i]))
+    overlapped = bool(int(analysis.judged.flags[i]) & Reason.FLOOR_OVERLAPPED)
+    timing = "kernel" if overlapped else stated
+    kernels = int(analysis.columns.kernel_counts()[i])
+    floor = machine.latency_floors.floor(timing)
+    return reason_text.FloorFacts(timing, kernels, floor.per_call_s, floor.per_kernel_s,
+                                  floor.floor_s(kernels), floor.assumed, floor.source,
+                                  stated if overlapped else "")
+
+
+def _floor_sentences(analysis: Analysis, i: int, machine: Machine, flags: Reason) -> list[str]:
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    if not flags & (Reason.BELOW_LATENCY_FLOOR | Reason.FLOOR_SPLIT | Reason.FLOOR_SHARE):
+        return []
+    facts = floor_facts(analysis, i, machine)
+    sol_s, time_s = float(priced.sol_time_s[i]), float(cols.time_s[i])
+    net = math.nan if judged.net_efficiency is None else float(judged.net_efficiency[i])
+    if Reason.BELOW_LATENCY_FLOOR in flags:
+        return [reason_text.latency_bound_text(sol_s, time_s, facts,
+                                               float(judged.efficiency[i]))]
+    if Reason.FLOOR_SPLIT in flags:
+        return [reason_text.floor_split_text(sol_s, time_s, facts, net)]
+    return [reason_text.floor_share_text(time_s, facts, net)]
+
+
+def _anomaly_sentence(analysis: Analysis, i: int, machine: Machine, flags: Reason) -> str:
+    ratio = float(analysis.judged.envelope_efficiency[i])
+    if flags & IMPOSSIBLE_REASONS:
+        return reason_text.impossible_anomaly_text(ratio)
+    return reason_text.above_envelope_text(ratio, ceiling_facts(analysis, i, machine))
+
+
+def ceiling_facts(analysis: Analysis, i: int, machine: Machine, envelope: bool = True
+                  ) -> reason_text.CeilingFacts | None:
+    """The ceiling that bound row `i` (the envelope's, or the one it was priced with), with
+    the fraction of its theoretical rate the row implies."""
+    cols, priced = analysis.columns, analysis.priced
+    memory = bool(priced.bound_memory[i])
+    ceiling = machine.ceiling(memory, str(priced.binding_unit[i]),
+                              None if envelope else str(priced.mix[i]),
+                              None if envelope else analysis.regime)
+    time_s = float(cols.time_s[i])
+    if ceiling.theoretical_per_s is None or time_s <= 0:
+        return None
+    done = float(cols.bytes[i]) if memory else float(priced.binding_ops[i])
+    return reason_text.CeilingFacts(ceiling.name, done / time_s / ceiling.theoretical_per_s,
+                                    ceiling.fraction)
 
 
 def _num(value: float, blank: bool) -> float | None:

@@ -27,6 +27,8 @@ OP_CLASSES = ("arithmetic", "transcendental", "compare", "contraction")
 
 
 class Role(str, Enum):
+    """How a call touches a tensor: read once (input, lookup), written (output) or both."""
+
     INPUT = "input"
     OUTPUT = "output"
     INOUT = "inout"

@@ -18,6 +18,9 @@ COMPOSITIONS = ("fused", "separate")
 
 
 def load_ledger(path: str | Path) -> Ledger:
+    """A ledger from its YAML file (docs/ledger-format.md): tensors (bytes follow from shape and
+    dtype), work in operations per unit and class, stages. Any fault is one InputError naming
+    the file and the key."""
     return parse_ledger(schema.load_yaml(path), str(path))
 
 

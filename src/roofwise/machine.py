@@ -14,12 +14,19 @@ from types import MappingProxyType
 # clocks settle under load, `unspecified` where the source does not say which.
 REGIMES = ("sustained", "burst", "unspecified")
 
-# Seconds. TileOPs' latency-bound rule (scripts/nightly_report.py, Aug 2026): SOL < 3 us and
-# measured < 20 us, fixed for every GPU. Used only when a profile has no measured floor, and
-# every verdict that uses it says so.
-ASSUMED_FLOOR_SOL_S = 3e-6
-ASSUMED_FLOOR_MEASURED_S = 20e-6
-ASSUMED_FLOOR_SOURCE = "assumed: TileOPs constants (SOL < 3 us and measured < 20 us)"
+# How a time was taken, cheapest floor first: `kernel` (summed kernel durations from a
+# profiler), `graph` (CUDA-graph replay), `events` (CUDA events around an eager call), `wall`
+# (host clock, a synchronisation included). `device`, the older name, means `events`.
+TIMINGS = ("kernel", "graph", "events", "wall")
+TIMING_ALIASES = {"device": "events"}
+DEFAULT_TIMING = "events"  # a record that does not say how it was timed
+
+
+def timing_method(name: str | None) -> str:
+    """The timing method a record's `timing` names; absent reads as `events`."""
+    if not name:
+        return DEFAULT_TIMING
+    return TIMING_ALIASES.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -105,26 +112,107 @@ class ComputeUnit:
 
 
 @dataclass(frozen=True)
-class LatencyFloor:
-    """Below these times the roofline has no traction: launch and scheduling dominate."""
+class TimingFloor:
+    """The least time one timed call can read under one timing method.
 
-    sol_s: float
-    measured_s: float
-    assumed: bool
+    A call of `kernels` launches costs `per_call_s + (kernels - 1) * per_kernel_s` before any
+    of its work: host dispatch and launches under events, graph launch and the gaps between
+    kernels under replay, a tiny kernel's own duration under a profiler.
+    """
+
+    per_call_s: float
+    per_kernel_s: float  # each kernel after the first
+    assumed: bool  # True: not measured on this card
     source: str
 
-    @classmethod
-    def assumed_default(cls) -> LatencyFloor:
-        return cls(ASSUMED_FLOOR_SOL_S, ASSUMED_FLOOR_MEASURED_S, True, ASSUMED_FLOOR_SOURCE)
+    def floor_s(self, kernels: float = 1.0) -> float:
+        return self.per_call_s + (max(kernels, 1.0) - 1.0) * self.per_kernel_s
+
+
+# Assumed floors, used where a profile states none. No roofwise measurement stands behind
+# them; `roofwise calibrate` measures each on the card. Every reading that uses one says so.
+ASSUMED_FLOORS: Mapping[str, TimingFloor] = MappingProxyType({
+    "kernel": TimingFloor(
+        3e-6, 2e-6, True,
+        "assumed: TileOPs' SOL < 3 us rule (scripts/nightly_report.py) read as the shortest "
+        "kernel a profiler resolves; 2 us per further tiny kernel is roofwise's estimate"),
+    "graph": TimingFloor(
+        5e-6, 2e-6, True,
+        "assumed: roofwise's estimate, a graph launch and one tiny kernel (5 us), about "
+        "1 us of gap plus a tiny kernel's duration per further kernel (2 us)"),
+    "events": TimingFloor(
+        20e-6, 5e-6, True,
+        "assumed: TileOPs' measured < 20 us rule for one eager call; 5 us per further launch "
+        "(4-6 us through driver and runtime, susun-blog.com 'pegainfer (3)', CUDA 13)"),
+    "wall": TimingFloor(
+        30e-6, 5e-6, True,
+        "assumed: the events floor plus about 10 us for the host synchronisation "
+        "(roofwise's estimate)"),
+})
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """The link between devices that tensor-parallel collectives use (NVLink on HGX parts).
+
+    `bytes_per_s` is the datasheet's per-GPU figure, both directions together (NVIDIA's
+    "900 GB/s" for H100/H200 SXM NVLink); a ring all-reduce moves its bytes one way, at half
+    of it. `hop_latency_s` is the fixed cost of one ring step, assumed until measured.
+    """
+
+    name: str
+    bytes_per_s: float
+    hop_latency_s: float
+    hop_latency_assumed: bool
+    source: str
+    hop_latency_source: str
+
+    @property
+    def one_way_bytes_per_s(self) -> float:
+        return self.bytes_per_s / 2
+
+
+@dataclass(frozen=True)
+class LatencyFloors:
+    """A floor per timing method: below its floor the roofline has no traction."""
+
+    by_timing: Mapping[str, TimingFloor] = field(default_factory=lambda: dict(ASSUMED_FLOORS))
+
+    def __post_init__(self) -> None:
+        _freeze(self, "by_timing")
+
+    def floor(self, timing: str | None) -> TimingFloor:
+        return self.by_timing[timing_method(timing)]
+
+    def floor_s(self, timing: str | None, kernels: float = 1.0) -> float:
+        return self.floor(timing).floor_s(kernels)
+
+    @property
+    def assumed(self) -> bool:
+        """Any method's floor assumed rather than measured on the card."""
+        return any(f.assumed for f in self.by_timing.values())
+
+    @classmethod
+    def assumed_default(cls) -> LatencyFloors:
+        return cls(dict(ASSUMED_FLOORS))
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One ceiling by name, its theoretical rate (None: a gap) and measured fraction."""
+
+    name: str  # "hbm read mix", "tensor_core.bf16 burst"
+    theoretical_per_s: float | None
+    fraction: float | None  # None: uncalibrated
+
+
+@dataclass(frozen=True, repr=False)
 class Machine:
     name: str
     display_name: str
     memory: Mapping[str, MemoryLevel]  # the first level is the one kernels are priced against
     units: Mapping[str, ComputeUnit]
-    latency_floor: LatencyFloor
+    latency_floors: LatencyFloors
     aliases: tuple[str, ...] = ()
     clock_hz: float | None = None
     source: str = ""
@@ -133,11 +221,22 @@ class Machine:
     # work class -> the unit (or unit family, keeping the op's variant) that runs that class
     # here, for work declared on a unit this machine does not have (NVIDIA names on Ascend)
     pipes_by_class: Mapping[str, str] = field(default_factory=dict)
+    interconnect: Interconnect | None = None  # None: no multi-device link in the profile
 
     def __post_init__(self) -> None:
         _freeze(self, "memory")
         _freeze(self, "units")
         _freeze(self, "pipes_by_class")
+
+    def __repr__(self) -> str:
+        from .report.notebook import machine_repr  # renderings live in report/
+
+        return machine_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .report.notebook import machine_html
+
+        return machine_html(self)
 
     def pipe_for(self, unit_key: str, op_class: str) -> str:
         """The unit that runs `op_class` work declared on `unit_key`: the unit itself when the
@@ -170,6 +269,22 @@ class Machine:
             return None
         rate = unit.effective_ops_per_s(regime)
         return None if rate is None else rate / bandwidth
+
+    def ceiling(self, memory: bool, unit_key: str, mix: str | None = None,
+                regime: str | None = None) -> Ceiling:
+        """The ceiling a row bound by memory or by `unit_key` is read against (the envelope
+        when `mix`/`regime` are None), with its theoretical rate and calibrated fraction."""
+        if memory:
+            level = self.dram
+            chosen = mix if mix in level.calibration_by_mix else level.envelope_mix
+            return Ceiling(f"{level.name} {chosen} mix" if chosen else level.name,
+                           level.theoretical_bytes_per_s, level.calibration(chosen))
+        unit = self.units.get(unit_key)
+        if unit is None:
+            return Ceiling(unit_key, None, None)
+        picked = regime if regime in unit.calibration_by_regime else unit.envelope_regime
+        return Ceiling(f"{unit_key} {picked}" if picked else unit_key,
+                       unit.theoretical_ops_per_s, unit.calibration(picked))
 
     def matches(self, device: str) -> bool:
         """Exact, case-insensitive match on the name, the display name or an alias."""

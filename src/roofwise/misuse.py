@@ -224,7 +224,7 @@ def m7(ctx: Context) -> Demo:
     decode = qk_norm_rope_quant(tokens=1)
     verdict = _verdicts(ctx.machine, [decode.bytes], [decode.flops],
                         [HYPOTHETICAL_DECODE_TIME_S])[0]
-    floor = ctx.machine.latency_floor
+    floor = ctx.machine.latency_floors.floor("events")
     return Demo("M7", "reading a number off a row where the model has no traction", (
         f" whole prefill chunk, {ctx.ledger.tensor('q').shape[0]} tokens"
         f"  {ctx.ledger.bytes:>10} B -> SOL {ctx.ledger.bytes / bw * 1e6:9.3f} us",
@@ -235,8 +235,7 @@ def m7(ctx: Context) -> Demo:
         f"{SEED_M7_DECODE_BYTES / bw * 1e6:.3f} us (misuse M6 inside M7);",
         f" with the lookups it is {decode.bytes} B. Both sit far below the latency floor.",
         f" verdict for a hypothetical {HYPOTHETICAL_DECODE_TIME_S * 1e6:.1f} us decode kernel: "
-        f"{verdict} (floor: SOL < {floor.sol_s * 1e6:g} us and measured < "
-        f"{floor.measured_s * 1e6:g} us, {floor.source})",
+        f"{verdict} (events floor {floor.per_call_s * 1e6:g} us per call, {floor.source})",
         " below the floor, count launches and grid fill, not efficiency (TileOPs "
         "roofline.md:40-41: the model has no traction).",
     ))

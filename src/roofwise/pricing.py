@@ -19,8 +19,14 @@ from .machine import REGIMES, Machine
 from .reasons import Reason
 
 AUTO_MIX = "auto"
-# read:write ratio of each access mix (copy reads one array and writes one; triad reads two)
-_MIX_READ_WRITE_RATIO = {"copy": 1.0, "triad": 2.0}
+# A pipe whose time is at least this share of the binding pipe's is named beside it: the call
+# measures between the overlapped bound (the max) and the serial sum (issue 8, M5).
+SECOND_PIPE_SHARE = 0.5
+# Share of each access mix's bytes that are reads: copy reads one array and writes one, triad
+# reads two and writes one, read and write only read or write. `--mix auto` picks the mix
+# whose share is nearest the row's (a share, not a ratio: a row writing 4 B of a 2 GiB read
+# is read-dominated, not "infinitely" far from every mix).
+MIX_READ_SHARE = {"copy": 1 / 2, "triad": 2 / 3, "read": 1.0, "write": 0.0}
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class Priced:
     mix: np.ndarray  # object: the access mix whose ceiling priced the row
     envelope_sol_time_s: np.ndarray  # with the highest mix and regime: what judges anomalies
     flags: np.ndarray  # int32 Reason bits
+    # max(memory, serial compute): the bound if the pipes issued one after another
+    serial_sol_time_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sol_time_s.shape[0])
@@ -113,6 +121,12 @@ def price_columns(
         intensity = np.divide(flops, bytes_, out=np.full(n, np.nan), where=bytes_ > 0)
         envelope_sol = np.maximum(bytes_ / envelope_bandwidth, envelope_compute)
     sol = np.maximum(memory, compute)
+    serial_sol = np.maximum(memory, serial) if len(split_rows) else sol
+    if len(split_rows):
+        near = _pipes_near_binding(machine, flops_by_unit or {}, split_rows, regime,
+                                   compute[split_rows])
+        flags[split_rows] = _second_pipe(flags[split_rows], near, serial_sol[split_rows],
+                                         sol[split_rows])
     label = np.array([*names, ""], dtype=object)
     binding = uniform(names[0], n) if len(names) == 1 and not len(split_rows) else label[
         binding_code]
@@ -125,7 +139,42 @@ def price_columns(
         unit_time_s=UnitColumns(_unit_time_builders(machine, regime, names, codes, flops, split,
                                                     flops_by_unit)),
         bandwidth_bytes_per_s=bandwidth, mix=mix_used, envelope_sol_time_s=envelope_sol,
-        flags=flags)
+        flags=flags, serial_sol_time_s=serial_sol)
+
+
+def pipes_near_binding(priced: Priced, i: int) -> list[tuple[str, float]]:
+    """(unit, seconds) of every pipe at >= SECOND_PIPE_SHARE of row i's binding pipe, slowest
+    first; just the binding pipe unless the row carries SECOND_PIPE."""
+    binding = str(priced.binding_unit[i])
+    if not int(priced.flags[i]) & Reason.SECOND_PIPE:
+        return [(binding, float(priced.compute_time_s[i]))] if binding else []
+    limit = SECOND_PIPE_SHARE * float(priced.compute_time_s[i])
+    found = [(k, float(t[i])) for k, t in priced.unit_time_s.items()
+             if t[i] > 0 and t[i] >= limit]
+    return sorted(found, key=lambda kt: -kt[1])
+
+
+def _pipes_near_binding(machine: Machine, flops_by_unit: Mapping[str, np.ndarray],
+                        rows: np.ndarray, regime: str | None,
+                        binding_s: np.ndarray) -> np.ndarray:
+    """Per split row, how many pipes take at least SECOND_PIPE_SHARE of the binding one's time."""
+    count = np.zeros(len(rows), dtype=np.int32)
+    for key, ops in flops_by_unit.items():
+        unit = machine.unit(key)
+        rate = None if unit is None else unit.effective_ops_per_s(regime)
+        if rate:
+            time_s = ops[rows] / rate
+            count += ((time_s > 0) & (time_s >= SECOND_PIPE_SHARE * binding_s)).astype(np.int32)
+    return count
+
+
+def _second_pipe(flags: np.ndarray, near: np.ndarray, serial_sol_s: np.ndarray,
+                 sol_s: np.ndarray) -> np.ndarray:
+    """SECOND_PIPE where two or more pipes are near the binding one and their serial sum
+    would move the bound (memory does not hide it)."""
+    out = flags & ~np.int32(Reason.SECOND_PIPE)
+    mark(out, (near >= 2) & (serial_sol_s > sol_s * (1 + 1e-9)), Reason.SECOND_PIPE)
+    return out
 
 
 # A row that splits its work is priced by its split, not its roof; but an unknown roof is
@@ -285,25 +334,20 @@ def uniform(value: str, n: int) -> np.ndarray:
 
 def _mix_for_split(mixes: list[str], read_bytes: np.ndarray,
                    write_bytes: np.ndarray) -> np.ndarray:
-    """Index of the measured mix whose read:write ratio is nearest the row's; -1 for none."""
+    """Index of the measured mix whose read share is nearest the row's (the first listed on a
+    tie); -1 where the row has no usable split or no mix was measured."""
     if not mixes:
         return np.full(read_bytes.shape, -1)
-    ratio = {"read": math.inf, "write": 0.0, **_MIX_READ_WRITE_RATIO}
-    targets = np.array([ratio.get(m, np.nan) for m in mixes])
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        row_log = np.log2(read_bytes / write_bytes)
-        target_log = np.log2(targets)
-        distance = np.abs(row_log[:, None] - target_log[None, :])
+    targets = np.array([MIX_READ_SHARE.get(m, np.nan) for m in mixes])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = read_bytes / (read_bytes + write_bytes)
+    distance = np.abs(share[:, None] - targets[None, :])
     distance = np.where(np.isnan(distance), np.inf, distance)
-    both_inf = np.isinf(row_log)[:, None] & np.isinf(target_log)[None, :] & (
-        np.sign(row_log)[:, None] == np.sign(target_log)[None, :])
-    distance = np.where(both_inf, 0.0, distance)
     best = distance.argmin(axis=1)
-    valid = np.isfinite(distance.min(axis=1)) & ~np.isnan(read_bytes) & ~np.isnan(write_bytes)
-    return np.where(valid, best, -1)
+    return np.where(np.isfinite(distance.min(axis=1)), best, -1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LedgerPrice:
     """The price of one ledger, as plain numbers."""
 
@@ -321,6 +365,16 @@ class LedgerPrice:
     regime: str | None
     unit_time_s: Mapping[str, float]
     flags: Reason
+
+    def __repr__(self) -> str:
+        from .report.notebook import price_repr  # renderings live in report/
+
+        return price_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .report.notebook import price_html
+
+        return price_html(self)
 
 
 def placed(ledger: Ledger, machine: Machine) -> Ledger:

@@ -12,18 +12,31 @@ from typing import Any
 from . import paths, schema
 from .errors import InputError
 from .ledger import OP_CLASSES
-from .machine import REGIMES, ComputeUnit, LatencyFloor, Machine, MemoryLevel, _normalise
+from .machine import (
+    ASSUMED_FLOORS,
+    REGIMES,
+    TIMINGS,
+    ComputeUnit,
+    Interconnect,
+    LatencyFloors,
+    Machine,
+    MemoryLevel,
+    TimingFloor,
+    _normalise,
+)
 
 UNIT_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 MIXES = ("copy", "triad", "read", "write")
 
 _TOP_KEYS = ("name", "display_name", "aliases", "clock_hz", "source", "memory", "units",
-             "latency_floor", "notes", "provenance", "pipes_by_class")
+             "latency_floor", "notes", "provenance", "pipes_by_class", "interconnect")
 _MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source",
                 "choice")
 _UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source",
               "choice")
-_FLOOR_KEYS = ("sol_s", "measured_s", "source")
+_FLOOR_KEYS = ("per_call_s", "per_kernel_s", "assumed", "source")
+_INTERCONNECT_KEYS = ("name", "bytes_per_s", "source", "hop_latency_s", "hop_latency_assumed",
+                      "hop_latency_source")
 
 
 def load_machine(path: str | Path) -> Machine:
@@ -61,7 +74,7 @@ def parse_machine(data: Any, origin: str) -> Machine:
         display_name=str(top.get("display_name", name)),
         memory=memory,
         units=units,
-        latency_floor=floor,
+        latency_floors=floor,
         aliases=aliases,
         clock_hz=(None if clock is None
                   else schema.expect_positive(clock, schema.at(origin, "clock_hz"))),
@@ -69,7 +82,29 @@ def parse_machine(data: Any, origin: str) -> Machine:
         notes=notes,
         path=origin,
         pipes_by_class=pipes,
+        interconnect=_interconnect(top.get("interconnect"), schema.at(origin, "interconnect")),
     )
+
+
+def _interconnect(body: Any, where: str) -> Interconnect | None:
+    if body is None:
+        return None
+    body = schema.expect_mapping(body, where)
+    schema.reject_unknown_keys(body, _INTERCONNECT_KEYS, where)
+
+    def text(key: str) -> str:
+        return schema.expect_str(schema.require(body, key, where), schema.at(where, key))
+
+    def positive(key: str) -> float:
+        return schema.expect_positive(schema.require(body, key, where), schema.at(where, key))
+
+    assumed = body.get("hop_latency_assumed", True)
+    if not isinstance(assumed, bool):
+        raise InputError(schema.at(where, "hop_latency_assumed"),
+                         f"expected true or false, got {assumed!r}")
+    return Interconnect(name=text("name"), bytes_per_s=positive("bytes_per_s"),
+                        hop_latency_s=positive("hop_latency_s"), hop_latency_assumed=assumed,
+                        source=text("source"), hop_latency_source=text("hop_latency_source"))
 
 
 def _pipes_by_class(body: Any, units: Mapping[str, ComputeUnit], where: str) -> dict[str, str]:
@@ -140,16 +175,27 @@ def _fractions(body: Mapping[str, Any], key: str, names: tuple[str, ...], kind: 
             for n, v in raw.items()}
 
 
-def _floor(body: Any, where: str) -> LatencyFloor:
+def _floor(body: Any, where: str) -> LatencyFloors:
+    """A floor per timing method; a method the profile leaves out keeps the assumed one."""
     if body is None:
-        return LatencyFloor.assumed_default()
+        return LatencyFloors.assumed_default()
     body = schema.expect_mapping(body, where)
-    schema.reject_unknown_keys(body, _FLOOR_KEYS, where)
-    sol_s = schema.expect_positive(schema.require(body, "sol_s", where), schema.at(where, "sol_s"))
-    measured_s = schema.expect_positive(body.get("measured_s", sol_s),
-                                        schema.at(where, "measured_s"))
-    source = schema.expect_str(schema.require(body, "source", where), schema.at(where, "source"))
-    return LatencyFloor(sol_s=sol_s, measured_s=measured_s, assumed=False, source=source)
+    schema.reject_unknown_keys(body, TIMINGS, where)
+    floors = dict(ASSUMED_FLOORS)
+    for timing, raw in body.items():
+        at = schema.at(where, str(timing))
+        raw = schema.expect_mapping(raw, at)
+        schema.reject_unknown_keys(raw, _FLOOR_KEYS, at)
+        per_call = schema.expect_positive(schema.require(raw, "per_call_s", at),
+                                          schema.at(at, "per_call_s"))
+        per_kernel = schema.expect_non_negative(raw.get("per_kernel_s", per_call),
+                                                schema.at(at, "per_kernel_s"))
+        assumed = raw.get("assumed", False)
+        if not isinstance(assumed, bool):
+            raise InputError(schema.at(at, "assumed"), f"expected true or false, got {assumed!r}")
+        source = schema.expect_str(schema.require(raw, "source", at), schema.at(at, "source"))
+        floors[str(timing)] = TimingFloor(per_call, per_kernel, assumed, source)
+    return LatencyFloors(floors)
 
 
 def _optional_positive(value: Any, where: str) -> float | None:
@@ -162,6 +208,7 @@ def builtin_paths() -> list[Path]:
 
 
 def builtin_machines() -> dict[str, Machine]:
+    """Every built-in profile by name (rates in bytes or operations per second, each sourced)."""
     return {m.name: m for m in (load_machine(p) for p in builtin_paths())}
 
 

@@ -28,6 +28,16 @@ class Reason(IntFlag):
     UNCALIBRATED_UNIT = 1 << 15
     WALL_TIMING = 1 << 16
     ABOVE_REGIME_WITHIN_ENVELOPE = 1 << 17
+    # the floor of the row's timing method: SOL below it, yet the time far above it, so the
+    # reason splits the time into floor and the rest (the row stays `below`)
+    FLOOR_SPLIT = 1 << 18
+    # the floor is a sizeable share of the time: efficiency net of it is shown beside
+    FLOOR_SHARE = 1 << 19
+    # a second pipe takes >= half the binding pipe's time and its serial sum moves the bound
+    SECOND_PIPE = 1 << 20
+    # the time sits clearly under its timing method's floor (back-to-back calls overlapped
+    # their launches): the row was read against the kernels' own floor instead
+    FLOOR_OVERLAPPED = 1 << 21
 
 
 BLANK_REASONS = (Reason.NO_MACHINE | Reason.UNKNOWN_ROOF | Reason.UNKNOWN_UNIT

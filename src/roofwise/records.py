@@ -23,9 +23,10 @@ from .errors import InputError
 REQUIRED_FIELDS = ("op", "flops", "bytes", "roof", "time_s")
 OPTIONAL_FIELDS = ("workload", "device", "timing", "read_bytes", "write_bytes", "flops_by_unit",
                    "time_p10_s", "time_p90_s", "profile", "kernels", "wall_time_s")
-TIMINGS = ("device", "wall")
+# kernel | graph | events | wall (machine.TIMINGS); `device` is the older name for `events`
+TIMINGS = ("kernel", "graph", "events", "wall", "device")
 NUMBER_FIELDS = ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_p10_s",
-                 "time_p90_s")
+                 "time_p90_s", "kernels")
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class RecordColumns:
     bytes: np.ndarray
     roof: np.ndarray  # object (str)
     time_s: np.ndarray
-    timing: np.ndarray  # object: "device", "wall" or ""
+    timing: np.ndarray  # object: a TIMINGS name or ""
     device: np.ndarray  # object: str or ""
     read_bytes: np.ndarray  # NaN where the record has no split
     write_bytes: np.ndarray
@@ -51,6 +52,7 @@ class RecordColumns:
     roof_names: tuple[str, ...] = ()
     device_codes: np.ndarray | None = None
     device_names: tuple[str, ...] = ()
+    kernels: np.ndarray | None = None  # launches per timed call; None: one each
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
@@ -82,7 +84,12 @@ class RecordColumns:
             roof_codes=None if self.roof_codes is None else self.roof_codes[index],
             roof_names=self.roof_names,
             device_codes=None if self.device_codes is None else self.device_codes[index],
-            device_names=self.device_names)
+            device_names=self.device_names,
+            kernels=None if self.kernels is None else self.kernels[index])
+
+    def kernel_counts(self) -> np.ndarray:
+        """Launches per timed call, 1 where the record does not say."""
+        return np.ones(len(self)) if self.kernels is None else self.kernels
 
 
 class LazyRows(Sequence[Mapping[str, Any]]):
@@ -167,6 +174,8 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
     for name in ("read_bytes", "write_bytes", "time_p10_s", "time_p90_s"):
         if record.get(name) not in (None, ""):
             clean[name] = _number(record[name], f"{where}: {name}")
+    if record.get("kernels") not in (None, ""):
+        clean["kernels"] = _kernel_count(record["kernels"], f"{where}: kernels")
     timing = record.get("timing")
     if timing not in (None, "") and timing not in TIMINGS:
         raise InputError(f"{where}: timing",
@@ -256,6 +265,7 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         rows=list(good) if keep_rows else None,
         roof_codes=roof_codes, roof_names=roof_names,
         device_codes=device_codes, device_names=device_names,
+        kernels=np.fromiter((r.get("kernels", 1) for r in good), np.float64, n),
     )
 
 
@@ -268,6 +278,13 @@ def _column_of_strings(values: list[str]) -> np.ndarray:
 
 def _number(value: Any, where: str) -> float:
     return numbers.non_negative(value, where)
+
+
+def _kernel_count(value: Any, where: str) -> int:
+    number = _number(value, where)
+    if number < 1 or number != int(number):
+        raise InputError(where, f"expected a whole number of launches >= 1, got {value!r}")
+    return int(number)
 
 
 def _text(value: Any, where: str) -> str:

@@ -65,6 +65,8 @@ def from_table(source: TableSource, strict: bool = False, keep_rows: bool = True
                    ("device", _clean_device))}
     for codes, _ in categories.values():
         bad |= codes < 0
+    kernels = numbers["kernels"]
+    bad |= present["kernels"] & ~((kernels >= 1) & (kernels == np.floor(kernels)))
     both = present["read_bytes"] & present["write_bytes"]
     bad |= both & ~_isclose(numbers["read_bytes"] + numbers["write_bytes"], numbers["bytes"])
     p10 = np.where(present["time_p10_s"], numbers["time_p10_s"], -np.inf)
@@ -135,7 +137,8 @@ def _columns_at(good: np.ndarray, numbers: Mapping[str, np.ndarray],
         has_unit_split=has_unit_split, line=np.asarray(source.line[good], dtype=np.int64),
         rows=LazyRows(source.clean_rows, good) if keep_rows else None,
         roof_codes=picked["roof"][0], roof_names=picked["roof"][1],
-        device_codes=picked["device"][0], device_names=picked["device"][1])
+        device_codes=picked["device"][0], device_names=picked["device"][1],
+        kernels=np.where(np.isnan(numbers["kernels"][good]), 1.0, numbers["kernels"][good]))
 
 
 def _first_seen(codes: np.ndarray, names: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:

@@ -63,7 +63,9 @@ def test_real_ncu_output_parses():
 
 
 def test_verdicts_with_hand_computed_ratios():
-    rows = {r.kernel: r for r in audit(list(kernels().values()), LEDGER_READ, LEDGER_WRITE)}
+    # the fixture's kernels are alternatives, not one call: each judged alone
+    rows = {r.kernel: r for r in audit(list(kernels().values()), LEDGER_READ, LEDGER_WRITE,
+                                       per_kernel=True)}
     expected = {
         "rmsnorm_pass": ("PASS", 67_120_000 / 67_117_056),          # 1.0000439
         "rmsnorm_l2_resident": ("FAIL", 41_943_040 / 67_117_056),   # 0.6249
@@ -91,13 +93,15 @@ def test_boundaries():
     assert judge_reads(0, 10)[:2] == ("UNJUDGED", None)  # no ratio, never NaN
 
 
-def test_one_call_over_two_kernels_is_summed_when_asked():
+def test_one_call_over_two_kernels_is_summed_by_default():
     ks = list(kernels().values())
-    (row,) = audit(ks, LEDGER_READ, kernel_pattern="^split_", sum_kernels=True)
+    (row,) = audit(ks, LEDGER_READ, kernel_pattern="^split_")
     assert row.launch_ids == ("5", "6")
     assert row.dram_read_bytes == 33_558_528 * 2
     assert (row.verdict, row.read_ratio) == ("PASS", 1.0)
-    separately = audit(ks, LEDGER_READ, kernel_pattern="^split_")
+    assert [(p.kernel, p.dram_read_bytes) for p in row.parts] == [
+        ("split_stage1", 33_558_528), ("split_stage2", 33_558_528)]
+    separately = audit(ks, LEDGER_READ, kernel_pattern="^split_", per_kernel=True)
     assert [r.verdict for r in separately] == ["FAIL", "FAIL"]  # each half is 0.5x
 
 
@@ -242,3 +246,92 @@ def test_run_command_is_split_as_a_shell_would():
         command_argv("python -c 'unclosed")
     with pytest.raises(InputError, match="empty"):
         command_argv("   ")
+
+
+# ---- one call, several kernels (issue 8) ----
+
+# A ledger of one call: x 8192 x 4096 bf16 (67,108,864 B) and a 4096 x 256 fp32 lookup table
+# (4,194,304 B) read, out 67,108,864 B written: reads 71,303,168 B.
+X_BYTES, TABLE_BYTES = 67_108_864, 4_194_304
+CALL_READ = X_BYTES + TABLE_BYTES
+
+
+def counters_line(launch: int, kernel: str, metric: str, value: int, nvtx: str = "") -> str:
+    extra = f',"{nvtx}"' if nvtx else ""
+    return f'"{launch}","{kernel}","{metric}","byte","{value:,}"{extra}\n'
+
+
+def two_kernel_calls(calls: int, nvtx: tuple[str, ...] = ()) -> str:
+    """Each call: a kernel reading half of x and the whole table, then another reading the
+    other half and the table again (the table is read twice per call)."""
+    header = HEADER.rstrip("\n") + (',"NVTX"\n' if nvtx else "\n")
+    rows = []
+    for c in range(calls):
+        tag = nvtx[c] if nvtx else ""
+        for k, name in enumerate(("gather_half", "norm_half")):
+            launch = 2 * c + k
+            rows.append(counters_line(launch, name, "dram__bytes_read.sum",
+                                      X_BYTES // 2 + TABLE_BYTES, tag))
+            rows.append(counters_line(launch, name, "dram__bytes_write.sum", X_BYTES // 2, tag))
+    return "==PROF== Connected\n" + header + "".join(rows)
+
+
+def test_kernels_of_one_call_are_summed_by_launch_order_with_the_excess_named():
+    kernels = parse_ncu_csv(two_kernel_calls(3), "r.csv")
+    rows = audit(kernels, CALL_READ, X_BYTES, ledger_reads=[("x", X_BYTES),
+                                                             ("gamma_table", TABLE_BYTES)])
+    # three calls of two kernels each: one row per call, not six FAILs at 0.529x each
+    assert [r.launch_ids for r in rows] == [("0", "1"), ("2", "3"), ("4", "5")]
+    # per call: 2 x (33,554,432 + 4,194,304) = 75,497,472 B read, 1.0588x the ledger
+    for row in rows:
+        assert row.dram_read_bytes == 75_497_472
+        assert row.read_ratio == pytest.approx(75_497_472 / 71_303_168, rel=1e-12)
+        assert row.verdict == "PASS"
+        assert [p.kernel for p in row.parts] == ["gather_half", "norm_half"]
+        # the excess, 4,194,304 B, is exactly the table: read once more
+        assert row.excess_matches == "gamma_table (4,194,304 B) read once more"
+        assert "the excess 4,194,304 B matches gamma_table" in row.reason
+    alone = audit(kernels, CALL_READ, per_kernel=True)
+    assert [r.verdict for r in alone] == ["FAIL"] * 6  # 37,748,736 / 71,303,168 = 0.529x
+
+
+def test_kernels_are_grouped_by_nvtx_range_where_the_report_has_one():
+    kernels = parse_ncu_csv(two_kernel_calls(2, ("step 0", "step 1")), "r.csv")
+    assert [k.nvtx for k in kernels] == ["step 0", "step 0", "step 1", "step 1"]
+    rows = audit(kernels, CALL_READ)
+    assert [r.launch_ids for r in rows] == [("0", "1"), ("2", "3")]
+    assert rows[0].kernel == "call of 2 kernels (gather_half, norm_half)"
+
+
+def test_one_eager_call_whose_kernels_repeat_irregularly_stays_one_call():
+    # an eager chain A B A C: no exact shorter period, so one call of four launches
+    text = "==PROF== Connected\n" + HEADER + "".join(
+        counters_line(i, name, "dram__bytes_read.sum", CALL_READ // 4)
+        for i, name in enumerate(("ew", "reduce", "ew", "cast")))
+    (row,) = audit(parse_ncu_csv(text, "r.csv"), CALL_READ)
+    assert row.launch_ids == ("0", "1", "2", "3") and row.read_ratio == pytest.approx(1.0)
+
+
+def test_an_excess_that_matches_no_tensor_names_none():
+    # one kernel reading 1.3x the ledger: no tensor of the ledger is 0.3x its reads
+    text = ("==PROF== Connected\n" + HEADER
+            + counters_line(0, "k", "dram__bytes_read.sum", int(CALL_READ * 1.3)))
+    (row,) = audit(parse_ncu_csv(text, "r.csv"), CALL_READ,
+                   ledger_reads=[("x", X_BYTES), ("gamma_table", TABLE_BYTES)])
+    assert row.excess_matches == "" and "excess" not in row.reason
+
+
+def test_cli_sums_a_call_and_shows_its_kernels(tmp_path, capsys):
+    path = tmp_path / "calls.csv"
+    path.write_text(two_kernel_calls(1))
+    ledger = tmp_path / "L.yaml"
+    ledger.write_text(
+        "name: table_norm\nroof: cuda_core.fp32\ntensors:\n"
+        "  - {name: x, shape: [8192, 4096], dtype: bf16, role: input}\n"
+        "  - {name: gamma_table, shape: [4096, 256], dtype: fp32, role: lookup}\n"
+        "  - {name: out, shape: [8192, 4096], dtype: bf16, role: output}\n")
+    assert main(["audit", "--ncu-csv", str(path), "--ledger", str(ledger), "--json"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["verdict"] == "PASS" and row["dram_read_bytes"] == 75_497_472
+    assert [k["kernel"] for k in row["kernels"]] == ["gather_half", "norm_half"]
+    assert row["excess_matches"] == "gamma_table (4,194,304 B) read once more"

@@ -9,6 +9,7 @@ from roofwise.cli import main
 from roofwise.errors import InputError
 from roofwise.measure.calibration_math import (
     Clocks,
+    FloorMeasurement,
     Measurement,
     RefusedMeasurement,
     bandwidth_bytes_per_s,
@@ -104,7 +105,11 @@ def test_built_profile_loads_and_gives_back_the_measured_rates(tmp_path):
     profile = build_profile("NVIDIA H200", measurements(), h200,
                             {"card": "NVIDIA H200", "driver": "580.159.04",
                              "date": "2026-11-20", "command": "roofwise calibrate"},
-                            latency_floor=(2.1e-6, 6.5e-6))
+                            latency_floors=[FloorMeasurement(
+                                "graph", (2.0e-6, 2.1e-6, 2.2e-6), 20,
+                                (21.0e-6, 21.1e-6, 21.2e-6), "tiny add"),
+                                FloorMeasurement("events", (6.4e-6, 6.5e-6, 6.9e-6), 20,
+                                                 (101.5e-6,), "tiny add")])
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     machine = parse_machine(yaml.safe_load(path.read_text()), str(path))
@@ -124,8 +129,15 @@ def test_built_profile_loads_and_gives_back_the_measured_rates(tmp_path):
     # L2 has no theoretical rate: the measurement is a note, not a fraction
     assert machine.memory["l2"].calibration_by_mix == {}
     assert any("measured l2 read: 1e+13/s" in n for n in machine.notes)
-    floor = machine.latency_floor
-    assert (floor.sol_s, floor.measured_s, floor.assumed) == (2.1e-6, 6.5e-6, False)
+    floors = machine.latency_floors
+    # graph: median one-kernel 2.1 us; (21.1 - 2.1) / 19 further kernels = 1.0 us each
+    graph = floors.floor("graph")
+    assert (graph.per_call_s, graph.assumed) == (2.1e-6, False)
+    assert graph.per_kernel_s == pytest.approx(1.0e-6, rel=1e-12)
+    # events: 6.5 us; (101.5 - 6.5) / 19 = 5.0 us per further launch
+    assert floors.floor_s("events", 20) == pytest.approx(101.5e-6, rel=1e-12)
+    # methods not measured keep the assumed floor, and say so
+    assert floors.floor("kernel").assumed and floors.floor("wall").assumed
     assert profile["provenance"]["driver"] == "580.159.04"
 
 

@@ -266,7 +266,7 @@ def test_command_without_torch_says_how_to_install(capsys, monkeypatch):
 
 
 def test_shape_dtypes_are_roofwise_names(capsys):
-    from roofwise.cli.trace import parse_shape_spec, torch_dtype
+    from roofwise.measure.inputs import parse_shape_spec, torch_dtype
 
     spec = parse_shape_spec("a=4x8:fp8")
     assert (spec.name, spec.dims, spec.dtype) == ("a", (4, 8), "fp8")

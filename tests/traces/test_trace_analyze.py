@@ -149,8 +149,10 @@ def test_device_from_device_properties_and_machine_override(capsys):
     code, out, _ = run(capsys, "analyze", MI250, "--machine", "h200", "--json")
     assert code == 0
     mm = next(r for r in json_lines(out) if r["op"] == "aten::mm")
-    # 128x5 @ 5x128 fp32: 2*128*128*5 FLOP; tiny, so below the latency floor on an H200
-    assert mm["verdicts"] == {"latency_bound": 1} and mm["sol_time_s"] > 0
+    # 128x5 @ 5x128 fp32: 2*128*128*5 FLOP, SOL 15.7 ns on an H200, far under the 3 us
+    # kernel floor; but its profiled 12.64 us is over four such floors, so the time is the
+    # kernel's own, not a launch floor's: below, its reason splitting floor and rest (issue 8)
+    assert mm["verdicts"] == {"below": 1} and mm["sol_time_s"] > 0
     code, out, _ = run(capsys, "analyze", A100)
     assert code == 0
     assert code == 0

@@ -19,6 +19,7 @@ from .compare import compare_command
 from .lint import lint_command
 from .machines import machine_command, machines_command
 from .misuse import misuse_command
+from .model import model_command
 from .ops import ops_command
 from .plot import plot_command
 from .price import price_command
@@ -46,7 +47,7 @@ def cli(ctx: click.Context) -> None:
 # In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement.
 for command in (machines_command, machine_command, ops_command, price_command, trace_command,
                 analyze_command, lint_command, misuse_command, plot_command, report_command,
-                compare_command, bench_command, calibrate_command, audit_command):
+                compare_command, bench_command, calibrate_command, audit_command, model_command):
     cli.add_command(command)
 
 

@@ -46,11 +46,15 @@ from .lint import render_findings_brief
                    "op name (repeatable).")
 @click.option("--records-out", "records_out", default=None, metavar="PATH",
               help="For a profiler trace: also write its ops as records (.jsonl or .parquet).")
+@click.option("--projection", "projection_path", default=None, metavar="PROJ.jsonl",
+              help="For a profiler trace: line it up op by op against a projection written "
+                   "by `roofwise model --records-out` (predicted vs measured).")
 def analyze_command(records_path: str, machine_name: str | None, regime: str | None,
                     mix: str | None, as_json: bool, as_csv: bool, strict: bool,
                     limit: int, plot_path: str | None = None,
                     reference_paths: tuple[str, ...] = (),
-                    records_out: str | None = None) -> None:
+                    records_out: str | None = None,
+                    projection_path: str | None = None) -> None:
     """Judge benchmark records (JSONL, CSV or Parquet), or a PyTorch profiler trace (Kineto
     JSON, gzipped or not), against a machine profile.
 
@@ -61,10 +65,12 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         from .traces import analyze_trace_command
 
         analyze_trace_command(records_path, load_machine_arg(machine_name), regime, mix,
-                              as_json, None if limit == 0 else limit, records_out)
+                              as_json, None if limit == 0 else limit, records_out,
+                              projection_path)
         return
-    if records_out is not None:
-        raise click.UsageError("--records-out applies to a profiler trace; RECORDS is not one")
+    if records_out is not None or projection_path is not None:
+        raise click.UsageError("--records-out and --projection apply to a profiler trace; "
+                               "RECORDS is not one")
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive; choose one")
     if plot_path is not None:

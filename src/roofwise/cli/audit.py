@@ -79,16 +79,20 @@ def exit_code(rows: Sequence[AuditRow]) -> int:
               help="Parameters of --op (repeatable, as for `price`).")
 @click.option("--kernel", "kernel_pattern", default=None, metavar="REGEX",
               help="Judge only kernels whose name matches.")
-@click.option("--sum", "sum_kernels", is_flag=True,
-              help="One call launches several kernels: judge their summed reads.")
+@click.option("--per-kernel", "per_kernel", is_flag=True,
+              help="Judge each launch alone against the whole ledger (by default the "
+                   "kernels of one call are summed: by NVTX range, else by launch order).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row.")
 def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | None,
                   op: str | None, shape: tuple[str, ...], kernel_pattern: str | None,
-                  sum_kernels: bool, as_json: bool) -> None:
+                  per_kernel: bool, as_json: bool) -> None:
     """Compare a ledger's read bytes with Nsight Compute's DRAM read counter.
 
     PASS within [0.95x, 1.5x]; FAIL below 0.95x; WARN above 1.5x. Writes are reported, not
-    judged: writes still in L2 when a kernel ends escape the counter.
+    judged: writes still in L2 when a kernel ends escape the counter. The kernels of one call
+    are summed (a call: one NVTX range; without one, the launches in order, split where their
+    names repeat exactly) and shown beneath it; a read excess is matched in size against the
+    ledger's tensors.
 
     Exit status: 0 when no row FAILs (WARN and UNJUDGED rows alone exit 0), 1 when any row
     FAILs, 2 on bad input (an unreadable report, a malformed line, a bad argument, a --kernel
@@ -103,7 +107,8 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
         assert run_cmd is not None
         text, origin = run_ncu(command_argv(run_cmd), kernel_pattern), "ncu"
     rows = audit(parse_ncu_csv(text, origin), ledger.read_bytes, ledger.write_bytes,
-                 kernel_pattern, sum_kernels, origin)
+                 kernel_pattern, per_kernel, origin,
+                 [(t.name, float(t.read_bytes)) for t in ledger.tensors if t.read_bytes > 0])
     if as_json:
         for row in rows:
             echo_json({"op": ledger.name, **row.to_dict()})
@@ -121,5 +126,11 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
                       "—" if row.ledger_write_bytes is None else fmt.nbytes(row.ledger_write_bytes),
                       "—" if row.dram_write_bytes is None else fmt.nbytes(row.dram_write_bytes),
                       for_rich(row.reason))
+        for part in row.parts:
+            table.add_row(f"  └ {for_rich(part.kernel)} (launch {for_rich(part.launch_id)})", "",
+                          "—" if part.dram_read_bytes is None else fmt.nbytes(part.dram_read_bytes),
+                          "", "", "",
+                          "—" if part.dram_write_bytes is None
+                          else fmt.nbytes(part.dram_write_bytes), "part of the call above")
     console().print(table)
     click.get_current_context().exit(exit_code(rows))

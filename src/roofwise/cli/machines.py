@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..machine import Machine
+from ..reason_text import floor_line
 from ..report import fmt
 from ..report.layout import Column, Fitted, fit_table
 from .common import all_machines, console, echo_json, machine_arg
@@ -27,7 +28,8 @@ def machines_command(as_json: bool) -> None:
     rows = [[m.name, m.display_name, fmt.rate(m.dram.effective_bytes_per_s(), "B/s"),
              str(len(m.units)),
              f"{sum(u.calibrated for u in m.units.values())}/{len(m.units)}",
-             "assumed" if m.latency_floor.assumed else fmt.seconds(m.latency_floor.sol_s),
+             "assumed" if m.latency_floors.assumed else
+             fmt.seconds(m.latency_floors.floor_s("events"), significant=3) + " events",
              m.source] for m in machines.values()]
     print_fitted(out, fit_table(MACHINES_COLUMNS, rows, out.width, "Built-in machine profiles"))
 
@@ -100,11 +102,11 @@ def machine_command(name: str, as_json: bool) -> None:
         out.print("[bold]Sources[/]")
         for key, text in sources:
             out.print(f"  {key}: {escape(text)}")
-    floor = m.latency_floor
-    source = ("assumed: TileOPs' constants, not measured on this card" if floor.assumed
-              else floor.source)  # the assumed source repeats the numbers; say them once
-    out.print(f"Latency floor: SOL < {fmt.seconds(floor.sol_s, significant=3)}, measured < "
-              f"{fmt.seconds(floor.measured_s, significant=3)} ({escape(source)})")
+    out.print("Latency floors per timing method (a call of k kernels pays per call + (k - 1) "
+              "x per kernel):")
+    for timing, floor in m.latency_floors.by_timing.items():
+        out.print("  " + escape(floor_line(timing, floor.per_call_s, floor.per_kernel_s,
+                                           floor.assumed, floor.source)))
     if m.pipes_by_class:
         out.print(escape("Work by class runs on: " + ", ".join(
             f"{cls} -> {unit}" for cls, unit in m.pipes_by_class.items())))
@@ -145,9 +147,8 @@ def machine_summary(m: Machine) -> dict[str, Any]:
             "balance_flops_per_byte": m.balance_flops_per_byte(u.key),
             "ops_per_cycle": u.ops_per_cycle, "source": u.source}
             for u in m.units.values()},
-        "latency_floor": {"sol_s": m.latency_floor.sol_s,
-                          "measured_s": m.latency_floor.measured_s,
-                          "assumed": m.latency_floor.assumed,
-                          "source": m.latency_floor.source},
+        "latency_floor": {timing: {"per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s,
+                                   "assumed": f.assumed, "source": f.source}
+                          for timing, f in m.latency_floors.by_timing.items()},
         "notes": list(m.notes),
     }

@@ -22,6 +22,7 @@ from ..recordio import atomic_writer, format_of, write_records
 from ..report import fmt
 from ..report.row_ledgers import Reference
 from ..traces.analysis import Group, TraceAnalysis, analyze_trace, groups, summary_json
+from ..traces.projection import LinedUp, line_up, read_projection
 from .common import all_machines, console, finite, note
 
 RECORD_OUT_FORMATS = ("jsonl", "parquet")
@@ -54,11 +55,15 @@ def load_trace(path: str, machine: Machine | None, regime: str | None,
 
 def analyze_trace_command(path: str, machine: Machine | None, regime: str | None,
                           mix: str | None, as_json: bool, limit: int | None,
-                          records_out: str | None) -> None:
+                          records_out: str | None, projection_path: str | None = None) -> None:
     check_records_out(records_out)
+    projected = read_projection(projection_path) if projection_path is not None else None
     result = load_trace(path, machine, regime, mix)
     if records_out is not None:
         write_trace_records(result, records_out)
+    if projected is not None:
+        render_line_up(line_up(result, projected), as_json, console(), limit)
+        return
     found = groups(result)
     if as_json:
         for group in found:
@@ -81,7 +86,7 @@ def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
     shown = found if limit is None else found[:limit]
     table = Table(box=box.SIMPLE_HEAD, title=f"{result.path}: ops by shape, most time lost first",
                   title_justify="left")
-    rows = [(_cut(g.op, 40), _cut(g.shapes, 44), str(g.count), fmt.seconds(g.time_s),
+    rows = [(_cut(g.op, 36), _cut(g.shapes, 40), str(g.count), fmt.seconds(g.time_s),
              fmt.seconds(g.sol_time_s), fmt.seconds(g.time_lost_s), fmt.percent(g.share),
              fmt.percent(g.efficiency), _verdicts(g), g.reason) for g in shown]
     for k, (header, justify) in enumerate((
@@ -92,7 +97,8 @@ def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
         # shapes and the note give way to the numbers on a narrow console
         table.add_column(header, justify=justify,  # type: ignore[arg-type]
                          no_wrap=True, overflow="ellipsis",
-                         min_width=None if header in ("shapes", "note") else widest)
+                         min_width=None if header in ("shapes", "note") else widest,
+                         max_width=36 if header == "note" else None)
     for row in rows:
         table.add_row(*row)
     out.print(table)
@@ -161,3 +167,27 @@ def write_trace_report(path: str, machine: Machine | None, regime: str | None, m
     text = text.replace(marker, groups_html(result) + marker, 1)
     with atomic_writer(output, "w") as handle:
         handle.write(text)
+
+
+def render_line_up(rows: list[LinedUp], as_json: bool, out: Console,
+                   limit: int | None) -> None:
+    """Predicted vs measured per op and shapes; rows on one side only come last."""
+    if as_json:
+        for row in rows:
+            sys.stdout.write(json.dumps(finite(row.as_json())) + "\n")
+        return
+    table = Table(box=box.SIMPLE_HEAD, title="measured trace vs projection, per call",
+                  title_justify="left")
+    for header in ("op", "shapes", "projected n", "measured n", "predicted (SOL)",
+                   "measured", "measured/predicted"):
+        table.add_column(header, justify="left" if header in ("op", "shapes") else "right",
+                         no_wrap=True, overflow="ellipsis")
+    shown = rows if limit is None else rows[:limit]
+    for r in shown:
+        table.add_row(_cut(r.op, 40), _cut(r.shapes, 44), str(r.predicted_calls),
+                      str(r.measured_calls), fmt.seconds(r.predicted_per_call_s),
+                      fmt.seconds(r.measured_per_call_s),
+                      "-" if r.ratio is None else f"{r.ratio:.2f}x")
+    out.print(table)
+    if len(shown) < len(rows):
+        out.print(f"{len(rows) - len(shown)} more row(s); --limit 0 shows all")

@@ -1,4 +1,4 @@
-"""The eight misuses (M1-M8), and R1, as checks over ledgers, machines and analyses: no I/O.
+"""The eight misuses (M1-M8), R1 and R2, as checks over ledgers, machines and analyses: no I/O.
 
 Each check is a small function registered by its code. `lint_machine` checks a profile,
 `lint_ledger` one ledger, `lint_rows` / `lint_analysis` an analysis of benchmark records.
@@ -15,10 +15,12 @@ from .machine_checks import (
     sparse_reason,
 )
 from .record_checks import ROW_CHECKS, RowCase, lint_analysis, lint_rows, row_where
+from .stale_checks import ANALYSIS_CHECKS, check_stale_profiles
 
 __all__ = [
-    "CODES", "DATASHEET_MARGIN", "ERROR", "KNOWN_DENSE_PEAKS", "LEDGER_CHECKS",
-    "MACHINE_CHECKS", "MAX_STAGES_SPLIT", "ROW_CHECKS", "WARNING", "Finding", "LedgerCase",
-    "Reading", "RowCase", "decompositions", "has_errors", "is_matrix_unit", "is_sfu_unit",
-    "lint_analysis", "lint_ledger", "lint_machine", "lint_rows", "row_where", "sparse_reason",
+    "ANALYSIS_CHECKS", "CODES", "DATASHEET_MARGIN", "ERROR", "KNOWN_DENSE_PEAKS",
+    "LEDGER_CHECKS", "MACHINE_CHECKS", "MAX_STAGES_SPLIT", "ROW_CHECKS", "WARNING", "Finding",
+    "LedgerCase", "Reading", "RowCase", "check_stale_profiles", "decompositions", "has_errors",
+    "is_matrix_unit", "is_sfu_unit", "lint_analysis", "lint_ledger", "lint_machine",
+    "lint_rows", "row_where", "sparse_reason",
 ]

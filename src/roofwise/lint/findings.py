@@ -25,6 +25,7 @@ CODES = {
     "M7": "a number read from a row below the latency floor",
     "M8": "efficiency above 105%, or a rate above a theoretical ceiling",
     "R1": "a unit the machine profile does not have (a typo, or the wrong profile)",
+    "R2": "a profile calibrated below this card: many rows of one ceiling sit above it",
 }
 
 MATRIX_PREFIXES = ("tensor_core.", "ascend_cube.")

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..ledger import Ledger, Role, Work
 from ..machine import Machine
-from ..pricing import LedgerPrice, cycles_by_unit, missing_units, price_ledger
+from ..pricing import (
+    SECOND_PIPE_SHARE,
+    LedgerPrice,
+    cycles_by_unit,
+    missing_units,
+    price_ledger,
+)
 from ..report import fmt
 from .findings import (
     ERROR,
@@ -262,17 +268,29 @@ def check_ledger_m5(case: LedgerCase) -> list[Finding]:
         return out
     per_pipe, unit = costs
     binding = max(per_pipe, key=lambda k: per_pipe[k])
-    if not is_sfu_unit(binding):
+    near = sorted((k for k, v in per_pipe.items() if v >= SECOND_PIPE_SHARE * per_pipe[binding]),
+                  key=lambda k: -per_pipe[k])
+    sfus = [k for k in near if is_sfu_unit(k)]
+    if not sfus:
         return out
-    others = {k: v for k, v in per_pipe.items() if k != binding}
-    runner = max(others, key=lambda k: others[k])
     serial = sum(per_pipe.values())
-    out.append(Finding(
-        "M5", WARNING, case.where,
-        f"{binding} binds: {ops_text(positive[binding])} transcendentals take "
-        f"{_cost(per_pipe[binding], unit)} against {_cost(others[runner], unit)} on {runner} "
-        f"(serial issue {_cost(serial, unit)})",
-        f"judge this op against {binding}, per pipe; cut or approximate the transcendentals"))
+    if is_sfu_unit(binding):
+        others = {k: v for k, v in per_pipe.items() if k != binding}
+        runner = max(others, key=lambda k: others[k])
+        reason = (f"{binding} binds: {ops_text(positive[binding])} transcendentals take "
+                  f"{_cost(per_pipe[binding], unit)} against {_cost(others[runner], unit)} on "
+                  f"{runner} (serial issue {_cost(serial, unit)})")
+        fix = f"judge this op against {binding}, per pipe; cut or approximate the transcendentals"
+    else:
+        named = ", ".join(f"{k} {_cost(per_pipe[k], unit)}"
+                          + (" (binding)" if k == binding
+                             else f" ({per_pipe[k] / per_pipe[binding]:.0%})") for k in near)
+        reason = (f"{', '.join(sfus)} takes >= 50% of the binding pipe's time: {named}; the "
+                  f"call runs between the overlapped bound {_cost(per_pipe[binding], unit)} "
+                  f"and the serial sum {_cost(serial, unit)}")
+        fix = ("judge this op per pipe, against the band between the overlapped bound and the "
+               "serial sum; cut or approximate the transcendentals")
+    out.append(Finding("M5", WARNING, case.where, reason, fix))
     return out
 
 
@@ -327,20 +345,23 @@ def check_ledger_m6(case: LedgerCase) -> list[Finding]:
 
 
 def check_ledger_m7(case: LedgerCase) -> list[Finding]:
+    """A ledger whose SOL is below even the cheapest floor (a profiler's kernel time): no
+    timing method can read it on the roofline. Names every method's floor it sits under."""
     machine, price = case.machine, case.price
     if machine is None or price is None or not math.isfinite(price.sol_time_s):
         return []
-    floor = machine.latency_floor
-    if price.sol_time_s >= floor.sol_s:
+    floors = machine.latency_floors.by_timing
+    under = [t for t, f in floors.items() if price.sol_time_s < f.per_call_s]
+    if "kernel" not in under:
         return []
-    assumed = ", assumed" if floor.assumed else ""
+    assumed = ", assumed" if machine.latency_floors.assumed else ""
+    shown = ", ".join(f"{t} {fmt.seconds(floors[t].per_call_s)}" for t in under)
     return [Finding(
         "M7", WARNING, case.where,
-        f"SOL {fmt.seconds(price.sol_time_s)} is below the latency floor "
-        f"{fmt.seconds(floor.sol_s)} on {machine.name}{assumed}: a time under "
-        f"{fmt.seconds(floor.measured_s)} will read latency_bound, and its efficiency means "
-        "nothing", "judge launches and grid fill at this shape (batch, fuse, graphs), "
-                   "not efficiency")]
+        f"SOL {fmt.seconds(price.sol_time_s)} is below the one-kernel latency floor of every "
+        f"timing method on {machine.name} ({shown}{assumed}): any time will read "
+        "latency_bound, and its efficiency means nothing",
+        "judge launches and grid fill at this shape (batch, fuse, graphs), not efficiency")]
 
 
 def check_ledger_r1(case: LedgerCase) -> list[Finding]:

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import Analysis
+from ..analysis import Analysis, ceiling_facts, floor_facts
 from ..ledger import Ledger
 from ..machine import Machine
+from ..pricing import pipes_near_binding
+from ..reason_text import above_envelope_text, latency_bound_text, pipes_text
 from ..report import fmt
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from .findings import (
@@ -43,6 +45,7 @@ from .machine_checks import (
     uncalibrated_unit_fix,
     units_missing_reason,
 )
+from .stale_checks import ANALYSIS_CHECKS
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,8 @@ def check_rows_m6(case: RowCase) -> RowFindings:
 
 
 def check_rows_m5(case: RowCase) -> RowFindings:
+    """The special-function pipe binds, or takes >= half the binding pipe's time: name every
+    such pipe, the serial sum beside the overlapped bound."""
     a = case.analysis
     priced = a.priced
     out: RowFindings = []
@@ -263,43 +268,58 @@ def check_rows_m5(case: RowCase) -> RowFindings:
     for _, rows in _priced_rows(case):
         for i in rows:
             key = binding[i]
-            if not key or not is_sfu_unit(key):
+            if not key:
                 continue
-            others = {k: float(t[i]) for k, t in priced.unit_time_s.items()
-                      if k != key and t[i] > 0}
-            versus = (f" against {fmt.seconds(max(others.values()))} on "
-                      f"{max(others, key=lambda k: others[k])}" if others else "")
-            out.append((int(i), Finding(
-                "M5", WARNING, case.where[i],
-                f"{key} binds: {ops_text(priced.unit_ops[key][i])} transcendentals take "
-                f"{fmt.seconds(priced.unit_time_s[key][i])}{versus}",
-                f"judge this op against {key}, per pipe; calibrate {key} before trusting it")))
+            pipes = pipes_near_binding(priced, int(i))
+            sfus = [k for k, _ in pipes if is_sfu_unit(k)]
+            if not is_sfu_unit(key) and not sfus:
+                continue
+            if len(pipes) > 1 and priced.serial_sol_time_s is not None and (
+                    a.judged.serial_efficiency is not None):
+                why = pipes_text(pipes, float(priced.sol_time_s[i]),
+                                 float(priced.serial_sol_time_s[i]),
+                                 float(a.judged.efficiency[i]),
+                                 float(a.judged.serial_efficiency[i]))
+                fix = (f"judge this op per pipe, against the band between the overlapped "
+                       f"bound and the serial sum; calibrate {', '.join(sfus or [key])}")
+            else:
+                others = {k: float(t[i]) for k, t in priced.unit_time_s.items()
+                          if k != key and t[i] > 0}
+                versus = (f" against {fmt.seconds(max(others.values()))} on "
+                          f"{max(others, key=lambda k: others[k])}" if others else "")
+                why = (f"{key} binds: {ops_text(priced.unit_ops[key][i])} transcendentals "
+                       f"take {fmt.seconds(priced.unit_time_s[key][i])}{versus}")
+                fix = f"judge this op against {key}, per pipe; calibrate {key} before trusting it"
+            out.append((int(i), Finding("M5", WARNING, case.where[i], why, fix)))
     return out
 
 
 def check_rows_m7(case: RowCase) -> RowFindings:
+    """Rows whose time the floor of their timing method explains: efficiency is no reading."""
     a = case.analysis
     out: RowFindings = []
     for i in np.flatnonzero(a.judged.verdict == LATENCY_BOUND):
         machine = a.machines[a.machine_name[i]]
-        floor = machine.latency_floor
-        assumed = ", assumed" if floor.assumed else ""
+        facts = floor_facts(a, int(i), machine)
         out.append((int(i), Finding(
             "M7", WARNING, case.where[i],
-            f"SOL {fmt.seconds(a.priced.sol_time_s[i])} and measured "
-            f"{fmt.seconds(a.columns.time_s[i])} are below the latency floor (SOL < "
-            f"{fmt.seconds(floor.sol_s)}, measured < {fmt.seconds(floor.measured_s)}{assumed}): "
-            f"efficiency {fmt.percent(a.judged.efficiency[i])} is not the metric",
-            "judge launches and grid fill (batch, fuse, CUDA graphs), never efficiency here")))
+            latency_bound_text(float(a.priced.sol_time_s[i]), float(a.columns.time_s[i]),
+                               facts, float(a.judged.efficiency[i])),
+            "judge launches and grid fill (batch, fuse, CUDA graphs) or re-time with graph "
+            "replay or kernel durations, never efficiency here")))
     return out
 
 
 def check_rows_m8(case: RowCase) -> RowFindings:
+    """Above a theoretical ceiling (impossible: an error) or above the envelope only (a
+    warning with two readings: the accounting, or a profile calibrated below this card)."""
     a = case.analysis
     cols, judged, priced = a.columns, a.judged, a.priced
     out: RowFindings = []
     fix = ("recount bytes and FLOPs (lookups, scales, intermediates that reach DRAM) and check "
            "the timer; never read it as a fast kernel")
+    stale_fix = ("recount bytes and FLOPs and check the timer; if they hold, the profile is "
+                 "calibrated below this card: run `roofwise calibrate` and read it with that")
     for i in np.flatnonzero((judged.verdict == IMPOSSIBLE) | (judged.verdict == ANOMALY)):
         machine = a.machines[a.machine_name[i]]
         reasons: list[str] = []
@@ -319,7 +339,13 @@ def check_rows_m8(case: RowCase) -> RowFindings:
                 reasons.append(f"{key} at {fmt.tera_rate(rate, key)}, above its "
                                "theoretical "
                                f"{fmt.tera_rate(unit.theoretical_ops_per_s, key)}")
-        if judged.verdict[i] == ANOMALY or not reasons:
+        if judged.verdict[i] == ANOMALY:
+            reasons.append(above_envelope_text(float(judged.envelope_efficiency[i]),
+                                               ceiling_facts(a, int(i), machine)))
+            out.append((int(i), Finding("M8", WARNING, case.where[i], "; ".join(reasons),
+                                        stale_fix)))
+            continue
+        if not reasons:
             reasons.append(f"efficiency {fmt.percent(judged.envelope_efficiency[i])} of the "
                            f"envelope ceiling is above 105% (SOL "
                            f"{fmt.seconds(priced.envelope_sol_time_s[i])}, measured "
@@ -388,6 +414,8 @@ def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledge
 def lint_analysis(analysis: Analysis,
                   ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
                   path: str = "") -> list[Finding]:
-    """Every row check over an analysis, row by row; `where` is path:line (or op)."""
-    return [f for row in lint_rows(analysis, ledgers, path) for f in row]
+    """Every row check over an analysis, row by row (`where` is path:line, or op), then the
+    machine-level findings the rows make together (R2)."""
+    return [*(f for row in lint_rows(analysis, ledgers, path) for f in row),
+            *(f for check in ANALYSIS_CHECKS.values() for f in check(analysis))]
 

@@ -5,6 +5,14 @@ counter inside that kernel's window, so a low write count proves nothing; writes
 beside the reads and left unjudged. FAIL: DRAM reads below 0.95x the ledger's (the ledger
 counts bytes the kernel does not move, or the inputs were served from L2: flush it). WARN:
 above 1.5x (re-reads, uncoalesced access, spills, or lookups the ledger charges once).
+
+A ledger prices one call, and one call may launch several kernels: by default the kernels of
+one call are summed and judged together, each shown beneath. A call is a run of launches in
+one NVTX range (a report column whose name holds "NVTX"); without one, the launches in order
+are one call, unless their kernel names repeat exactly with a shorter period (the report then
+holds that call several times).
+Where the reads exceed the ledger's, the excess is matched in size against the ledger's
+tensors (a lookup read by both kernels is the typical case).
 """
 
 from __future__ import annotations
@@ -40,6 +48,22 @@ class KernelCounters:
     read_bytes: float | None
     write_bytes: float | None
     problems: tuple[str, ...] = ()
+    nvtx: str = ""  # the NVTX range the launch ran in; "" where the report names none
+
+
+@dataclass(frozen=True)
+class KernelPart:
+    """One launch of a call that was judged as a sum: shown beneath it, never judged alone."""
+
+    launch_id: str
+    kernel: str
+    dram_read_bytes: float | None
+    dram_write_bytes: float | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"launch_id": self.launch_id, "kernel": self.kernel,
+                "dram_read_bytes": self.dram_read_bytes,
+                "dram_write_bytes": self.dram_write_bytes}
 
 
 @dataclass(frozen=True)
@@ -53,6 +77,8 @@ class AuditRow:
     reason: str
     ledger_write_bytes: float | None = None
     dram_write_bytes: float | None = None  # reported, never judged
+    parts: tuple[KernelPart, ...] = ()  # the launches of a summed call, in launch order
+    excess_matches: str = ""  # the ledger tensor the read excess matches in size, if any
 
     def to_dict(self) -> dict[str, object]:
         return {"kernel": self.kernel, "launch_ids": list(self.launch_ids),
@@ -60,7 +86,9 @@ class AuditRow:
                 "dram_read_bytes": self.dram_read_bytes, "read_ratio": self.read_ratio,
                 "verdict": self.verdict, "reason": self.reason,
                 "ledger_write_bytes": self.ledger_write_bytes,
-                "dram_write_bytes": self.dram_write_bytes}
+                "dram_write_bytes": self.dram_write_bytes,
+                "kernels": [p.to_dict() for p in self.parts],
+                "excess_matches": self.excess_matches or None}
 
 
 def to_bytes(value: str, unit: str, where: str = "") -> float:
@@ -108,8 +136,10 @@ def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InputError(f"{origin}:{start + 1}", f"header lacks column(s) {', '.join(missing)}")
+    nvtx_column = next((h for h in header if "nvtx" in h.lower()), None)
     order: list[str] = []
     names: dict[str, str] = {}
+    ranges: dict[str, str] = {}
     values: dict[str, dict[str, float | None]] = {}
     problems: dict[str, list[str]] = {}
     for index in range(start + 1, len(lines)):
@@ -128,6 +158,7 @@ def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]
         if launch not in names:
             order.append(launch)
             names[launch] = row["Kernel Name"].strip()
+            ranges[launch] = row[nvtx_column].strip() if nvtx_column else ""
             values[launch] = {}
             problems[launch] = []
         metric = row["Metric Name"].strip()
@@ -143,7 +174,8 @@ def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]
         raise InputError(origin, "the report has a header but no kernel rows (did ncu "
                                  "profile any kernel?)")
     return [KernelCounters(launch, names[launch], values[launch].get(READ_METRIC),
-                           values[launch].get(WRITE_METRIC), tuple(problems[launch]))
+                           values[launch].get(WRITE_METRIC), tuple(problems[launch]),
+                           ranges[launch])
             for launch in order]
 
 
@@ -168,9 +200,11 @@ SHOWN_NAMES = 5  # kernel names an unmatched --kernel lists
 
 def audit(kernels: Sequence[KernelCounters], ledger_read_bytes: float,
           ledger_write_bytes: float | None = None, kernel_pattern: str | None = None,
-          sum_kernels: bool = False, origin: str = "the report") -> list[AuditRow]:
-    """One row per matched kernel launch, or one row for their sum (`sum_kernels`: one call
-    of the operator launches several kernels).
+          per_kernel: bool = False, origin: str = "the report",
+          ledger_reads: Sequence[tuple[str, float]] = ()) -> list[AuditRow]:
+    """One row per call (its launches summed, each shown beneath: see `calls_of`), or with
+    `per_kernel` one row per launch. `ledger_reads` (tensor name, read bytes) name what a read
+    excess matches in size.
 
     A pattern that matches no kernel is an InputError listing the names there are: a typo
     must fail (exit 2), never pass as an unjudged row.
@@ -183,16 +217,62 @@ def audit(kernels: Sequence[KernelCounters], ledger_read_bytes: float,
         shown = ", ".join(names[:SHOWN_NAMES]) + (", ..." if len(names) > SHOWN_NAMES else "")
         raise InputError(f"--kernel {kernel_pattern!r}",
                          f"matches none of the {len(names)} kernel(s) in {origin}: {shown}")
-    groups: Iterable[Sequence[KernelCounters]] = [matched] if sum_kernels else (
-        [k] for k in matched)
-    return [_row(group, ledger_read_bytes, ledger_write_bytes) for group in groups]
+    groups: Iterable[Sequence[KernelCounters]] = (
+        [[k] for k in matched] if per_kernel else calls_of(matched))
+    return [_row(group, ledger_read_bytes, ledger_write_bytes, ledger_reads)
+            for group in groups]
+
+
+def calls_of(kernels: Sequence[KernelCounters]) -> list[list[KernelCounters]]:
+    """The launches of each call, in order. Consecutive launches in one NVTX range are one
+    call; without NVTX the launches are one call in launch order, unless their kernel names
+    repeat exactly with a shorter period (the report holds the same call several times)."""
+    ranges: list[list[KernelCounters]] = []
+    for k in kernels:
+        if ranges and ranges[-1][-1].nvtx == k.nvtx:
+            ranges[-1].append(k)
+        else:
+            ranges.append([k])
+    if len(ranges) > 1 or (ranges and ranges[0][0].nvtx):
+        return ranges
+    names = [k.kernel for k in kernels]
+    n = len(names)
+    period = next((p for p in range(1, n) if n % p == 0
+                   and all(names[i] == names[i % p] for i in range(n))), n)
+    return [list(kernels[start:start + period]) for start in range(0, n, period)]
+
+
+# The excess is matched within this fraction of a tensor's bytes (counters round to ~0.1%).
+EXCESS_MATCH_TOLERANCE = 0.05
+# An excess under this share of the ledger's reads is counter noise, not a tensor read again.
+EXCESS_MIN_SHARE = 0.01
+
+
+def excess_match(excess_bytes: float, ledger_reads: Sequence[tuple[str, float]],
+                 launches: int) -> str:
+    """The ledger tensor whose read bytes, once or up to once per further launch, the excess
+    matches within EXCESS_MATCH_TOLERANCE; "" when none does."""
+    best: tuple[float, str] = (math.inf, "")
+    for name, nbytes in ledger_reads:
+        if nbytes <= 0:
+            continue
+        for times in range(1, max(launches - 1, 1) + 1):
+            error = abs(excess_bytes - times * nbytes) / (times * nbytes)
+            if error <= EXCESS_MATCH_TOLERANCE and error < best[0]:
+                again = "once more" if times == 1 else f"{times} more times"
+                best = (error, f"{name} ({nbytes:,.0f} B) read {again}")
+    return best[1]
 
 
 def _row(group: Sequence[KernelCounters], ledger_read: float,
-         ledger_write: float | None) -> AuditRow:
-    names = sorted({k.kernel for k in group})
-    label = names[0] if len(group) == 1 else f"sum of {len(group)} launches ({', '.join(names)})"
+         ledger_write: float | None, ledger_reads: Sequence[tuple[str, float]] = ()
+         ) -> AuditRow:
+    names = list(dict.fromkeys(k.kernel for k in group))
+    label = names[0] if len(group) == 1 else (
+        f"call of {len(group)} kernels ({', '.join(names)})")
     ids = tuple(k.launch_id for k in group)
+    parts = tuple(KernelPart(k.launch_id, k.kernel, k.read_bytes, k.write_bytes)
+                  for k in group) if len(group) > 1 else ()
     reads = [k.read_bytes for k in group]
     writes = [k.write_bytes for k in group]
     write_total = None if any(w is None for w in writes) else float(sum(w or 0.0 for w in writes))
@@ -201,11 +281,17 @@ def _row(group: Sequence[KernelCounters], ledger_read: float,
         detail = "; ".join(p for k in lacking for p in k.problems) or (
             f"{READ_METRIC} missing from the report")
         return AuditRow(label, ids, float(ledger_read), None, None, UNJUDGED,
-                        f"metric missing: {detail}", ledger_write, write_total)
+                        f"metric missing: {detail}", ledger_write, write_total, parts)
     total = float(sum(r or 0.0 for r in reads))
     verdict, ratio, reason = judge_reads(float(ledger_read), total)
+    matches = ""
+    if ledger_read > 0 and total > ledger_read * (1 + EXCESS_MIN_SHARE):
+        matches = excess_match(total - ledger_read, ledger_reads, len(group))
+        if matches:
+            reason += (f"; the excess {total - ledger_read:,.0f} B matches {matches} (a "
+                       "lookup read by more than one kernel?)")
     return AuditRow(label, ids, float(ledger_read), total, ratio, verdict, reason, ledger_write,
-                    write_total)
+                    write_total, parts, matches)
 
 
 def _match(kernels: Sequence[KernelCounters], pattern: str | None) -> list[KernelCounters]:

@@ -8,7 +8,8 @@ What is measured, and how (see shared/REFERENCES.md, "How ceilings are measured 
   a short window) and sustained (after the clocks settle under load), random data;
 - CUDA-core FP32 FMA and the special-function unit (exp2, rsqrt): Triton kernels with many
   independent chains per thread (skipped, and said so, without Triton);
-- the latency floor: an empty kernel eagerly and inside a CUDA graph;
+- the latency floor of each timing method (profiler kernel time, CUDA-graph replay, CUDA
+  events, host clock): a tiny add, as one launch and as 20 launches per call;
 - L2 bandwidth: repeated reads of a buffer a quarter of L2.
 Clocks, power limit and driver are read at the start and the end of every timed window.
 The arithmetic and the refusals live in `calibration_math`, tested without a GPU.
@@ -27,7 +28,14 @@ from typing import Any
 
 from ..machine import Machine
 from ..ops._common import CUDA, SFU, contraction_unit
-from .calibration_math import Clocks, Measurement, build_profile, bytes_moved, gemm_flops
+from .calibration_math import (
+    Clocks,
+    FloorMeasurement,
+    Measurement,
+    build_profile,
+    bytes_moved,
+    gemm_flops,
+)
 
 GiB = 1 << 30
 
@@ -284,27 +292,43 @@ def alu_measurements(plan: Plan, log: Log) -> list[Measurement]:
 
 # ---- latency floor and L2 ----
 
-def latency_floor(log: Log, launches: int = 100) -> tuple[float, float]:
-    """(graph replay time per empty kernel, eager event time of one empty kernel)."""
-    import numpy as np
+FLOOR_KERNELS = 20  # launches in the many-kernel call that prices each further kernel
+
+
+def latency_floors(log: Log, reps: int = 200) -> list[FloorMeasurement]:
+    """The floor of every timing method, each measured on a real tiny kernel (an in-place add
+    on one float) with the same timers `roofwise bench` uses: one launch per call, and
+    FLOOR_KERNELS launches per call for what each further kernel adds."""
     import torch
 
-    def empty() -> None:
-        torch.cuda._sleep(0)  # a kernel that spins zero cycles: launch cost only
+    from .timer import profile_kernels, time_cuda_events, time_cuda_graph, time_host_synced
 
-    eager, _, _ = timed_window(empty, 0.05, min_reps=200)
-    graph = torch.cuda.CUDAGraph()
-    empty()
-    torch.cuda.synchronize()
-    with torch.cuda.graph(graph):
-        for _ in range(launches):
-            empty()
-    replays, _, _ = timed_window(graph.replay, 0.05, min_reps=50)
-    graph_s = float(np.median(replays)) / launches
-    eager_s = float(np.median(eager))
-    log.say(f"latency floor: empty kernel {eager_s * 1e6:.2f} us eager (events), "
-            f"{graph_s * 1e6:.3f} us per launch in a CUDA graph of {launches}")
-    return graph_s, eager_s
+    x = torch.zeros(1, device="cuda")
+
+    def one() -> None:
+        x.add_(1.0)
+
+    def many() -> None:
+        for _ in range(FLOOR_KERNELS):
+            x.add_(1.0)
+
+    found: list[FloorMeasurement] = []
+    for timing, timer in (("events", time_cuda_events), ("wall", time_host_synced)):
+        one_times = timer(lambda _i: one(), reps)[reps // 10:]  # the first tenth warms up
+        many_times = timer(lambda _i: many(), reps)[reps // 10:]
+        found.append(FloorMeasurement(timing, tuple(one_times), FLOOR_KERNELS,
+                                      tuple(many_times), "in-place add on 1 float, eager"))
+    found.append(FloorMeasurement(
+        "graph", tuple(time_cuda_graph([one], reps)), FLOOR_KERNELS,
+        tuple(time_cuda_graph([many], reps)), "in-place add on 1 float, CUDA-graph replay"))
+    found.append(FloorMeasurement(
+        "kernel", (profile_kernels(lambda _i: one(), reps).kernel_time_s,), FLOOR_KERNELS,
+        (profile_kernels(lambda _i: many(), reps).kernel_time_s,),
+        "in-place add on 1 float, torch.profiler kernel durations"))
+    for f in found:
+        log.say(f"latency floor, {f.timing}: {f.per_call_s * 1e6:.2f} us per call + "
+                f"{f.per_kernel_s * 1e6:.2f} us per further kernel")
+    return found
 
 
 def l2_measurement(plan: Plan, log: Log) -> Measurement:
@@ -342,8 +366,8 @@ def run_calibration(theoretical: Machine, quick: bool, command: str,
         measurements.extend(step())
         torch.cuda.empty_cache()  # each step's buffers are gone once it returns
     if progress is not None:
-        progress("latency floor")
-    floor = latency_floor(log)
+        progress("latency floors")
+    floors = latency_floors(log)
     provenance = {
         "card": card, "driver": first.driver or "unknown",
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -351,5 +375,5 @@ def run_calibration(theoretical: Machine, quick: bool, command: str,
         "power_limit_w": first.power_limit_w, "theoretical_from": theoretical.name,
         "windows": log.windows,
     }
-    profile = build_profile(card, measurements, theoretical, provenance, latency_floor=floor)
+    profile = build_profile(card, measurements, theoretical, provenance, latency_floors=floors)
     return profile, log

@@ -220,16 +220,54 @@ def judge_measurements(measurements: Iterable[Measurement], theoretical: Machine
     return Judged(tuple(accepted), tuple(refused))
 
 
+@dataclass(frozen=True)
+class FloorMeasurement:
+    """A tiny kernel timed under one method, as one launch and as a call of `kernels`
+    launches: the floor's per-call cost and what each further kernel adds."""
+
+    timing: str  # kernel | graph | events | wall
+    one_kernel_times_s: tuple[float, ...]
+    kernels: int
+    many_kernel_times_s: tuple[float, ...]
+    method: str = ""
+
+    @property
+    def per_call_s(self) -> float:
+        return float(np.median(self.one_kernel_times_s))
+
+    @property
+    def per_kernel_s(self) -> float:
+        """(median time of the many-kernel call - one kernel's) / further kernels; never
+        negative (a faster many-kernel call means the kernels overlapped)."""
+        if self.kernels <= 1:
+            return self.per_call_s
+        many = float(np.median(self.many_kernel_times_s))
+        return max(many - self.per_call_s, 0.0) / (self.kernels - 1)
+
+
+def floors_section(floors: Iterable[FloorMeasurement], stamp: str) -> dict[str, Any]:
+    """The `latency_floor` mapping of a profile, one entry per measured timing method."""
+    out: dict[str, Any] = {}
+    for f in floors:
+        out[f.timing] = {
+            "per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s,
+            "source": f"{stamp}: {f.method or 'tiny kernel'}; median of "
+                      f"{len(f.one_kernel_times_s)} one-kernel and "
+                      f"{len(f.many_kernel_times_s)} {f.kernels}-kernel calls"}
+    return out
+
+
 def build_profile(card_name: str, measurements: Iterable[Measurement], theoretical: Machine,
                   provenance: Mapping[str, Any],
-                  latency_floor: tuple[float, float] | None = None,
+                  latency_floors: Iterable[FloorMeasurement] = (),
                   name: str | None = None) -> dict[str, Any]:
     """A profile mapping that `profiles.parse_machine` loads.
 
     Theoretical rates come from `theoretical` (a datasheet profile); each accepted measurement
     becomes a fraction of them. A measurement with no theoretical rate to divide by (the L2
     bandwidth, say) and every refused one are written as notes, never as fractions.
-    `latency_floor` is (graph replay time of an empty kernel, eager time of one).
+    `latency_floors` are the tiny-kernel timings per method; a method left out keeps the
+    assumed floor when the profile is loaded.
     """
     judged = judge_measurements(measurements, theoretical)
     stamp = f"roofwise calibrate on {card_name}, {provenance.get('date', 'undated')}"
@@ -270,12 +308,9 @@ def build_profile(card_name: str, measurements: Iterable[Measurement], theoretic
     }
     if theoretical.clock_hz is not None:
         profile["clock_hz"] = theoretical.clock_hz
-    if latency_floor is not None:
-        graph_s, eager_s = latency_floor
-        profile["latency_floor"] = {
-            "sol_s": float(graph_s), "measured_s": float(max(eager_s, graph_s)),
-            "source": f"{stamp}: empty kernel, CUDA-graph replay per launch (sol_s) and eager "
-                      "launch (measured_s)"}
+    floors = floors_section(latency_floors, stamp)
+    if floors:
+        profile["latency_floor"] = floors
     profile["provenance"] = dict(provenance)
     profile["notes"] = notes
     return profile

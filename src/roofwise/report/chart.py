@@ -18,10 +18,10 @@ labels through matplotlib's objects instead of pixels:
 The latency floor, faithfully: whether a row is latency-bound depends on its size (its SOL time
 and its measured time against the floor), not on where it sits in this plane, so no single
 region of the plane is "below the floor" for every row. The chart therefore draws, for every
-row whose SOL time is below the machine's SOL floor, a vertical span with caps at its intensity
-from `flops / measured_floor` (the rate it reaches taking exactly the measured floor) up to its
-roof. A point between the caps finished faster than the floor: launch and scheduling, not the
-roofs, set its rate, so its distance from the roof is not inefficiency.
+row whose SOL time is below its own floor (its timing method and kernel count), a vertical span
+with caps at its intensity from `flops / (2 x floor)` (the rate it reaches when the floor is
+half its time) up to its roof. A point between the caps took under two floors: launch and
+scheduling, not the roofs, set its rate, so its distance from the roof is not inefficiency.
 """
 
 from __future__ import annotations
@@ -46,7 +46,16 @@ from ..machine import Machine
 from ..pricing import AUTO_MIX
 from ..recordio import atomic_writer
 from ..text import encodable, for_mpl
-from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+from ..verdict import (
+    ANOMALY,
+    AT_CEILING,
+    BELOW,
+    BLANK,
+    FLOOR_EXPLAINS_SHARE,
+    IMPOSSIBLE,
+    LATENCY_BOUND,
+    VERDICTS,
+)
 from . import fmt
 from .labels import LABEL_GAP, place_roof_labels
 
@@ -224,7 +233,7 @@ def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
     x_vals = list(xs)
     y_vals = list(ys)
     for name, machine in machines.items():
-        _, floor_low, _ = _floor_spans(analyses, name, machine)  # the low caps stay in view
+        _, floor_low, _, _ = _floor_spans(analyses, name, machine)  # the low caps stay in view
         y_vals.extend(floor_low)
         bandwidths = [b for b in (ceilings[name].bandwidth(machine),
                                   machine.dram.effective_bytes_per_s()) if b]
@@ -405,28 +414,32 @@ def _screen_slope_degrees(ax: Axes) -> float:
 
 
 def _floor_spans(analyses: Sequence[tuple[str, Analysis]], name: str,
-                 machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(AI, flops/measured_floor, roof rate at the AI) for rows whose SOL is below the floor."""
-    floor = machine.latency_floor
+                 machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(AI, flops/floor, roof rate at the AI, floor) for rows whose SOL is below their own floor
+    (the floor of each row's timing method and kernel count)."""
     parts = []
     for _, analysis in analyses:
+        floor_s = analysis.judged.floor_s
+        if floor_s is None:
+            continue
         rows = np.flatnonzero((analysis.machine_name == name)
                               & (analysis.judged.verdict != BLANK)
-                              & (analysis.priced.sol_time_s < floor.sol_s))
+                              & (analysis.priced.sol_time_s < floor_s))
         if not len(rows):
             continue
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             x = analysis.priced.intensity_flops_per_byte[rows].astype(float)
             flops = analysis.columns.flops[rows].astype(float)
-            low = flops / floor.measured_s
+            # the floor explains a time up to 1 / FLOOR_EXPLAINS_SHARE of it
+            low = flops * FLOOR_EXPLAINS_SHARE / floor_s[rows]
             high = flops / analysis.priced.sol_time_s[rows]  # the row's own roof at its AI
         keep = (np.isfinite(x) & np.isfinite(low) & np.isfinite(high) & (x > 0) & (low > 0)
                 & (high > low))
-        parts.append((x[keep], low[keep], high[keep]))
+        parts.append((x[keep], low[keep], high[keep], floor_s[rows][keep]))
     if not parts:
-        return np.zeros(0), np.zeros(0), np.zeros(0)
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]))
+        return np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0)
+    x, low, high, floors = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    return x, low, high, floors
 
 
 def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name: str,
@@ -436,10 +449,9 @@ def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name
 
     Returns the drawn container (the legend shows it as it is drawn), or None.
     """
-    x, low, high = _floor_spans(analyses, name, machine)
+    x, low, high, floors = _floor_spans(analyses, name, machine)
     if not len(x):
         return None
-    floor = machine.latency_floor
     many = len(x) > MANY_POINTS
     drawn = ax.errorbar(x, low, yerr=[np.zeros_like(low), high - low], fmt="none",
                         ecolor=_FLOOR_COLOR, elinewidth=1.4, capsize=0 if many else 5,
@@ -449,12 +461,12 @@ def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name
     bars.set_rasterized(many)
     for cap in caps:
         cap.set_gid(f"latency_floor:{machine.name}:caps")
-    assumed = ", assumed" if floor.assumed else ""
-    drawn.set_label(f"latency floor ({fmt.seconds(floor.measured_s, 0)}{assumed}): a point\n"
-                    "between the caps took less; no traction")
+    assumed = ", assumed" if machine.latency_floors.assumed else ""
+    drawn.set_label(f"latency floor (per row's timing{assumed}): a point\n"
+                    "between the caps took under 2 floors; no traction")
     if len(x) <= _FLOOR_NOTES:
-        for xi, lo in zip(x, low, strict=True):
-            ax.annotate(f"floor {fmt.seconds(floor.measured_s, 0)}", (xi, lo),
+        for xi, lo, fl in zip(x, low, floors, strict=True):
+            ax.annotate(f"floor {fmt.seconds(fl, 0)}", (xi, lo),
                         textcoords="offset points", xytext=(6, 0), ha="left", va="center",
                         fontsize=7, color=_FLOOR_COLOR, zorder=4,
                         gid=f"latency_floor_note:{machine.name}")

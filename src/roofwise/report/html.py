@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..ledger import Ledger, Role
 from ..lint import Finding, lint_rows
 from ..machine import Machine
+from ..reason_text import bound_label, efficiency_band_text, floor_line
 from ..recordio import atomic_writer
 from ..text import encodable
 from . import fmt
@@ -333,12 +334,20 @@ def _ledger(analysis: Analysis, i: int, row: Mapping[str, Any],
         lines.append((f"compute time, {key}{mark}", f"{_seconds(time_s)}{with_rate}"))
     if len(units) > 1:
         lines.append(("compute time, pipes in series", _seconds(row["compute_serial_time_s"])))
+    band = row.get("efficiency_band")
+    if band and efficiency is not None and band[1] is not None:
+        lines.append(("efficiency band", f"{efficiency_band_text(efficiency, band[1])} "
+                      f"(overlapped pipes to serial sum {_seconds(row['serial_sol_time_s'])})"))
     lines.append(("SOL", f"{_seconds(row['sol_time_s'])} = max(memory, compute)"))
     lines.append(("bound", _bound(row) or "—"))
     lines.append(("mix, regime", f"{row['mix'] or '—'}, {row['regime'] or 'envelope'}"))
     lines.append(("measured", _seconds(row["time_s"])))
     lines.append(("efficiency", fmt.percent(efficiency) if efficiency is not None
                   else f"— ({row['verdict']}: not a reading; see the reasons)"))
+    net = row.get("efficiency_net_of_floor")
+    if net is not None:
+        lines.append(("efficiency net of the floor", f"{fmt.percent(net)} (SOL over time minus "
+                      f"the {row['timing_method']} floor {_seconds(row['floor_s'])})"))
     binding_row = ' class="binding"'
     body = "".join(f'<tr{binding_row if "(binding)" in k else ""}><th>{_e(k)}</th>'
                    f"<td>{_e(v)}</td></tr>" for k, v in lines)
@@ -353,9 +362,12 @@ _SEVERITY_KEY = {"impossible": 0, "anomaly": 1, "blank": 2, "below": 3, "latency
 
 
 def _bound(row: Mapping[str, Any]) -> str:
+    """`memory` or `compute (unit)`, naming every pipe near the binding one when they matter."""
     if not row["bound"]:
         return ""
-    return "memory" if row["bound"] == "memory" else f"compute ({row['binding_unit']})"
+    pipes = [(p["unit"], p["time_s"]) for p in row.get("pipes") or []]
+    label = bound_label(row["bound"] == "memory", pipes, str(row["binding_unit"]))
+    return label if row["bound"] == "memory" else f"compute ({label})"
 
 
 def _seconds(value: Any) -> str:
@@ -425,8 +437,8 @@ def _profiles(machines: Iterable[Machine]) -> str:
             unit.envelope_regime, "op/s", 1, unit.source, partial(_balance, m, unit.key)))
         out.append(_html_table(("unit", "regime", *common, "balance", "source"), units,
                                'class="profile"'))
-        floor = m.latency_floor
-        out.append(f"<p>Latency floor: SOL &lt; {_e(fmt.seconds(floor.sol_s))}, measured &lt; "
-                   f"{_e(fmt.seconds(floor.measured_s))} ({_e(floor.source)})</p>")
+        lines = (floor_line(t, f.per_call_s, f.per_kernel_s, f.assumed, f.source)
+                 for t, f in m.latency_floors.by_timing.items())
+        out += [f"<p>Latency floor, {_e(line)}</p>" for line in lines]
         out += [f'<p class="muted">note: {_e(note)}</p>' for note in m.notes]
     return "\n".join(out)

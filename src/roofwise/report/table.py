@@ -11,6 +11,9 @@ from rich.text import Text
 
 from ..analysis import Analysis
 from ..mismatch import mismatch_summary
+from ..pricing import pipes_near_binding
+from ..reason_text import bound_label, efficiency_band_text
+from ..reasons import Reason
 from ..verdict import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from . import fmt
 from .layout import GAP, Column, fit_widths
@@ -123,13 +126,17 @@ def _cells(analysis: Analysis, i: int) -> dict[str, str]:
     cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
     verdict = analysis.verdict_name(i)
     code = judged.verdict[i]
-    bound = "" if code == BLANK else (
-        f"{analysis.machines[analysis.machine_name[i]].dram.name}" if priced.bound_memory[i]
-        else str(priced.binding_unit[i]))
+    bound = "" if code == BLANK else bound_label(
+        bool(priced.bound_memory[i]), pipes_near_binding(priced, i),
+        str(priced.binding_unit[i]), analysis.machines[analysis.machine_name[i]].dram.name)
+    efficiency = "—" if code in NO_EFFICIENCY else fmt.percent(judged.efficiency[i])
+    if code not in NO_EFFICIENCY and judged.serial_efficiency is not None and (
+            int(priced.flags[i]) & Reason.SECOND_PIPE):
+        efficiency = efficiency_band_text(judged.efficiency[i], judged.serial_efficiency[i])
     return {
         "op": str(cols.op[i]), "machine": str(analysis.machine_name[i] or "—"),
         "verdict": verdict,
-        "eff.": "—" if code in NO_EFFICIENCY else fmt.percent(judged.efficiency[i]),
+        "eff.": efficiency,
         "time": fmt.seconds(float(cols.time_s[i]), significant=3),
         "SOL": fmt.seconds(float(priced.sol_time_s[i]), significant=3), "bound": bound,
         "AI": fmt.intensity(float(priced.intensity_flops_per_byte[i])),

@@ -1,0 +1,237 @@
+"""`roofwise model CONFIG.json`: a model's prefill or decode step projected on a machine, from
+its Hugging Face config alone (no weights, no network, no GPU)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import InputError
+from ..machine import Machine
+from ..recordio import format_of, write_records
+from ..report import fmt
+from .common import console, finite, load_machine_arg, note
+
+
+@click.command("model")
+@click.argument("config_path", metavar="CONFIG.json")
+@click.option("--machine", "-m", "machine_name", required=True, metavar="NAME|FILE",
+              help="Built-in profile name or alias, or a profile YAML.")
+@click.option("--phase", type=click.Choice(("prefill", "decode")), required=True,
+              help="prefill: --seq new tokens per sequence; decode: one step of --seq "
+                   "(default 1) tokens over --context cached ones.")
+@click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Sequences per step.")
+@click.option("--seq", default=None, type=click.IntRange(min=1),
+              help="New tokens per sequence (prefill: required; decode: default 1).")
+@click.option("--context", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Tokens already in the KV cache of each sequence.")
+@click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Tensor-parallel devices: heads, MLP columns and vocabulary split; "
+                   "per-layer all-reduces priced on the profile's interconnect.")
+@click.option("--dtype", default="bf16", show_default=True,
+              type=click.Choice(("bf16", "fp16", "fp32")), help="Weights and activations.")
+@click.option("--kv-dtype", "kv_dtype", default=None, metavar="DTYPE",
+              help="KV cache dtype (e.g. fp8); default: --dtype.")
+@click.option("--regime", default=None, metavar="NAME",
+              help="Compute regime (sustained, burst); default: the envelope.")
+@click.option("--unfused", is_flag=True,
+              help="Attention as transformers' eager matmul-softmax-matmul and norms op by op, "
+                   "instead of the fused kernels a serving stack runs.")
+@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=v1,v2",
+              help="Grid over batch, seq or context (repeatable); prints each point and where "
+                   "each GEMM turns compute-bound under sustained and burst rates.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per op row; the last line is {\"op\": \"total\", ...}.")
+@click.option("--records-out", "records_out", default=None, metavar="PATH",
+              help="Write the projected ops as records with time_s empty (.jsonl or .parquet), "
+                   "for `roofwise analyze --projection`.")
+@click.option("--limit", default=40, show_default=True, type=click.IntRange(min=0),
+              help="Op rows in the table, most time first (0 for all).")
+def model_command(config_path: str, machine_name: str, phase: str, batch: int,
+                  seq: int | None, context: int, tp: int, dtype: str, kv_dtype: str | None,
+                  regime: str | None, unfused: bool, sweeps: tuple[str, ...], as_json: bool,
+                  records_out: str | None, limit: int) -> None:
+    """Project one prefill or decode step of a transformers model on a machine: every op
+    priced, per layer type and in total."""
+    from ..models.config import load_config, shard
+
+    machine = load_machine_arg(machine_name)
+    assert machine is not None
+    if seq is None:
+        if phase == "prefill":
+            raise click.UsageError("--phase prefill needs --seq (tokens per sequence)")
+        seq = 1
+    if records_out is not None and format_of(records_out) not in ("jsonl", "parquet"):
+        raise InputError(records_out, "expected a records file ending in .jsonl or .parquet")
+    if tp > 1 and machine.interconnect is None:
+        note(f"roofwise: profile {machine.name} has no interconnect: the all-reduces of "
+             f"--tp {tp} stay unpriced")
+    config = shard(load_config(config_path), tp)
+    options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp)
+    if sweeps:
+        _sweep(config, machine, dict(batch=batch, seq=seq, context=context), sweeps, options,
+               as_json)
+        return
+    projection = _project(config, machine, batch, seq, context, regime, options)
+    if records_out is not None:
+        count = write_records(records_out, projection_records(projection))
+        note(f"roofwise: wrote {count} projected op(s) to {records_out}")
+    if as_json:
+        for row in projection.rows:
+            _echo(row.as_json(projection.floor_s))
+        _echo(projection.total_json())
+        return
+    render(projection, console(), None if limit == 0 else limit)
+
+
+def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
+             regime: str | None, options: dict[str, Any]) -> Any:
+    from ..models.capture import capture_step
+    from ..models.project import project
+
+    capture = capture_step(config, options["phase"], batch, seq, context, options["dtype"],
+                           options["kv_dtype"], options["fused"])
+    return project(capture, machine, options["phase"], batch, seq, context, options["tp"],
+                   regime)
+
+
+def _echo(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(finite(data)) + "\n")
+
+
+def projection_records(projection: Any) -> list[dict[str, Any]]:
+    """One record per op row: the ledger's fields, its predicted time, time_s empty."""
+    records = []
+    for row in projection.rows:
+        if row.ledger is None or row.collective_time_s is not None:
+            continue
+        one = row.ledger.to_record()
+        sol = row.sol_time_s
+        records.append({**one, "op": row.op, "time_s": None,
+                        "workload": {"layer": row.layer, "shapes": row.shapes,
+                                     "count": row.count},
+                        "predicted_time_s": None if sol is None else sol / row.count,
+                        "machine": projection.machine.name, "phase": projection.phase})
+    return records
+
+
+def render(projection: Any, out: Console, limit: int | None) -> None:
+    cap = projection.capture
+    rows = sorted(projection.rows, key=lambda r: -(r.sol_time_s or 0.0))
+    shown = rows if limit is None else rows[:limit]
+    table = Table(box=box.SIMPLE_HEAD, title_justify="left", title=(
+        f"{projection.phase} on {projection.machine.name}: batch {projection.batch}, "
+        f"seq {projection.seq}, context {projection.context}"
+        + (f", tp {projection.tp} (per device)" if projection.tp > 1 else "")))
+    headers = ("layer", "op", "n", "FLOP", "bytes", "SOL", "share", "bound", "pipe", "floor")
+    total = projection.step_time_s
+    cells = []
+    for r in shown:
+        per_call = None if r.sol_time_s is None else r.sol_time_s / r.count
+        floor = ("binds" if per_call is not None and per_call < projection.floor_s else "")
+        cells.append((r.layer, r.op, str(r.count), fmt.count(r.flops), fmt.nbytes(r.bytes),
+                      fmt.seconds(r.sol_time_s),
+                      fmt.percent(r.sol_time_s / total if r.sol_time_s and total else None),
+                      r.bound, r.binding_pipe if r.price or r.collective_time_s else r.reason,
+                      floor))
+    for k, header in enumerate(headers):
+        widest = max([len(header)] + [len(c[k]) for c in cells])
+        table.add_column(header, justify="right" if header in ("n", "FLOP", "bytes", "SOL",
+                                                               "share") else "left",
+                         no_wrap=True, overflow="ellipsis",
+                         min_width=None if header in ("layer", "pipe") else widest)
+    for c in cells:
+        table.add_row(*c)
+    out.print(table)
+    if len(shown) < len(rows):
+        out.print(f"{len(rows) - len(shown)} more row(s); --limit 0 shows all")
+    totals = projection.total_json()
+    units = ", ".join(f"{fmt.count(v, fmt.op_name(u))} {u}"
+                      for u, v in sorted(totals["flops_by_unit"].items(), key=lambda kv: -kv[1]))
+    floor = projection.floor
+    for line in (
+        f"time per step {fmt.seconds(total)} (sum of SOL); "
+        f"{fmt.seconds(totals['time_with_latency_floor_s'])} with each kernel held to the "
+        f"kernel latency floor of {fmt.seconds(floor.per_call_s)}"
+        + (" (assumed)" if floor.assumed else ""),
+        f"tokens/s {totals['tokens_per_s']:,.0f} ({cap.tokens} new token(s) per step)",
+        f"work {fmt.count(totals['flops'])}: {units}",
+        f"weights {fmt.nbytes(cap.weight_bytes)}, KV cache {fmt.nbytes(cap.kv_cache_bytes)} "
+        f"({cap.kv_dtype}), activation traffic {fmt.nbytes(totals['activation_bytes'])}"
+        + (f", all-reduce traffic {fmt.nbytes(totals['collective_bytes'])}"
+           if projection.tp > 1 else ""),
+        *(f"note: {n}" for n in projection.notes),
+        *([f"{totals['unpriced_ops']} op(s) unpriced (see the pipe column)"]
+          if totals["unpriced_ops"] else []),
+    ):
+        out.print(line)
+
+
+def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
+           options: dict[str, Any], as_json: bool) -> None:
+    from ..models import sweep
+    from ..models.capture import capture_step
+    from ..models.project import project
+
+    points = sweep.grid(base, sweep.parse_sweeps(texts))
+    captures: dict[tuple[int, int, int], Any] = {}
+
+    def step(p: dict[str, int], regime: str | None) -> Any:
+        key = (p["batch"], p["seq"], p["context"])
+        if key not in captures:  # one capture per point, priced under each regime
+            captures[key] = capture_step(config, options["phase"], *key, options["dtype"],
+                                         options["kv_dtype"], options["fused"])
+        return project(captures[key], machine, options["phase"], *key, options["tp"], regime)
+
+    by_regime = sweep.run_grid(points, step)
+    found = sweep.crossovers(points, by_regime, machine)
+    if as_json:
+        for i, point in enumerate(points):
+            for regime in sweep.REGIMES:
+                p = by_regime[regime][i]
+                _echo({"point": i, **point, "regime": regime, "sol_time_s": p.step_time_s,
+                       "tokens_per_s": p.tokens_per_s})
+        for c in found:
+            _echo({"op": c.op, "layer": c.layer, "n": c.n, "k": c.k, "dtype": c.dtype,
+                   "compute_bound_from_tokens": dict(c.tokens_by_regime),
+                   "first_compute_bound_point": dict(c.first_point_by_regime)})
+        return
+    out = console()
+    table = Table(box=box.SIMPLE_HEAD, title=f"{options['phase']} on {machine.name}",
+                  title_justify="left")
+    for header in ("#", "batch", "seq", "context", "step (sustained)", "tokens/s",
+                   "step (burst)", "tokens/s "):
+        table.add_column(header, justify="right", no_wrap=True)
+    for i, point in enumerate(points):
+        s, b = by_regime["sustained"][i], by_regime["burst"][i]
+        table.add_row(str(i), str(point["batch"]), str(point["seq"]), str(point["context"]),
+                      fmt.seconds(s.step_time_s), f"{s.tokens_per_s:,.0f}",
+                      fmt.seconds(b.step_time_s), f"{b.tokens_per_s:,.0f}")
+    out.print(table)
+    gemms = Table(box=box.SIMPLE_HEAD, title="where each GEMM turns compute-bound "
+                                             "(tokens per step = m)", title_justify="left")
+    for header in ("layer", "n x k", "sustained: m >=", "first point", "burst: m >=",
+                   "first point "):
+        gemms.add_column(header, justify="left" if header == "layer" else "right",
+                         no_wrap=True)
+    for c in found:
+        gemms.add_row(c.layer, f"{c.n} x {c.k}", _tokens(c.tokens_by_regime["sustained"]),
+                      _point(c.first_point_by_regime["sustained"]),
+                      _tokens(c.tokens_by_regime["burst"]),
+                      _point(c.first_point_by_regime["burst"]))
+    out.print(gemms)
+
+
+def _tokens(value: int | None) -> str:
+    return "never" if value is None else f"{value:,}"
+
+
+def _point(value: int | None) -> str:
+    return "none in grid" if value is None else f"#{value}"

@@ -1,0 +1,59 @@
+"""R2: a profile calibrated below the card in front of you, seen across many rows.
+
+One row above the envelope is noise, a miscount or a faster card; the rows cannot tell which.
+Several rows bound by the same ceiling (a unit, or a memory access mix), most of that
+ceiling's rows, all above it by a margin beyond run-to-run noise, say the profile's fraction
+is stale for this card: one machine-level finding, with the fraction the rows imply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from ..analysis import Analysis
+from ..reasons import IMPOSSIBLE_REASONS
+from ..verdict import BLANK, LATENCY_BOUND
+from .findings import WARNING, Finding
+
+STALE_MIN_ROWS = 3  # fewer rows above a ceiling than this is not a pattern
+STALE_MARGIN = 1.02  # their median efficiency against it: beyond run-to-run noise (~1-2%)
+
+
+def check_stale_profiles(analysis: Analysis) -> list[Finding]:
+    """One R2 finding per (machine, ceiling) whose rows sit consistently above it."""
+    a = analysis
+    out: list[Finding] = []
+    readable = ((a.judged.verdict != BLANK) & (a.judged.verdict != LATENCY_BOUND)
+                & ((a.judged.flags & np.int32(IMPOSSIBLE_REASONS)) == 0))
+    memory = a.priced.bound_memory
+    ceiling_key = np.where(memory, a.priced.mix.astype(str), a.priced.binding_unit.astype(str))
+    for name, machine in a.machines.items():
+        mine = readable & (a.machine_name == name)
+        for is_memory in (True, False):
+            rows = mine & (memory == is_memory)
+            for key in np.unique(ceiling_key[rows]):
+                group = np.flatnonzero(rows & (ceiling_key == key))
+                efficiency = a.judged.efficiency[group]
+                above = efficiency[efficiency > 1.0]
+                if (len(above) < STALE_MIN_ROWS or 2 * len(above) < len(group)
+                        or float(np.median(above)) < STALE_MARGIN):
+                    continue
+                ceiling = machine.ceiling(bool(is_memory), str(key), str(key), a.regime)
+                if ceiling.fraction is None:
+                    continue  # an uncalibrated ceiling is M1's business
+                implied = ceiling.fraction * float(np.median(above))
+                out.append(Finding(
+                    "R2", WARNING, f"{machine.name} {ceiling.name}",
+                    f"{len(above)} of {len(group)} rows bound by {ceiling.name} sit above it "
+                    f"(median {float(np.median(above)):.1%} of it, below theoretical): they "
+                    f"imply {implied:.4f} of theoretical where {machine.name} says "
+                    f"{ceiling.fraction:.4f}; the profile looks calibrated below this card",
+                    "run `roofwise calibrate` on this card and read its rows with the profile "
+                    "it writes (or recount, if the rows share an accounting slip)"))
+    return out
+
+
+ANALYSIS_CHECKS: Mapping[str, Callable[[Analysis], list[Finding]]] = {
+    "R2": check_stale_profiles}

@@ -1,0 +1,360 @@
+"""Run one prefill or decode step of a transformers model on fake tensors and record every op.
+
+Why FakeTensorMode: the model builds and runs with shapes and dtypes only, no weights, no
+memory, no GPU (a forward on the meta device fails in transformers' mask code; see
+shared/REFERENCES.md). The meta-tensor tracer's dispatch mode (`measure/trace.py`) records
+each aten op with the tensors it reads and writes and counts its work; each op becomes one
+ledger. A static KV cache of `context + seq` tokens is preallocated, so a decode step reads
+the cache and writes only its new tokens, as a serving stack's paged cache does.
+
+What a serving stack fuses is priced as the fused kernel from its shapes (operator library):
+- attention (`F.scaled_dot_product_attention`): the flash / paged-decode kernel, causal and
+  bottom-right aligned; transformers' GQA folding of query heads into the query length for a
+  decode step is undone (the heads and tokens are what the kernel sees);
+- RMSNorm modules: one fused norm kernel;
+- MoE experts (modules holding 3-D `gate_up_proj` and `down_proj`): `ops.moe` with a
+  balanced routing (every expert gets tokens*top_k/num_experts, the fewest tokens per
+  expert); the router's own ops are recorded as they run.
+With `fused=False` attention runs transformers' eager (matmul, softmax, matmul) form and norms
+run op by op; the experts are always priced by `ops.moe` (their data-dependent routing cannot
+run without data).
+
+The LM head is applied to the last token of each sequence only (`logits_to_keep=1`), as in
+serving. Multi-head latent attention runs as transformers implements it: the latent cache is
+expanded through `kv_b_proj` every step (no weight absorption).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..dtypes import bytes_per_element
+from ..errors import InputError
+from ..ledger import Ledger, Role, Tensor
+from ..ops.attention import attention
+from ..ops.moe import moe
+from ..ops.norms import rmsnorm
+from .config import ModelConfig
+
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class CapturedOp:
+    """One kernel of the step: where in the model it ran, what it is, its ledger."""
+
+    layer: str  # module path, layer indices as "*" (identical layers share it)
+    op: str  # "aten::mm", "attention (fused)", "rmsnorm (fused)", "moe experts (fused)"
+    shapes: str
+    ledger: Ledger | None
+    reason: str = ""  # why there is no ledger, or the caveat of the one there is
+    cache_write: bool = False
+
+
+@dataclass(frozen=True)
+class Capture:
+    ops: tuple[CapturedOp, ...]
+    weight_bytes: int
+    kv_cache_bytes: int
+    tokens: int  # new tokens this step (batch * seq)
+    layers: int
+    hidden: int
+    dtype: str
+    kv_dtype: str
+
+
+def layer_pattern(path: str) -> str:
+    return re.sub(r"\.\d+(?=\.|$)", ".*", path) or "(model)"
+
+
+def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context: int,
+                 dtype: str = "bf16", kv_dtype: str | None = None,
+                 fused: bool = True) -> Capture:
+    """Record one step: `seq` new tokens per sequence over `context` cached ones."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from transformers import AutoModelForCausalLM, StaticCache
+    from transformers.utils import logging as hf_logging
+
+    if dtype not in TORCH_DTYPES:
+        raise InputError("--dtype", f"expected one of {', '.join(TORCH_DTYPES)}, got {dtype!r}")
+    kv = kv_dtype or dtype
+    bytes_per_element(kv, "--kv-dtype")
+    hf = config.hf
+    hf._attn_implementation = "sdpa" if fused else "eager"
+    hf_logging.set_verbosity_error()
+    recorder = _recorder_class()(seq, kv)
+    with warnings.catch_warnings(), FakeTensorMode(allow_non_fake_inputs=True):
+        warnings.simplefilter("ignore")
+        model = AutoModelForCausalLM.from_config(hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+        model.eval()
+        hooks = _hook_modules(model, recorder, fused)
+        cache = StaticCache(config=hf, max_cache_len=context + seq)
+        ids = torch.zeros((batch, seq), dtype=torch.long)
+        position = torch.arange(context, context + seq)
+        try:
+            with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
+                recorder.muted += 1
+                model(input_ids=ids[:, :1], past_key_values=cache,
+                      cache_position=position[:1], use_cache=True, logits_to_keep=1)
+                recorder.muted -= 1
+            with torch.no_grad(), _AttentionMode(recorder, fused), recorder:
+                model(input_ids=ids, past_key_values=cache, cache_position=position,
+                      use_cache=True, logits_to_keep=1)
+        except InputError:
+            raise
+        except Exception as exc:  # transformers or torch refusing this model on fake tensors
+            text = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+            raise InputError(config.path, f"transformers could not run one {phase} step on "
+                                          f"fake tensors ({type(exc).__name__}: {text})"
+                             ) from None
+        finally:
+            for hook in hooks:
+                hook.remove()
+        weights = sum(p.numel() * p.element_size() for p in model.parameters())
+        kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
+                          for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                          if t is not None)
+    return Capture(tuple(recorder.captured), int(weights),
+                   math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
+                   config.layers, int(hf.hidden_size), dtype, kv)
+
+
+def _recorder_class() -> Any:
+    """The tracer's dispatch mode, extended with muting (inside fused regions) and places."""
+    from ..measure.trace import DEFAULT_UNITS, _Recorder
+
+    class Recorder(_Recorder):
+        def __init__(self, seq: int, kv_dtype: str) -> None:
+            super().__init__(DEFAULT_UNITS, False)
+            self.seq = seq
+            self.kv_dtype = kv_dtype
+            self.muted = 0
+            self.where = [""]
+            self.captured: list[CapturedOp] = []
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            if self.muted:
+                return func(*args, **(kwargs or {}))
+            before = len(self.ops)
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            for op in self.ops[before:]:
+                if op.launches_kernel:
+                    self.captured.append(_from_traced(op, layer_pattern(self.where[-1]),
+                                                      self.kv_dtype))
+            return out
+
+    return Recorder
+
+
+def _shapes(refs: Any) -> str:
+    return ", ".join(f"{list(r.shape)} {r.dtype}" for r in refs)
+
+
+def _from_traced(op: Any, layer: str, kv_dtype: str) -> CapturedOp:
+    """A ledger from one recorded aten op: what it read (inputs), what it wrote (outputs)."""
+    base = op.name.split(".")[1] if op.name.startswith("aten.") else op.name
+    name = f"aten::{base}"
+    shapes = _shapes(op.reads)
+    if base == "embedding":  # reads the rows it gathers, not the table
+        weight, indices = op.reads[0], op.reads[1]
+        out = op.writes[0]
+        tensors: tuple[Tensor, ...] = (
+            Tensor("indices", indices.distinct_shape, indices.dtype, Role.INPUT),
+            Tensor("rows", out.shape, weight.dtype, Role.INPUT),
+            Tensor("out", out.shape, out.dtype, Role.OUTPUT))
+        return CapturedOp(layer, name, shapes, Ledger("embedding", "cuda_core.fp32", tensors, ()))
+    if base in ("index_copy_", "index_copy", "index_put_", "index_put"):  # a cache write
+        source = op.reads[-1]
+        index = op.reads[1] if base.startswith("index_copy") else op.reads[-2]
+        tensors = (Tensor("index", index.distinct_shape, index.dtype, Role.INPUT),
+                   Tensor("new", source.shape, source.dtype, Role.INPUT),
+                   Tensor("cache_slots", source.shape, kv_dtype, Role.OUTPUT))
+        return CapturedOp(layer, name, shapes, Ledger(base, "cuda_core.fp32", tensors, ()),
+                          cache_write=True)
+    if op.kind == "uncounted":
+        return CapturedOp(layer, name, shapes, None,
+                          f"the tracer has no count for {op.name}")
+    mutated = set(op.mutates)
+    seen: set[Any] = set()
+    parts: list[Tensor] = []
+    for ref in op.reads:
+        if ref in seen:
+            continue
+        seen.add(ref)
+        role = Role.INOUT if ref in mutated else Role.INPUT
+        parts.append(Tensor(f"t{len(parts)}", ref.distinct_shape, ref.dtype, role))
+    for ref in op.writes:
+        if ref not in seen:
+            seen.add(ref)
+            parts.append(Tensor(f"t{len(parts)}", ref.distinct_shape, ref.dtype, Role.OUTPUT))
+    roof = op.work[0].unit if op.work else "cuda_core.fp32"
+    return CapturedOp(layer, name, shapes, Ledger(base, roof, tuple(parts), tuple(op.work)))
+
+
+class _AttentionMode:
+    """Prices F.scaled_dot_product_attention as one fused kernel; mutes the ops inside."""
+
+    def __init__(self, recorder: Any, fused: bool) -> None:
+        from torch.overrides import TorchFunctionMode
+
+        outer = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                                   kwargs: Any = None) -> Any:
+                return outer.handle(func, args, kwargs or {})
+
+        self.mode = Mode()
+        self.recorder = recorder
+        self.fused = fused
+
+    def __enter__(self) -> _AttentionMode:
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.mode.__exit__(*exc)
+
+    def handle(self, func: Any, args: Any, kwargs: Any) -> Any:
+        import torch.nn.functional as F
+
+        if func is not F.scaled_dot_product_attention or not self.fused:
+            return func(*args, **kwargs)
+        q, k, v = args[:3]
+        rec = self.recorder
+        rec.captured.append(_attention_op(rec.where[-1], q, k, v, rec.seq, rec.kv_dtype))
+        rec.muted += 1
+        try:
+            return func(*args, **kwargs)
+        finally:
+            rec.muted -= 1
+
+
+def _torch_dtype_name(t: Any) -> str:
+    from ..measure.trace import _dtype
+
+    return str(_dtype(t.dtype))
+
+
+def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str) -> CapturedOp:
+    """The fused kernel from q (b, hq', sq', d), k (b, hk, skv, d), v (b, hk, skv, dv).
+
+    transformers folds a decode step's query heads into its query length (sq' = groups*seq);
+    the kernel's heads are hq'*sq'/seq over `seq` queries."""
+    b, hq_folded, sq_folded, d = (int(x) for x in q.shape)
+    hk, skv, dv = int(k.shape[1]), int(k.shape[2]), int(v.shape[3])
+    q_heads = hq_folded * sq_folded // seq
+    dtype = _torch_dtype_name(q)
+    ledger = attention(batch=b, q_len=seq, kv_len=skv, q_heads=q_heads, kv_heads=hk,
+                       head_dim=d, causal=True, dtype=dtype, kv_dtype=kv_dtype)
+    if dv != d:  # MLA: values narrower than the query/key heads
+        ledger = _narrow_values(ledger, b, seq, skv, q_heads, hk, d, dv, dtype, kv_dtype)
+    shapes = (f"q {b}x{seq}x{q_heads}x{d}, kv {b}x{skv}x{hk}x{d}"
+              + (f" (v {dv})" if dv != d else "") + f" {kv_dtype}")
+    return CapturedOp(layer_pattern(where), "attention (fused)", shapes,
+                      replace(ledger, name="attention"))
+
+
+def _narrow_values(ledger: Ledger, b: int, seq: int, skv: int, q_heads: int, hk: int, d: int,
+                   dv: int, dtype: str, kv_dtype: str) -> Ledger:
+    """Attention whose V (and output) heads are dv wide while Q and K are d wide."""
+    tensors = tuple(
+        replace(t, shape=(b, skv, hk, dv)) if t.name == "v" else
+        replace(t, shape=(b, seq, q_heads, dv)) if t.name == "out" else t
+        for t in ledger.tensors)
+    work = tuple(replace(w, ops=w.ops * dv / d, label=w.label.replace("2*d", "2*dv"))
+                 if w.label.startswith(("PV", "output normalisation")) else w
+                 for w in ledger.work)
+    return replace(ledger, tensors=tensors, work=work,
+                   notes=(*ledger.notes, f"values {dv} wide, queries and keys {d}"))
+
+
+def _hook_modules(model: Any, recorder: Any, fused: bool) -> list[Any]:
+    """Forward hooks: the module path of every op, and the fused modules' ledgers."""
+    hooks = []
+    for name, module in model.named_modules():
+        fused_ledger = _fused_module(module, fused)
+
+        def enter(mod: Any, args: Any, kwargs: Any, name: str = name,
+                  price: Callable[..., CapturedOp | None] | None = fused_ledger) -> None:
+            recorder.where.append(name)
+            if price is not None and not recorder.muted:
+                recorder.captured.append(price(layer_pattern(name), args, kwargs))
+                recorder.muted += 1
+                mod._roofwise_muted = True
+
+        def leave(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
+            recorder.where.pop()
+            if getattr(mod, "_roofwise_muted", False):
+                recorder.muted -= 1
+                mod._roofwise_muted = False
+
+        hooks.append(module.register_forward_pre_hook(enter, with_kwargs=True))
+        hooks.append(module.register_forward_hook(leave, with_kwargs=True))
+    return hooks
+
+
+def _fused_module(module: Any, fused: bool) -> Callable[..., CapturedOp] | None:
+    if _is_experts(module):
+        return lambda layer, args, kwargs: _experts_op(layer, module, args, kwargs)
+    if fused and type(module).__name__.endswith("RMSNorm") and hasattr(module, "weight"):
+        return lambda layer, args, kwargs: _rmsnorm_op(layer, args, kwargs)
+    return None
+
+
+def _is_experts(module: Any) -> bool:
+    up = getattr(module, "gate_up_proj", None)
+    down = getattr(module, "down_proj", None)
+    return getattr(up, "ndim", 0) == 3 and getattr(down, "ndim", 0) == 3
+
+
+def _first_tensor(args: Any, kwargs: Any, name: str) -> Any:
+    return args[0] if args else kwargs[name]
+
+
+def _rmsnorm_op(layer: str, args: Any, kwargs: Any) -> CapturedOp:
+    x = _first_tensor(args, kwargs, "hidden_states")
+    hidden = int(x.shape[-1])
+    rows = max(1, int(x.numel()) // hidden)
+    dtype = _torch_dtype_name(x)
+    return CapturedOp(layer, "rmsnorm (fused)", f"{list(x.shape)} {dtype}",
+                      rmsnorm(rows=rows, hidden=hidden, dtype=dtype))
+
+
+def balanced_counts(tokens: int, top_k: int, experts: int) -> tuple[int, ...]:
+    """tokens*top_k assignments spread as evenly as the experts allow (first ones get one
+    more when it does not divide)."""
+    total = tokens * top_k
+    return tuple(total // experts + (1 if e < total % experts else 0) for e in range(experts))
+
+
+_ROUTER_WORK = ("router GEMM", "router softmax", "top-k selection")
+
+
+def _experts_op(layer: str, module: Any, args: Any, kwargs: Any) -> CapturedOp:
+    """The experts of one MoE layer by `ops.moe`, balanced routing, router work left to the
+    router's own recorded ops."""
+    x = _first_tensor(args, kwargs, "hidden_states")
+    top_k_index = args[1] if len(args) > 1 else kwargs["top_k_index"]
+    tokens, hidden = int(x.shape[0]), int(x.shape[-1])
+    top_k = int(top_k_index.shape[-1])
+    experts, _, intermediate = (int(s) for s in module.down_proj.shape)  # (E, hidden, I)
+    dtype = _torch_dtype_name(x)
+    ledger = moe(expert_tokens=balanced_counts(tokens, top_k, experts), top_k=top_k,
+                 hidden=hidden, intermediate=intermediate, dtype=dtype)
+    ledger = replace(ledger, name="moe_experts",
+                     tensors=tuple(t for t in ledger.tensors if t.name != "router_weight"),
+                     work=tuple(w for w in ledger.work if not w.label.startswith(_ROUTER_WORK)),
+                     notes=(*ledger.notes, "balanced routing assumed; router priced from its "
+                                           "recorded ops"))
+    shapes = f"{tokens} tokens x top-{top_k} of {experts}, {hidden}->{intermediate} {dtype}"
+    return CapturedOp(layer, "moe experts (fused)", shapes, ledger,
+                      "balanced routing assumed")

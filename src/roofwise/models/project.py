@@ -1,0 +1,221 @@
+"""Price a captured step on a machine: per op, per layer type, and the step's totals.
+
+Ops of one layer type (module path with layer indices as *), one name and one set of shapes
+are one row: identical layers share it, with their count. Each row is priced once
+(`pricing.price_ledger`) and multiplied by its count. Tensor parallelism adds, per layer, the
+two all-reduces of the hidden states (after attention's output projection and after the MLP)
+priced on the profile's interconnect: a ring moves 2(N-1)/N of the message one way over the
+link, plus 2(N-1) hops of fixed latency.
+
+Totals: time per step is the sum of the rows' SOL (kernels one after another, none
+overlapped), and beside it the same sum with every kernel held to the latency floor where its
+SOL is below it; tokens/s is new tokens over the step's time; weights and KV cache are the
+bytes one device holds; activation traffic is the bytes the step's ops write, cache writes
+excepted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dtypes import bytes_per_element
+from ..ledger import Ledger
+from ..machine import Machine
+from ..pricing import LedgerPrice, price_ledger
+from .capture import Capture, CapturedOp
+
+
+@dataclass(frozen=True)
+class Row:
+    """One op of one layer type, `count` times per step."""
+
+    layer: str
+    op: str
+    shapes: str
+    count: int
+    ledger: Ledger | None
+    price: LedgerPrice | None
+    reason: str = ""
+    collective_time_s: float | None = None  # set for interconnect rows
+    cache_write: bool = False
+
+    @property
+    def flops(self) -> float:
+        return self.count * (self.ledger.flops if self.ledger else 0.0)
+
+    @property
+    def bytes(self) -> float:
+        return self.count * (self.ledger.bytes if self.ledger else 0.0)
+
+    @property
+    def flops_by_unit(self) -> dict[str, float]:
+        return {u: self.count * v for u, v in (self.ledger.ops_by_unit if self.ledger
+                                               else {}).items()}
+
+    @property
+    def sol_time_s(self) -> float | None:
+        if self.collective_time_s is not None:
+            return self.count * self.collective_time_s
+        if self.price is None or not math.isfinite(self.price.sol_time_s):
+            return None
+        return self.count * self.price.sol_time_s
+
+    @property
+    def bound(self) -> str:
+        if self.collective_time_s is not None:
+            return "interconnect"
+        return self.price.bound if self.price else "-"
+
+    @property
+    def binding_pipe(self) -> str:
+        if self.price is None:
+            return "interconnect" if self.collective_time_s is not None else "-"
+        return "hbm" if self.price.bound == "memory" else self.price.binding_unit
+
+    def as_json(self, floor_s: float) -> dict[str, Any]:
+        one = None if self.sol_time_s is None else self.sol_time_s / self.count
+        return {"op": self.op, "layer": self.layer, "shapes": self.shapes, "count": self.count,
+                "flops": self.flops, "flops_by_unit": self.flops_by_unit, "bytes": self.bytes,
+                "read_bytes": self.count * (self.ledger.read_bytes if self.ledger else 0),
+                "write_bytes": self.count * (self.ledger.write_bytes if self.ledger else 0),
+                "sol_time_s": self.sol_time_s, "sol_time_per_call_s": one,
+                "bound": self.bound, "binding_pipe": self.binding_pipe,
+                "below_latency_floor": one is not None and one < floor_s,
+                "roof": self.ledger.roof if self.ledger else None,
+                "reason": self.reason or None}
+
+
+@dataclass(frozen=True)
+class Projection:
+    rows: tuple[Row, ...]
+    machine: Machine
+    phase: str
+    batch: int
+    seq: int
+    context: int
+    tp: int
+    capture: Capture
+    regime: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def floor(self) -> Any:
+        """The shortest kernel a profiler resolves (the `kernel` timing floor of the profile):
+        a projected kernel cannot be read below it."""
+        return self.machine.latency_floors.floor("kernel")
+
+    @property
+    def floor_s(self) -> float:
+        return float(self.floor.per_call_s)
+
+    @property
+    def step_time_s(self) -> float:
+        return sum(r.sol_time_s or 0.0 for r in self.rows)
+
+    @property
+    def step_time_with_floor_s(self) -> float:
+        total = 0.0
+        for r in self.rows:
+            if r.sol_time_s is not None:
+                total += r.count * max(r.sol_time_s / r.count, self.floor_s)
+        return total
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.capture.tokens / self.step_time_s if self.step_time_s > 0 else math.nan
+
+    @property
+    def activation_bytes(self) -> float:
+        return sum(r.count * r.ledger.write_bytes for r in self.rows
+                   if r.ledger is not None and not r.cache_write)
+
+    def flops_by_unit(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for r in self.rows:
+            for unit, v in r.flops_by_unit.items():
+                total[unit] = total.get(unit, 0.0) + v
+        return total
+
+    def total_json(self) -> dict[str, Any]:
+        unpriced = [r for r in self.rows if r.sol_time_s is None]
+        return {"op": "total", "machine": self.machine.name, "phase": self.phase,
+                "batch": self.batch, "seq": self.seq, "context": self.context, "tp": self.tp,
+                "regime": self.regime or "envelope",
+                "flops": sum(r.flops for r in self.rows),
+                "flops_by_unit": self.flops_by_unit(),
+                "bytes": sum(r.bytes for r in self.rows),
+                "sol_time_s": self.step_time_s,
+                "time_with_latency_floor_s": self.step_time_with_floor_s,
+                "latency_floor_s": self.floor_s,
+                "latency_floor_assumed": self.floor.assumed,
+                "tokens": self.capture.tokens, "tokens_per_s": self.tokens_per_s,
+                "weight_bytes": self.capture.weight_bytes,
+                "kv_cache_bytes": self.capture.kv_cache_bytes,
+                "activation_bytes": self.activation_bytes,
+                "collective_bytes": sum(r.bytes for r in self.rows
+                                        if r.collective_time_s is not None),
+                "unpriced_ops": sum(r.count for r in unpriced),
+                "notes": list(self.notes)}
+
+
+def project(capture: Capture, machine: Machine, phase: str, batch: int, seq: int,
+            context: int, tp: int = 1, regime: str | None = None) -> Projection:
+    rows = [_row(key, ops, machine, regime) for key, ops in _grouped(capture.ops).items()]
+    notes = ["attention priced as one fused kernel per layer (flash prefill / paged decode)",
+             "LM head on the last token of each sequence only"]
+    if tp > 1:
+        rows.append(_all_reduce(capture, machine, tp))
+        notes.append(f"tensor parallel over {tp} devices: figures are per device")
+    return Projection(tuple(rows), machine, phase, batch, seq, context, tp, capture, regime,
+                      tuple(notes))
+
+
+def _grouped(ops: tuple[CapturedOp, ...]) -> dict[tuple[str, str, str], list[CapturedOp]]:
+    groups: dict[tuple[str, str, str], list[CapturedOp]] = {}
+    for op in ops:
+        groups.setdefault((op.layer, op.op, op.shapes), []).append(op)
+    return groups
+
+
+def _row(key: tuple[str, str, str], ops: list[CapturedOp], machine: Machine,
+         regime: str | None) -> Row:
+    first = ops[0]
+    price = None
+    reason = first.reason
+    if first.ledger is not None:
+        try:
+            price = price_ledger(first.ledger, machine, regime)
+        except Exception as exc:  # a unit the machine lacks: the row stays unpriced, says why
+            reason = f"cannot price on {machine.name}: {exc}"
+    return Row(*key, count=len(ops), ledger=first.ledger, price=price, reason=reason,
+               cache_write=first.cache_write)
+
+
+def _all_reduce(capture: Capture, machine: Machine, tp: int) -> Row:
+    message = capture.tokens * capture.hidden * bytes_per_element(capture.dtype)
+    count = 2 * capture.layers
+    link = machine.interconnect
+    ledger = Ledger("all_reduce", "interconnect", (), ())
+    shapes = f"{capture.tokens}x{capture.hidden} {capture.dtype}, ring of {tp}"
+    if link is None:
+        return Row("model.layers.*", "tp all-reduce", shapes, count, ledger, None,
+                   f"profile {machine.name} has no interconnect; collectives unpriced")
+    wire = 2 * (tp - 1) / tp * message
+    time_s = wire / link.one_way_bytes_per_s + 2 * (tp - 1) * link.hop_latency_s
+    reason = (f"ring: {wire:.0f} B one way at {link.one_way_bytes_per_s / 1e9:.0f} GB/s "
+              f"({link.name}) + {2 * (tp - 1)} hops x {link.hop_latency_s * 1e6:g} us"
+              + (" (hop latency assumed)" if link.hop_latency_assumed else ""))
+    return _CollectiveRow("model.layers.*", "tp all-reduce", shapes, count, ledger, None,
+                          reason, time_s, wire_bytes=wire)
+
+
+@dataclass(frozen=True)
+class _CollectiveRow(Row):
+    wire_bytes: float = 0.0
+
+    @property
+    def bytes(self) -> float:
+        return self.count * self.wire_bytes
+
