@@ -8,7 +8,7 @@ from pathlib import Path
 
 from roofwise.analysis import analyze
 from roofwise.profiles import builtin_machines, resolve_machine
-from roofwise.recordio import read_records
+from roofwise.records import read_records
 
 THRESHOLD = 0.03
 

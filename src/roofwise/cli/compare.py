@@ -20,7 +20,7 @@ from ..compare import (
     Comparison,
     compare,
 )
-from ..recordio import read_records
+from ..records import read_records
 from ..report import fmt
 from .common import (
     MAX_SKIPPED_LINES,
