@@ -18,8 +18,8 @@ import numpy as np
 from roofwise.analysis import analyze
 from roofwise.pricing import uniform
 from roofwise.profiles import builtin_machines
-from roofwise.recordio import read_records, write_records
-from roofwise.records import RecordColumns
+from roofwise.recordio import write_records
+from roofwise.records import RecordColumns, read_records
 from roofwise.verdict import (
     ANOMALY_EFFICIENCY,
     AT_CEILING_EFFICIENCY,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from roofwise.analysis import analyze
-from roofwise.recordio import read_records
-from roofwise.records import columns_from_valid, validate_record
+from roofwise.records import columns_from_valid, read_records, validate_record
 
 BW = 4800e9 * 0.9380  # h200 hbm, read mix (the envelope)
 CUDA = 67.0e12 * 0.8548

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from roofwise.errors import InputError
-from roofwise.recordio import read_records, write_records
-from roofwise.records import LazyRows
+from roofwise.recordio import write_records
+from roofwise.records import LazyRows, read_records
 
 GOOD = {"op": "a", "flops": 10, "bytes": 20, "roof": "cuda_core.fp32", "time_s": 1e-6,
         "flops_by_unit": {"cuda_core.fp32": 8, "sfu.fp32": 2}, "workload": {"n": 4}}
@@ -337,13 +337,14 @@ def test_lazy_rows_walk_blocks_in_order():
     assert fetched[:3] == [256, 256, 88]
 
 
-@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
-def test_without_pyarrow_the_per_row_path_reads(tmp_path, monkeypatch, suffix):
+@pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
+def test_without_pyarrow_the_columnar_path_reads(tmp_path, monkeypatch, suffix):
+    """polars is the engine: a plain install (no pyarrow) gets the columnar reader."""
     path, _ = _mixed_file(tmp_path, suffix)
     expected = read_records(path, columnar=False)
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     loaded = read_records(path)
-    assert isinstance(loaded.columns.rows, list)
+    assert isinstance(loaded.columns.rows, LazyRows)
     assert [str(s) for s in loaded.skipped] == [str(s) for s in expected.skipped]
     assert loaded.columns.op.tolist() == ["a", "b", "c"]
 

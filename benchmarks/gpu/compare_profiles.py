@@ -8,7 +8,7 @@ from pathlib import Path
 
 from roofwise.analysis import analyze
 from roofwise.profiles import builtin_machines, resolve_machine
-from roofwise.recordio import read_records
+from roofwise.records import read_records
 
 THRESHOLD = 0.03
 
@@ -29,9 +29,10 @@ def main(profile_path: str, records_path: str) -> int:
             old = ref_unit.calibration_by_regime.get(regime) if ref_unit else None
             flag = "" if old is None or abs(frac / old - 1) <= THRESHOLD else "  <-- >3%"
             print(f"  {unit.key:18s} {regime:9s} measured {frac:.4f}  built-in {old}{flag}")
-    floor = measured.latency_floor
-    print(f"  latency floor sol {floor.sol_s:.3e} s, measured {floor.measured_s:.3e} s "
-          f"({'assumed' if floor.assumed else 'measured'})")
+    for timing, floor in measured.latency_floors.by_timing.items():
+        print(f"  latency floor {timing:6s} {floor.per_call_s:.3e} s per call + "
+              f"{floor.per_kernel_s:.3e} s per further kernel "
+              f"({'assumed' if floor.assumed else 'measured'})")
     for note in measured.notes:
         print(f"  note: {note}")
     if not Path(records_path).is_file():

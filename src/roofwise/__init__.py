@@ -7,21 +7,76 @@ The small top level, for notebooks and scripts (each documented, with units):
 - `price(op_or_ledger, machine, **params)`: the speed-of-light price of one call;
 - `analyze_file(path, machine=None)`: a verdict per benchmark record;
 - `plot(analysis)`, `report(analysis, path)`: the chart (matplotlib) and the HTML report.
+
+Names load on first use (PEP 562), so that `import roofwise` (and `roofwise --help`) costs no
+numpy, polars, matplotlib or torch until a name that needs them is touched.
 """
 
-from typing import Any
+from __future__ import annotations
 
-from .analysis import Analysis, analyze
-from .api import analyze_file, machine, op, plot, price, report
-from .errors import InputError
-from .ledger import Ledger, Role, Tensor, Work, fuse, separate
-from .ledgerio import load_ledger
-from .machine import ComputeUnit, LatencyFloors, Machine, MemoryLevel, TimingFloor
-from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
-from .profiles import builtin_machines, load_machine, match_device, resolve_machine
-from .verdict import VERDICTS, judge
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Submodules that share a name with a top-level function load first, so that loading them
+# later can never rebind `roofwise.machine` or `roofwise.report` to the module.
+from . import machine as _machine_module  # noqa: F401
+from . import report as _report_package  # noqa: F401
 
 __version__ = "0.1.0"
+
+# name -> the module that defines it
+_EXPORTS = {
+    "Analysis": "analysis", "analyze": "analysis",
+    "analyze_file": "api", "op": "api", "plot": "api", "price": "api",
+    "InputError": "errors",
+    "Ledger": "ledger", "Role": "ledger", "Tensor": "ledger", "Work": "ledger",
+    "fuse": "ledger", "separate": "ledger", "load_ledger": "ledgerio",
+    "ComputeUnit": "machine", "LatencyFloors": "machine", "Machine": "machine",
+    "MemoryLevel": "machine", "TimingFloor": "machine",
+    "LedgerPrice": "pricing", "cycles_by_unit": "pricing", "price_columns": "pricing",
+    "price_ledger": "pricing",
+    "builtin_machines": "profiles", "load_machine": "profiles", "match_device": "profiles",
+    "resolve_machine": "profiles",
+    "VERDICTS": "verdict", "judge": "verdict",
+}
+
+if TYPE_CHECKING:
+    from .analysis import Analysis, analyze
+    from .api import analyze_file, op, plot, price
+    from .errors import InputError
+    from .ledger import Ledger, Role, Tensor, Work, fuse, separate
+    from .ledgerio import load_ledger
+    from .machine import ComputeUnit, LatencyFloors, Machine, MemoryLevel, TimingFloor
+    from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
+    from .profiles import builtin_machines, load_machine, match_device, resolve_machine
+    from .verdict import VERDICTS, judge
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'roofwise' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+def machine(name: Any) -> Any:
+    """A machine profile by name, alias, short name or YAML path (`roofwise.api.machine`)."""
+    from .api import machine as _machine
+
+    return _machine(name)
+
+
+def report(*args: Any, **kwargs: Any) -> Any:
+    """Write the self-contained HTML report to a path and return it (`roofwise.api.report`)."""
+    from .api import report as _report
+
+    return _report(*args, **kwargs)
 
 
 def bench(*args: Any, **kwargs: Any) -> Any:

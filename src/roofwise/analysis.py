@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,7 +14,6 @@ from .machine import Machine, timing_method
 from .pricing import Priced, pipes_near_binding, price_columns, uniform
 from .profiles import match_device
 from .reasons import IMPOSSIBLE_REASONS, Reason
-from .records import RecordColumns
 from .report import fmt
 from .verdict import (
     AT_CEILING,
@@ -27,6 +26,11 @@ from .verdict import (
     judge,
 )
 
+if TYPE_CHECKING:  # polars loads when records are read, not when roofwise is imported
+    import polars as pl
+
+    from .records import RecordColumns, Skipped
+
 
 @dataclass(frozen=True, repr=False)
 class Analysis:
@@ -38,9 +42,25 @@ class Analysis:
     no_machine_reason: np.ndarray  # object: why a row has no profile
     regime: str | None
     mix: str | None
+    skipped: tuple[Skipped, ...] = ()  # malformed records left out, with file:line and why
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def to_polars(self) -> pl.DataFrame:
+        """The verdicts as a polars frame: one row per record, the `--json` fields as columns
+        (reasons a list of sentences; null where a reading is not one)."""
+        from .output import verdict_frame
+
+        return verdict_frame(self)
+
+    def to_pandas(self) -> Any:
+        """The verdicts as a pandas DataFrame (needs pandas installed)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ImportError("Analysis.to_pandas needs pandas: pip install pandas") from None
+        return self.to_polars().to_pandas()
 
     def __repr__(self) -> str:
         from .report.notebook import analysis_repr  # renderings live in report/
@@ -136,7 +156,7 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
                                sub.has_unit_split, regime, mix, sub.read_bytes, sub.write_bytes,
                                sub.roof_categories())
         parts.append((index, priced, judge(chosen, priced, sub.time_s, sub.timing, sub.bytes,
-                                           sub.kernels, sub.time_p10_s, sub.time_p90_s)))
+                                           sub.kernel_counts(), sub.time_p10_s, sub.time_p90_s)))
     unmatched = np.flatnonzero(row_machine < 0)
     if len(unmatched):
         parts.append((unmatched, *_blank_rows(len(unmatched))))

@@ -12,6 +12,7 @@ Units: times in seconds, sizes in bytes, rates in operations (FLOP) or bytes per
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from .machine import Machine
 from .ops import OPS, op_function
 from .pricing import LedgerPrice, price_ledger
 from .profiles import builtin_machines, resolve_machine
-from .recordio import read_records
+from .records import read_records
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,6 +34,9 @@ def machine(name: str | Machine) -> Machine:
     """A machine profile: a built-in by name, alias or unambiguous short name (`"h100"` is
     h100-sxm), or a profile YAML by path. `roofwise.builtin_machines()` lists the built-ins."""
     return name if isinstance(name, Machine) else resolve_machine(name)
+
+
+_profile = machine  # `machine` is also analyze_file's parameter
 
 
 def op(name: str, **params: Any) -> Ledger:
@@ -52,15 +56,19 @@ def price(target: str | Path | Ledger, on: str | Machine, *, regime: str | None 
     return price_ledger(_ledger(target, params), machine(on), regime, mix)
 
 
-def analyze_file(path: str | Path, on: str | Machine | None = None, *,
+def analyze_file(path: str | Path, machine: str | Machine | None = None, *,
                  regime: str | None = None, mix: str | None = None,
                  strict: bool = False) -> Analysis:
-    """Judge a record file (JSONL, CSV or Parquet): a verdict per record, worst first in its
-    renderings. Without `on`, each record's `device` picks its profile. Malformed records are
-    skipped (`strict=True` raises on the first) as `roofwise analyze` does."""
+    """Judge a record file (JSONL, CSV, Parquet) or a folder of shards: a verdict per record,
+    worst first in its renderings. `machine` is a profile, a built-in name or a profile YAML;
+    without it each record's `device` picks its profile. Malformed records are left out and
+    listed in `Analysis.skipped` with their file:line (`strict=True` raises InputError on the
+    first) as `roofwise analyze` does. `.to_polars()` / `.to_pandas()` give the verdicts as a
+    frame."""
     loaded = read_records(str(path), strict=strict)
-    return analyze(loaded.columns, builtin_machines(), None if on is None else machine(on),
-                   regime, mix)
+    chosen = None if machine is None else _profile(machine)
+    result = analyze(loaded.columns, builtin_machines(), chosen, regime, mix)
+    return dataclasses.replace(result, skipped=loaded.skipped)
 
 
 def plot(runs: Analysis | str | Path | list[tuple[str, Analysis]], path: str | Path | None = None,

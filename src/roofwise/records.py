@@ -1,24 +1,43 @@
-"""Benchmark records (the DESIGN.md contract) as numpy columns.
+"""Benchmark records in: a file (or a folder of shards) read into validated numpy columns.
 
-Two ways in, with the same result: `from_records` (here) validates mappings one by one;
-`records_table.from_table` screens a pyarrow Table with vectorised checks and hands only the
-rows the screen flags to `validate_record`, so both report a bad row with the same one-line
-message. Reading files lives in `recordio.py`; pricing and judging then run over a million rows
-without a loop.
+Read this module top to bottom:
+
+1. the contract (DESIGN.md): which fields a record has;
+2. `RecordColumns`: the validated rows as numpy columns, what pricing and judging consume;
+3. `read_records` / `iter_batches`: every format (JSONL, CSV, Parquet) is read by polars into a
+   frame of raw values, a batch at a time, so memory stays bounded on any file size;
+4. the screen: column expressions over that frame flag the rows that break the contract (a
+   missing field, a negative or non-finite number, an unknown timing, read + write != bytes, a
+   unit split that does not sum to flops, p10 > p90) and turn the others into columns;
+5. `validate_record`: the same contract checked on one record, which names a flagged row's
+   field and what was expected. It runs only for the rows the screen flags (and for the lines
+   the engine refuses to parse at all), never for the clean rows.
+
+Bad rows are skipped with their file:line (Parquet: `:row N`) and reason, or fail the file with
+`strict`. Null or "" in an optional field means absent.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from pathlib import Path
+from typing import IO, Any, overload
 
 import numpy as np
+import polars as pl
 
 from . import numbers
 from .errors import InputError
+from .text import shown
+
+# 1. The contract ---------------------------------------------------------------------------
 
 REQUIRED_FIELDS = ("op", "flops", "bytes", "roof", "time_s")
 OPTIONAL_FIELDS = ("workload", "device", "timing", "read_bytes", "write_bytes", "flops_by_unit",
@@ -27,6 +46,23 @@ OPTIONAL_FIELDS = ("workload", "device", "timing", "read_bytes", "write_bytes", 
 TIMINGS = ("kernel", "graph", "events", "wall", "device")
 NUMBER_FIELDS = ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_p10_s",
                  "time_p90_s", "kernels")
+TEXT_FIELDS = ("op", "roof", "timing", "device")
+FORMATS = ("jsonl", "csv", "parquet")
+BATCH_ROWS = 1_000_000  # rows per batch when streaming: ~200 MB of raw text per batch
+
+
+def format_of(path: str | Path) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    raise InputError(str(path), "unknown record format; expected .jsonl, .csv or .parquet")
+
+
+# 2. The columns ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -52,7 +88,13 @@ class RecordColumns:
     roof_names: tuple[str, ...] = ()
     device_codes: np.ndarray | None = None
     device_names: tuple[str, ...] = ()
-    kernels: np.ndarray | None = None  # launches per timed call; None: one each
+    # The fields outside the contract (workload, kernels, ...) and flops_by_unit as read, for
+    # writers that pass them through; `extras_json` names the columns holding JSON text.
+    # None where the rows were read one by one (`rows` has them).
+    extras: pl.DataFrame | None = None
+    extras_json: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()  # the records' fields in the order the file first names them
+    kernels: np.ndarray | None = None  # launches per timed call; NaN (or None): not said
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
@@ -85,11 +127,15 @@ class RecordColumns:
             roof_names=self.roof_names,
             device_codes=None if self.device_codes is None else self.device_codes[index],
             device_names=self.device_names,
+            extras=None if self.extras is None else self.extras[picked],
+            extras_json=self.extras_json, fields=self.fields,
             kernels=None if self.kernels is None else self.kernels[index])
 
     def kernel_counts(self) -> np.ndarray:
         """Launches per timed call, 1 where the record does not say."""
-        return np.ones(len(self)) if self.kernels is None else self.kernels
+        if self.kernels is None:
+            return np.ones(len(self))
+        return np.where(np.isnan(self.kernels), 1.0, self.kernels)
 
 
 class LazyRows(Sequence[Mapping[str, Any]]):
@@ -157,44 +203,748 @@ class Loaded:
     skipped: tuple[Skipped, ...]
 
 
+def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
+    """Batches (or shards) as one: columns end to end, skipped rows in order."""
+    if len(parts) == 1:
+        return parts[0]
+    columns = [p.columns for p in parts]
+    units = sorted({u for c in columns for u in c.flops_by_unit})
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([np.asarray(getattr(c, name)) for c in columns])
+
+    rows = (None if any(c.rows is None for c in columns)
+            else _chained_rows([c.rows for c in columns if c.rows is not None]))
+    named = next((c.extras.columns[0] for c in columns if c.extras is not None), None)
+    extras = None if named is None else pl.concat(
+        [c.extras if c.extras is not None else pl.DataFrame({named: [None] * len(c)})
+         for c in columns], how="diagonal_relaxed")
+    roof_codes, roof_names = categorize(cat("roof"))
+    device_codes, device_names = categorize(cat("device"))
+    return Loaded(RecordColumns(
+        op=cat("op"), flops=cat("flops"), bytes=cat("bytes"), roof=cat("roof"),
+        time_s=cat("time_s"), timing=cat("timing"), device=cat("device"),
+        read_bytes=cat("read_bytes"), write_bytes=cat("write_bytes"),
+        time_p10_s=cat("time_p10_s"), time_p90_s=cat("time_p90_s"),
+        flops_by_unit={u: np.concatenate([c.flops_by_unit.get(u, np.zeros(len(c)))
+                                          for c in columns]) for u in units},
+        has_unit_split=cat("has_unit_split"), line=cat("line"), rows=rows,
+        roof_codes=roof_codes, roof_names=roof_names, device_codes=device_codes,
+        device_names=device_names, extras=extras,
+        extras_json=tuple(sorted({n for c in columns for n in c.extras_json})),
+        fields=tuple(dict.fromkeys(f for c in columns for f in c.fields)),
+        kernels=np.concatenate([np.full(len(c), np.nan) if c.kernels is None else c.kernels
+                                for c in columns])),
+        tuple(s for p in parts for s in p.skipped))
+
+
+def _chained_rows(parts: list[Sequence[Mapping[str, Any]]]) -> LazyRows:
+    starts = np.cumsum([0, *(len(p) for p in parts)])
+
+    def fetch(at: np.ndarray) -> list[dict[str, Any]]:
+        which = np.searchsorted(starts, at, side="right") - 1
+        return [dict(parts[k][int(a - starts[k])]) for k, a in zip(which.tolist(), at.tolist(),
+                                                                   strict=True)]
+
+    return LazyRows(fetch, np.arange(int(starts[-1])))
+
+
+# 3. Reading ---------------------------------------------------------------------------------
+
+
+def read_records(path: str | Path, strict: bool = False, keep_rows: bool = True,
+                 columnar: bool = True) -> Loaded:
+    """Validated columns of a file or a folder of shards; malformed rows are skipped (and
+    listed) unless `strict`.
+
+    A file with no valid record at all is bad input, whatever `strict` says. `columnar=False`
+    reads row by row through `validate_record` (the reference the screen is tested against).
+    """
+    parts = list(iter_batches(path, strict, keep_rows, columnar, batch_rows=None))
+    loaded = concat_loaded(parts) if parts else Loaded(columns_from_valid([]), ())
+    check_not_empty(path, loaded)
+    return loaded
+
+
+def check_not_empty(path: str | Path, loaded: Loaded) -> None:
+    """No valid record at all is bad input: say why, from the first skipped row."""
+    if len(loaded.columns):
+        return
+    if loaded.skipped:
+        first = loaded.skipped[0]
+        raise InputError(first.where, f"{first.problem} (and no valid record in the file: "
+                                      f"{len(loaded.skipped)} malformed)")
+    raise InputError(str(path), "no records; expected one record per line (or row)")
+
+
+def record_files(path: str | Path) -> list[Path]:
+    """The file itself, or a folder's shards (*.jsonl, *.ndjson, *.csv, *.parquet) by name."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    shards = sorted(p for p in path.iterdir() if p.is_file() and _is_record_file(p))
+    if not shards:
+        raise InputError(str(path), "is a directory with no record files; expected a record "
+                                    "file or a folder of *.jsonl, *.csv or *.parquet shards")
+    return shards
+
+
+def _is_record_file(path: Path) -> bool:
+    try:
+        format_of(path)
+    except InputError:
+        return False
+    return not path.name.startswith(".")
+
+
+def iter_batches(path: str | Path, strict: bool = False, keep_rows: bool = True,
+                 columnar: bool = True, batch_rows: int | None = BATCH_ROWS
+                 ) -> Iterator[Loaded]:
+    """Validated batches of about `batch_rows` rows (None: a file at a time), in file order.
+
+    A folder is read shard by shard, in name order. Memory holds one batch at a time.
+    """
+    for file in record_files(path):
+        kind = _check_file(file)
+        if not columnar:
+            yield from_records(iter_raw_records(file), strict=strict, keep_rows=keep_rows)
+        elif kind == "parquet":
+            yield from _parquet_batches(file, strict, keep_rows, batch_rows)
+        else:
+            yield from _text_batches(file, kind, strict, keep_rows, batch_rows)
+
+
+def _check_file(path: Path) -> str:
+    if path.is_dir():
+        raise InputError(str(path), "is a directory; expected a record file")
+    kind = format_of(path)
+    if not path.is_file():
+        raise InputError(str(path), "no such file")
+    return kind
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Raw values of a batch as read, before the screen.
+
+    `frame` has one row per record the engine parsed; `line` is each row's line in the file
+    (Parquet: its 1-based row); `raw_rows(positions)` gives those rows back as the per-row
+    reader yields them, for `validate_record`; `refused` are (line, raw) pairs the engine could
+    not parse at all (a line that is not a JSON object, invalid UTF-8), already known bad.
+    """
+    frame: pl.DataFrame
+    line: np.ndarray
+    where_prefix: str
+    raw_rows: Callable[[np.ndarray], list[Any]]
+    refused: tuple[tuple[int, Any], ...] = ()
+    json_columns: frozenset[str] = frozenset()  # text columns holding JSON (JSONL's objects)
+
+    def where(self, line: int) -> str:
+        return f"{self.where_prefix}{line}"
+
+
+def _parquet_batches(path: Path, strict: bool, keep_rows: bool, batch_rows: int | None
+                     ) -> Iterator[Loaded]:
+    try:
+        frame = pl.scan_parquet(path)
+        total = int(frame.select(pl.len()).collect().item())
+        step = total if batch_rows is None else max(1, batch_rows)
+        for start in range(0, max(total, 1), max(step, 1)):
+            part = frame.slice(start, step).collect()
+            yield _load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
+                                    f"{path}:row ", _frame_rows(part, (None,))),
+                              strict, keep_rows)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(str(path), f"not a readable Parquet file ({_one_line(exc)})"
+                         ) from None
+
+
+def _frame_rows(frame: pl.DataFrame, absent: tuple[Any, ...]
+                ) -> Callable[[np.ndarray], list[Any]]:
+    def rows(at: np.ndarray) -> list[Any]:
+        picked = frame[at.tolist()].to_dicts() if len(at) else []
+        return [{k: v for k, v in row.items() if v not in absent} for row in picked]
+    return rows
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else f"{text[:120]} ... {text[-60:]}"
+
+
+CHUNK_BYTES = 1 << 26  # when streaming, read text files 64 MiB at a time
+
+
+def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,
+                  batch_rows: int | None) -> Iterator[Loaded]:
+    """JSONL or CSV, a batch of whole lines at a time; lines are numbered across batches."""
+    with path.open("rb") as handle:
+        if handle.read(3) != b"\xef\xbb\xbf":
+            handle.seek(0)
+        header = b""
+        if kind == "csv":
+            header = handle.readline()
+            _check_header(path, _csv_header(header))
+            if not header.endswith(b"\n"):
+                header += b"\n"
+        first_line = 2 if kind == "csv" else 1
+        for data in _line_batches(handle, batch_rows):
+            if kind == "jsonl":
+                batch = _jsonl_batch(path, data, first_line)
+            else:
+                batch = _csv_batch(path, header, data, first_line)
+            yield (_load_batch(batch, strict, keep_rows) if batch is not None else
+                   _per_row(path, kind, header, data, first_line, strict, keep_rows))
+            first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def _line_batches(handle: IO[bytes], batch_rows: int | None) -> Iterator[bytes]:
+    """The rest of the file in pieces of at most `batch_rows` whole lines (None: one piece)."""
+    if batch_rows is None:
+        data = handle.read()
+        if data:
+            yield data
+        return
+    pending = b""
+    while True:
+        chunk = handle.read(CHUNK_BYTES)
+        data = pending + chunk
+        if chunk:  # keep a partial last line for the next chunk
+            cut = data.rfind(b"\n") + 1
+            data, pending = data[:cut], data[cut:]
+        newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+        start = 0
+        for end in newline[batch_rows - 1::batch_rows].tolist():
+            yield data[start:end + 1]
+            start = end + 1
+        if start < len(data):
+            yield data[start:]
+        if not chunk:
+            return
+
+
+def _per_row(path: Path, kind: str, header: bytes, data: bytes, first_line: int, strict: bool,
+             keep_rows: bool) -> Loaded:
+    """The lines the engine cannot number (a lone CR, a quoted cell over several lines) or that
+    hold something the screen does not handle, read by Python's own readers."""
+    return from_records(_per_row_pairs(path, kind, header, data, first_line), strict=strict,
+                        keep_rows=keep_rows)
+
+
+def _per_row_pairs(path: Path, kind: str, header: bytes, data: bytes, first_line: int
+                   ) -> list[tuple[str, Any]]:
+    text, bad = _utf8_lines(path, data, first_line)
+    if kind == "jsonl":
+        pairs = list(_jsonl_lines(path, text, first_line))
+    else:
+        pairs = list(_csv_rows(path, header.decode("utf-8", "replace") + text, first_line - 1))
+    pairs += [(f"{path}:{line}", Unreadable(problem)) for line, problem in bad]
+    pairs.sort(key=lambda pair: _line_number(pair[0]))
+    return pairs
+
+
+def _utf8_lines(path: Path, data: bytes, first_line: int) -> tuple[str, list[tuple[int, str]]]:
+    """The text with every line that is not UTF-8 blanked, and those lines' numbers and
+    problems: one bad byte costs its line, not the file."""
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError:
+        pass
+    lines = data.decode("utf-8", errors="surrogateescape").split("\n")
+    bad: list[tuple[int, str]] = []
+    for k, line in enumerate(lines):
+        found = _NOT_UTF8.search(line)
+        if found:
+            bad.append((first_line + k, f"not UTF-8 text (at character {found.start() + 1}); "
+                                        "expected UTF-8 records"))
+            lines[k] = ""
+    return "\n".join(lines), bad
+
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+_WHITE = np.frombuffer(b" \t\r\n\x0b\x0c", dtype=np.uint8)
+
+
+def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (before the newline) offsets of each physical line."""
+    newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    starts = np.concatenate(([0], newline + 1))
+    ends = np.concatenate((newline, [len(data)]))
+    if starts[-1] == len(data):  # the text ends with a newline
+        starts, ends = starts[:-1], ends[:-1]
+    return starts, ends
+
+
+def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
+    """Whole lines of JSONL through polars' NDJSON reader.
+
+    Lines that cannot be records (not UTF-8, not starting with `{`) are set aside first and
+    blanked, so that the engine only ever sees candidate objects; if it still refuses the
+    batch (one line of broken JSON, a NaN), the batch is halved until the culprit lines stand
+    alone, and only those are parsed by Python to name what is wrong with them.
+    """
+    text, bad = _utf8_lines(path, data, first_line)
+    if bad:
+        data = text.encode("utf-8")
+    refused: list[tuple[int, Any]] = [(line, Unreadable(problem)) for line, problem in bad]
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        return None  # a lone CR ends a line for Python, not for the engine
+    starts, ends = _lines(data)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else buffer[:0]
+    empty = ends == starts
+    candidate = ~empty & (first == ord("{"))
+    blank = np.zeros(len(starts), dtype=bool)
+    edited = bytearray(data) if (~candidate & ~empty).any() else None
+    for k in np.flatnonzero(~candidate & ~empty).tolist():
+        text = data[starts[k]:ends[k]].decode("utf-8")
+        if not text.strip():
+            blank[k] = True
+        elif text.lstrip().startswith("{"):
+            candidate[k] = True
+            continue
+        else:
+            refused.append((first_line + k, _json_line(text)))
+        assert edited is not None
+        edited[starts[k]:ends[k]] = b" " * int(ends[k] - starts[k])
+    if edited is not None:
+        data = bytes(edited)
+    rows = np.flatnonzero(candidate)
+    frames: list[pl.DataFrame] = []
+    kept: list[np.ndarray] = []
+    json_columns: set[str] = set()
+    _parse_jsonl(data, starts, ends, rows, frames, kept, refused, first_line, json_columns)
+    frame = (pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else
+             frames[0] if frames else pl.DataFrame())
+    index = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+
+    def raw_rows(at: np.ndarray) -> list[Any]:
+        return [_json_line(data[starts[p]:ends[p]].decode("utf-8"))
+                for p in index[at].tolist()]
+
+    return Batch(frame, index + first_line, f"{path}:", raw_rows,
+                 tuple(sorted(refused, key=lambda r: r[0])), frozenset(json_columns))
+
+
+_JSON_TEXT = {name: pl.String for name in (*TEXT_FIELDS, *NUMBER_FIELDS, "flops_by_unit")}
+_ALONE = 32  # a refused run of at most this many lines is parsed line by line
+
+
+def _read_ndjson(piece: bytes, json_columns: set[str]) -> pl.DataFrame | None:
+    """Lines of JSON objects as a frame, or None where the engine refuses them.
+
+    Contract fields are read as text: numbers keep their digits, and a field that is a number
+    in one row and a string in another does not refuse the batch; the screen parses them.
+    """
+    overrides = {k: v for k, v in _JSON_TEXT.items() if f'"{k}"'.encode() in piece}
+    for _ in range(len(overrides) + 2):
+        try:
+            frame = pl.read_ndjson(io.BytesIO(piece), schema_overrides=overrides,
+                                   infer_schema_length=None)
+        except pl.exceptions.SchemaFieldNotFoundError as exc:  # the name was inside a value
+            missing = str(exc).split("\n")[0].strip()
+            if missing not in overrides:
+                return None
+            del overrides[missing]
+            continue
+        except pl.exceptions.PolarsError:
+            return None
+        nested = [c for c, kind in frame.schema.items() if kind.is_nested()]
+        if not nested:
+            json_columns.update(c for c in overrides if c not in _JSON_TEXT)
+            return frame
+        # Objects and lists outside the contract (a workload) pass through as their own JSON
+        # text: a struct would name every key of every row in each.
+        overrides.update(dict.fromkeys(nested, pl.String))
+    return None
+
+
+def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray,
+                 frames: list[pl.DataFrame], kept: list[np.ndarray],
+                 refused: list[tuple[int, Any]], first_line: int, json_columns: set[str]
+                 ) -> None:
+    """Parse the lines `rows` (line indexes, in order) into frames; halve on refusal."""
+    if not len(rows):
+        return
+    piece = data[starts[rows[0]]:ends[rows[-1]]]
+    frame = _read_ndjson(piece, json_columns)
+    if frame is not None and frame.height == len(rows):
+        frames.append(frame)
+        kept.append(rows)
+        return
+    if len(rows) <= _ALONE:
+        for k in rows.tolist():
+            record = _json_line(data[starts[k]:ends[k]].decode("utf-8"))
+            if isinstance(record, Mapping):
+                # one object the engine refused within a run: keep it if it reads alone
+                single = _read_ndjson(data[starts[k]:ends[k]], json_columns)
+                if single is not None and single.height == 1:
+                    frames.append(single)
+                    kept.append(np.array([k]))
+                    continue
+            refused.append((first_line + k, record if not isinstance(record, Mapping)
+                            else _Unscreened(record)))
+        return
+    half = len(rows) // 2
+    for part in (rows[:half], rows[half:]):
+        _parse_jsonl(data, starts, ends, part, frames, kept, refused, first_line, json_columns)
+
+
+class _Unscreened(dict[str, Any]):
+    """A JSON object the engine would not read (NaN, a number beyond its range): it goes
+    through `validate_record` alone, which may still accept it."""
+
+
+def _csv_header(line: bytes) -> list[str]:
+    text = line.decode("utf-8", errors="replace")
+    return next(csv.reader([text.rstrip("\r\n")]), [])
+
+
+def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch | None:
+    """Whole lines of CSV through polars, every cell as text (as the csv module reads it), so
+    that one bad cell flags its row instead of failing the file."""
+    text, bad = _utf8_lines(path, data, first_line)
+    if bad:
+        data = text.encode("utf-8")
+    refused: list[tuple[int, Any]] = [(line, Unreadable(problem)) for line, problem in bad]
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    names = _csv_header(header)
+    try:
+        frame = pl.read_csv(io.BytesIO(header + data), infer_schema=False,
+                            truncate_ragged_lines=False, raise_if_empty=False)
+    except pl.exceptions.PolarsError:
+        return None  # a row with the wrong number of cells: the csv reader says where
+    starts, ends = _lines(data)
+    if frame.columns != names or len(starts) != frame.height:
+        return None  # a quoted cell over several lines: the csv reader numbers those
+    length = ends - starts
+    carriage = np.frombuffer(data, dtype=np.uint8)[np.maximum(ends - 1, 0)] == 13 if len(
+        data) else np.zeros(0, dtype=bool)
+    keep = (length > 1) | ((length == 1) & ~carriage)
+    keep[[line - first_line for line, _ in refused]] = False
+    index = np.flatnonzero(keep)
+    frame = frame[index.tolist()] if len(index) != frame.height else frame
+    return Batch(frame, index + first_line, f"{path}:", _frame_rows(frame, (None, "")),
+                 tuple(refused))
+
+
+# 4. The screen -------------------------------------------------------------------------------
+
+_PLAIN_NUMBER = r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"  # what float() reads too
+
+
+class NotColumnar(Exception):
+    """A batch holds something the screen does not handle; it is read row by row."""
+
+
+def _load_batch(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
+    try:
+        return _screen(batch, strict, keep_rows)
+    except NotColumnar:
+        where = [(batch.where(int(line)), raw) for line, raw in (
+            *batch.refused, *zip(batch.line.tolist(),
+                                 batch.raw_rows(np.arange(len(batch.line))), strict=True))]
+        where.sort(key=lambda pair: _line_number(pair[0]))
+        return from_records(where, strict=strict, keep_rows=keep_rows)
+
+
+def _screen(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
+    """Column expressions flag the rows that break the contract; `validate_record` names
+    the flagged rows' problem (and keeps a row whose number only Python reads, like ' 12 ')."""
+    frame = batch.frame
+    n = frame.height
+    numbers, present, ok = _screen_numbers(frame)
+    bad = np.zeros(n, dtype=bool)
+    for name in NUMBER_FIELDS:
+        bad |= ~ok[name] if name in REQUIRED_FIELDS else present[name] & ~ok[name]
+    categories = {name: _screen_categories(frame, name, clean) for name, clean in
+                  (("op", _clean_op), ("roof", _clean_roof), ("timing", _clean_timing),
+                   ("device", _clean_device))}
+    for codes, _ in categories.values():
+        bad |= codes < 0
+    kernels = numbers["kernels"]
+    with np.errstate(invalid="ignore"):
+        bad |= present["kernels"] & ~((kernels >= 1) & (kernels == np.floor(kernels)))
+    both = present["read_bytes"] & present["write_bytes"]
+    bad |= both & ~_isclose(numbers["read_bytes"] + numbers["write_bytes"], numbers["bytes"])
+    p10 = np.where(present["time_p10_s"], numbers["time_p10_s"], -np.inf)
+    bad |= p10 > np.where(present["time_p90_s"], numbers["time_p90_s"], np.inf)
+    by_unit, has_split, split_ok = _screen_units(frame)
+    bad |= has_split & ~split_ok
+    with_split = has_split & split_ok
+    total = sum((v for v, _ in by_unit.values()), np.zeros(n))
+    bad |= with_split & ~_isclose(total, numbers["flops"])
+
+    # Name the flagged rows (and the lines the engine refused), in file order.
+    skipped: list[Skipped] = []
+    flagged = np.flatnonzero(bad)
+    named = [(int(batch.line[p]), p) for p in flagged.tolist()]
+    named += [(line, -1 - k) for k, (line, _) in enumerate(batch.refused)]
+    named.sort()
+    rescued: list[tuple[int, dict[str, Any]]] = []
+    for start in range(0, len(named), LazyRows.BLOCK):
+        block = named[start:start + LazyRows.BLOCK]
+        positions = np.array([p for _, p in block if p >= 0], dtype=np.int64)
+        raws = iter(batch.raw_rows(positions))
+        for line, p in block:
+            raw = next(raws) if p >= 0 else batch.refused[-1 - p][1]
+            try:
+                clean = validate_record(raw, batch.where(line))
+            except InputError as exc:
+                if strict:
+                    raise
+                skipped.append(Skipped(exc.where, exc.problem))
+                continue
+            if p >= 0:  # a number written as only Python reads it (' 12 ', '1_0'): keep it
+                bad[p] = False
+                rescued.append((p, clean))
+            else:
+                raise NotColumnar("an object the engine refused is a valid record")
+    for p, clean in rescued:
+        for name in NUMBER_FIELDS:
+            numbers[name][p] = clean.get(name, math.nan)
+        split = clean.get("flops_by_unit") or {}
+        has_split[p] = bool(split)
+        for unit in {*by_unit, *split}:
+            flops, names = by_unit.setdefault(unit, (np.zeros(n), np.zeros(n, dtype=bool)))
+            flops[p], names[p] = split.get(unit, 0.0), unit in split
+    good = np.flatnonzero(~bad)
+    return Loaded(_columns_at(good, numbers, categories, by_unit, has_split, batch, keep_rows),
+                  tuple(skipped))
+
+
+def _screen_numbers(frame: pl.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
+                                                   dict[str, np.ndarray]]:
+    """Per number field: its value (NaN where absent), present, and ok (a finite number >= 0
+    read as `float()` would). A present cell that is not ok is left to `validate_record`."""
+    n = frame.height
+    exprs: list[pl.Expr] = []
+    for name in NUMBER_FIELDS:
+        kind = frame.schema.get(name)
+        if kind is None or kind == pl.Null:
+            continue
+        column = pl.col(name)
+        if kind == pl.String:
+            has = column.is_not_null() & (column != "")
+            parsed = (pl.when(column.str.contains(_PLAIN_NUMBER)).then(column)
+                      .cast(pl.Float64, strict=False))
+        elif kind.is_numeric():
+            has = column.is_not_null()
+            parsed = column.cast(pl.Float64, strict=False)
+        else:  # bool, nested: validate_record says what is wrong
+            has = column.is_not_null()
+            parsed = pl.lit(None, dtype=pl.Float64)
+        exprs += [has.alias(f"{name}.present"), parsed.fill_null(math.nan).alias(name)]
+    screened = frame.select(exprs) if exprs else pl.DataFrame()
+    numbers, present, ok = {}, {}, {}
+    for name in NUMBER_FIELDS:
+        if name in screened.columns:
+            numbers[name] = screened[name].to_numpy().astype(np.float64, copy=True)
+            present[name] = screened[f"{name}.present"].to_numpy().astype(bool)
+        else:
+            numbers[name] = np.full(n, math.nan)
+            present[name] = np.zeros(n, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            ok[name] = present[name] & np.isfinite(numbers[name]) & (numbers[name] >= 0)
+        numbers[name][~present[name]] = math.nan
+    return numbers, present, ok
+
+
+def _screen_categories(frame: pl.DataFrame, name: str, clean: Callable[[Any], str | None],
+                       ) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Codes into clean names per row (-1 where `clean` rejects the value), from the column's
+    distinct values: a million rows cost a hash of the column and a few Python calls."""
+    n = frame.height
+    kind = frame.schema.get(name)
+    if kind is None or kind == pl.Null:
+        return np.zeros(n, dtype=np.int32) + (0 if clean(None) is not None else -1), tuple(
+            [c] if (c := clean(None)) is not None else [])
+    if kind.is_nested() or kind == pl.Boolean:
+        raise NotColumnar(name)
+    column = frame[name].cast(pl.String)
+    values = column.unique(maintain_order=True).to_list()
+    index: dict[str, int] = {}
+    lookup: list[int] = []
+    for value in values:
+        cleaned = clean(value)
+        lookup.append(-1 if cleaned is None else index.setdefault(cleaned, len(index)))
+    null_code = lookup[values.index(None)] if None in values else -1
+    plain = [v for v in values if v is not None]
+    codes = column.replace_strict(plain, [lookup[values.index(v)] for v in plain],
+                                  default=-1, return_dtype=pl.Int32)
+    return np.where(column.is_null().to_numpy(), null_code, codes.to_numpy()).astype(
+        np.int32), tuple(index)
+
+
+def _screen_units(frame: pl.DataFrame
+                  ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+    """`flops_by_unit` (a struct in Parquet, JSON text elsewhere) as one column per unit:
+    {unit: (flops, named)}, zero where a row does not name the unit (null means not named),
+    and per row (present, ok)."""
+    n = frame.height
+    kind = frame.schema.get("flops_by_unit")
+    if kind is None or kind == pl.Null:
+        return {}, np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    column = frame["flops_by_unit"]
+    if kind == pl.String:
+        present = (column.is_not_null() & (column != "")).to_numpy().astype(bool)
+        try:
+            column = column.str.json_decode(infer_schema_length=None)
+        except pl.exceptions.PolarsError:
+            return {}, present, np.zeros(n, dtype=bool)  # validate_record says which row
+    else:
+        present = column.is_not_null().to_numpy().astype(bool)
+    if not isinstance(column.dtype, pl.Struct):
+        return {}, present, np.zeros(n, dtype=bool)
+    ok = present.copy()
+    by_unit: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    some = np.zeros(n, dtype=bool)  # a split must name at least one unit
+    for unit in column.struct.fields:
+        values = column.struct.field(unit)
+        named = values.is_not_null().to_numpy().astype(bool) & present
+        if values.dtype == pl.String:
+            values = values.cast(pl.Float64, strict=False)
+        elif not values.dtype.is_numeric():
+            ok &= ~named
+            continue
+        number = values.cast(pl.Float64, strict=False).fill_null(math.nan).to_numpy()
+        with np.errstate(invalid="ignore"):
+            fine = np.isfinite(number) & (number >= 0)
+        ok &= ~named | fine
+        some |= named
+        by_unit[str(unit)] = (np.where(named & fine, number, 0.0).astype(np.float64), named)
+    return by_unit, present, ok & some
+
+
+def _columns_at(good: np.ndarray, numbers: Mapping[str, np.ndarray],
+                categories: Mapping[str, tuple[np.ndarray, tuple[str, ...]]],
+                by_unit: Mapping[str, tuple[np.ndarray, np.ndarray]], has_split: np.ndarray,
+                batch: Batch,
+                keep_rows: bool) -> RecordColumns:
+    """RecordColumns of the rows at `good`, in file order."""
+    picked = {name: _first_seen(codes[good], names) for name, (codes, names) in
+              categories.items()}
+    as_text = {name: np.array(names, dtype=object)[codes] if names else
+               np.zeros(len(good), dtype=object) for name, (codes, names) in picked.items()}
+    timing_names = picked["timing"][1]
+    timing = (np.broadcast_to(np.array(timing_names[0], dtype=object), (len(good),))
+              if len(timing_names) == 1 else as_text["timing"])
+    split = has_split[good]
+    units = {u: flops[good] for u, (flops, named) in sorted(by_unit.items())
+             if (split & named[good]).any()}
+    extras = [c for c in batch.frame.columns if c not in (*TEXT_FIELDS, *NUMBER_FIELDS)]
+    json_text = tuple(c for c in extras if batch.frame.schema[c] == pl.String and (
+        c == "flops_by_unit" or c in batch.json_columns))
+    good_list = good.tolist()
+    return RecordColumns(
+        op=as_text["op"], flops=numbers["flops"][good], bytes=numbers["bytes"][good],
+        roof=as_text["roof"], time_s=numbers["time_s"][good], timing=timing,
+        device=as_text["device"], read_bytes=numbers["read_bytes"][good],
+        write_bytes=numbers["write_bytes"][good], time_p10_s=numbers["time_p10_s"][good],
+        time_p90_s=numbers["time_p90_s"][good], flops_by_unit=units,
+        has_unit_split=split, line=np.asarray(batch.line[good], dtype=np.int64),
+        rows=LazyRows(_clean_rows(batch), good) if keep_rows else None,
+        roof_codes=picked["roof"][0], roof_names=picked["roof"][1],
+        device_codes=picked["device"][0], device_names=picked["device"][1],
+        extras=None if not extras else batch.frame.select(extras)[good_list]
+        if len(good) != batch.frame.height else batch.frame.select(extras),
+        extras_json=json_text, fields=tuple(batch.frame.columns),
+        kernels=numbers["kernels"][good])
+
+
+def _clean_rows(batch: Batch) -> Callable[[np.ndarray], list[dict[str, Any]]]:
+    """Validated records at these positions of the batch: what reports show and pass on."""
+    def fetch(at: np.ndarray) -> list[dict[str, Any]]:
+        return [validate_record(raw, batch.where(int(batch.line[p])))
+                for p, raw in zip(at.tolist(), batch.raw_rows(at), strict=True)]
+    return fetch
+
+
+def _first_seen(codes: np.ndarray, names: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Codes renumbered in order of first appearance, as `categorize` numbers them."""
+    used, first = np.unique(codes, return_index=True)
+    order = used[np.argsort(first, kind="stable")]
+    remap = np.zeros(max(len(names), 1), dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    return remap[codes], tuple(names[int(c)] for c in order)
+
+
+def _isclose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`math.isclose(a, b, rel_tol=1e-6, abs_tol=1.0)` elementwise, as `_check_consistent`."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(b - a)
+        return (diff <= np.abs(1e-6 * b)) | (diff <= np.abs(1e-6 * a)) | (diff <= 1.0)
+
+
+def _clean_op(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _clean_roof(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _clean_timing(value: Any) -> str | None:
+    if value is None or value == "":
+        return ""
+    return value if value in TIMINGS else None
+
+
+def _clean_device(value: Any) -> str | None:
+    return str(value or "")
+
+
+# 5. One record at a time ----------------------------------------------------------------------
+
+
 def validate_record(record: Any, where: str) -> dict[str, Any]:
-    """One record, checked field by field; InputError names the field and what was expected."""
-    if isinstance(record, str):  # the reader could not parse it; the text says why
+    """One record, checked field by field; InputError names the field and what was expected.
+
+    Null or "" in an optional field means the field is absent.
+    """
+    if isinstance(record, Unreadable):  # the reader could not parse it; the text says why
         raise InputError(where, record)
     if not isinstance(record, Mapping):
-        raise InputError(where, f"expected a JSON object (a record), got {type(record).__name__}")
+        raise InputError(where, f"expected a JSON object (a record), got {_type_name(record)}")
     for name in REQUIRED_FIELDS:
         if name not in record or record[name] is None or record[name] == "":
             raise InputError(f"{where}: {name}", "missing required field")
-    clean: dict[str, Any] = dict(record)
+    clean: dict[str, Any] = {k: v for k, v in record.items()
+                             if k in REQUIRED_FIELDS or v not in (None, "")}
     clean["op"] = str(record["op"])
     clean["roof"] = _text(record["roof"], f"{where}: roof")
-    for name in ("flops", "bytes", "time_s"):
-        clean[name] = _number(record[name], f"{where}: {name}")
-    for name in ("read_bytes", "write_bytes", "time_p10_s", "time_p90_s"):
-        if record.get(name) not in (None, ""):
-            clean[name] = _number(record[name], f"{where}: {name}")
-    if record.get("kernels") not in (None, ""):
-        clean["kernels"] = _kernel_count(record["kernels"], f"{where}: kernels")
-    timing = record.get("timing")
-    if timing not in (None, "") and timing not in TIMINGS:
+    for name in NUMBER_FIELDS:
+        if name in clean:
+            check = _kernel_count if name == "kernels" else _number
+            clean[name] = check(clean[name], f"{where}: {name}")
+    timing = clean.get("timing")
+    if timing is not None and timing not in TIMINGS:
         raise InputError(f"{where}: timing",
-                         f"expected one of {', '.join(TIMINGS)}, got {timing!r}")
-    by_unit = record.get("flops_by_unit")
-    if by_unit not in (None, ""):
-        clean["flops_by_unit"] = unit_split(by_unit, where)
+                         f"expected one of {', '.join(TIMINGS)}, got {shown(timing)}")
+    if "flops_by_unit" in clean:
+        clean["flops_by_unit"] = unit_split(clean["flops_by_unit"], where)
     _check_consistent(clean, where)
     return clean
 
 
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 def unit_split(by_unit: Any, where: str) -> dict[str, float]:
-    """`flops_by_unit` as a mapping (a JSON string in CSV and Parquet) of unit -> flops."""
+    """`flops_by_unit` as a mapping (a JSON string in CSV and Parquet) of unit -> flops; a
+    unit whose value is null does no work (Parquet structs name every unit in every row)."""
     if isinstance(by_unit, str):
         try:
             by_unit = numbers.parse_json(by_unit)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise InputError(f"{where}: flops_by_unit",
                              "expected a JSON object of unit -> flops") from None
+    if isinstance(by_unit, Mapping):
+        by_unit = {u: v for u, v in by_unit.items() if v is not None}
     if not isinstance(by_unit, Mapping) or not by_unit:
         raise InputError(f"{where}: flops_by_unit", "expected a mapping of unit -> flops")
     return {str(u): _number(v, f"{where}: flops_by_unit.{u}") for u, v in by_unit.items()}
@@ -238,6 +988,7 @@ def from_records(records: Iterable[tuple[str, Any]], strict: bool = False,
 
 def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] | None = None,
                        keep_rows: bool = True) -> RecordColumns:
+    """Columns of records already validated (or built in code, as tests and `bench` do)."""
     n = len(good)
     nan = math.nan
     units = sorted({u for r in good for u in (r.get("flops_by_unit") or {})})
@@ -248,6 +999,7 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
     roof_codes, roof_names = categorize(roof)
     device_codes, device_names = categorize(device)
     return RecordColumns(
+        fields=tuple(dict.fromkeys(k for r in good[:1000] for k in r)),
         op=np.array([r["op"] for r in good], dtype=object),
         flops=np.fromiter((r["flops"] for r in good), np.float64, n),
         bytes=np.fromiter((r["bytes"] for r in good), np.float64, n),
@@ -265,7 +1017,7 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         rows=list(good) if keep_rows else None,
         roof_codes=roof_codes, roof_names=roof_names,
         device_codes=device_codes, device_names=device_names,
-        kernels=np.fromiter((r.get("kernels", 1) for r in good), np.float64, n),
+        kernels=np.fromiter((r.get("kernels", nan) for r in good), np.float64, n),
     )
 
 
@@ -289,7 +1041,8 @@ def _kernel_count(value: Any, where: str) -> int:
 
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InputError(where, f"expected a unit key such as cuda_core.fp32, got {value!r}")
+        raise InputError(where, f"expected a unit key such as cuda_core.fp32, got "
+                                f"{shown(value)}")
     return value.strip()
 
 
@@ -299,4 +1052,85 @@ def _line_number(where: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-# The columnar path. pyarrow is an optional extra, imported only here.
+# The per-row readers: the reference the screen is tested against, and the reader of what the
+# engine cannot number (a lone CR, a quoted CSV cell over several lines).
+
+
+def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """(where, record) pairs; a line that is not JSON (or not UTF-8) yields its error text."""
+    path = Path(path)
+    kind = _check_file(path)
+    if kind == "parquet":
+        frame = _read_parquet(path)
+        for number, row in enumerate(frame.to_dicts(), 1):
+            yield f"{path}:row {number}", {k: v for k, v in row.items() if v is not None}
+        return
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    header = b""
+    if kind == "csv":
+        header, newline, data = data.partition(b"\n")
+        header += newline
+        _check_header(path, _csv_header(header))
+    yield from _per_row_pairs(path, kind, header, data, 2 if kind == "csv" else 1)
+
+
+def _read_parquet(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(str(path), f"not a readable Parquet file ({_one_line(exc)})"
+                         ) from None
+
+
+def _jsonl_lines(path: Path, text: str, first_line: int) -> Iterator[tuple[str, Any]]:
+    for number, line in enumerate(text.splitlines(), first_line):
+        if line.strip():
+            yield f"{path}:{number}", _json_line(line)
+
+
+def _json_line(line: str) -> Any:
+    try:
+        return numbers.parse_json(line)
+    except json.JSONDecodeError as exc:
+        return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
+    except ValueError as exc:  # an integer beyond numbers.MAX_INT_DIGITS
+        return Unreadable(f"not readable JSON ({exc})")
+    except RecursionError:
+        return Unreadable("JSON nested too deeply")
+
+
+class Unreadable(str):
+    """Stands in for a record that did not parse, saying why; validation reports it."""
+
+
+def _csv_rows(path: Path, text: str, header_line: int) -> Iterator[tuple[str, Any]]:
+    """Rows of CSV text (its header first) by Python's csv module, numbered from the header's
+    line; a cell over the csv module's field limit fails the file in one line."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = list(reader.fieldnames or [])
+        _check_header(path, header)
+        for row in reader:
+            where = f"{path}:{reader.line_num + header_line - 1}"
+            if None in row:
+                yield where, Unreadable(f"{len(row[None]) + len(header)} cells under a header "
+                                        f"of {len(header)}; expected one cell per column")
+                continue
+            yield where, {k: v for k, v in row.items() if v not in (None, "")}
+    except csv.Error as exc:
+        line = reader.line_num + header_line  # the row being read when it failed
+        raise InputError(f"{path}:{line}", f"unreadable CSV ({_one_line(exc)}); expected "
+                                           "cells under 131,072 characters") from None
+
+
+def _check_header(path: Path, header: list[str]) -> None:
+    missing = [name for name in REQUIRED_FIELDS if name not in header]
+    if missing:
+        raise InputError(f"{path}:1", f"header lacks {', '.join(missing)}; expected a header "
+                                      f"naming at least {', '.join(REQUIRED_FIELDS)}")
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise InputError(f"{path}:1", f"header repeats {', '.join(repeated)}")
+

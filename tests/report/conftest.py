@@ -8,7 +8,7 @@ import pytest
 
 from roofwise.analysis import Analysis, analyze
 from roofwise.profiles import builtin_machines
-from roofwise.recordio import read_records
+from roofwise.records import read_records
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 

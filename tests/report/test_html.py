@@ -13,7 +13,7 @@ from roofwise.analysis import analyze
 from roofwise.cli import main
 from roofwise.ledgerio import load_ledger
 from roofwise.profiles import builtin_machines
-from roofwise.recordio import read_records
+from roofwise.records import read_records
 from roofwise.report.html import report_html, write_report
 from roofwise.report.row_ledgers import NO_LEDGER, Reference
 

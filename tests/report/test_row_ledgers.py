@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from roofwise.ledgerio import load_ledger
-from roofwise.recordio import read_records
+from roofwise.records import read_records
 from roofwise.report.row_ledgers import NO_LEDGER, LedgerFinder, NoLedger, Reference, RowLedger
 
 ROOT = Path(__file__).resolve().parents[2]

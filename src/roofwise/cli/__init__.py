@@ -3,61 +3,81 @@ turns bad input into one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import io
+import re
 import sys
+from pathlib import Path
 
 import click
-import numpy as np
 
 from ..errors import InputError
 from ..text import one_line
-from .analyze import analyze_command
-from .audit import audit_command
-from .bench import bench_command
-from .calibrate import calibrate_command
-from .compare import compare_command
-from .lint import lint_command
-from .machines import machine_command, machines_command
-from .misuse import misuse_command
-from .model import model_command
-from .ops import ops_command
-from .plot import plot_command
-from .price import price_command
-from .report import report_command
-from .trace import trace_command
+
+# In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement. Each
+# command's module is imported only when that command runs (matplotlib, torch and polars load
+# only where they are used); `--help` reads each command's docstring from its source instead.
+COMMANDS: dict[str, str] = {
+    "machines": "machines:machines_command", "machine": "machines:machine_command",
+    "ops": "ops:ops_command", "price": "price:price_command", "trace": "trace:trace_command",
+    "analyze": "analyze:analyze_command", "lint": "lint:lint_command",
+    "misuse": "misuse:misuse_command", "plot": "plot:plot_command",
+    "report": "report:report_command", "compare": "compare:compare_command",
+    "bench": "bench:bench_command", "calibrate": "calibrate:calibrate_command",
+    "audit": "audit:audit_command", "model": "model:model_command",
+}
 
 
-class _DataFlowOrder(click.Group):
-    """`roofwise --help` lists commands in the order they were added, not alphabetically."""
+def docstring(name: str) -> str:
+    """A command's docstring, read from its module's source without importing the module."""
+    module, _, attr = COMMANDS[name].partition(":")
+    source = (Path(__file__).parent / f"{module}.py").read_text(encoding="utf-8")
+    found = re.search(rf"^def {attr}\(.*?\).*?:\n\s*(?:r?\"\"\"(.*?)\"\"\")?", source,
+                      re.S | re.M)
+    return inspect.cleandoc(found.group(1)) if found and found.group(1) else ""
+
+
+class _LazyGroup(click.Group):
+    """Commands listed in data-flow order, each imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        return [*COMMANDS, *(c for c in self.commands if c not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, _, attr = COMMANDS[cmd_name].partition(":")
+            command = getattr(importlib.import_module(f".{module}", __name__), attr)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.Command(name, help=docstring(name)).get_short_help_str(limit))
+                for name in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
-@click.group(cls=_DataFlowOrder, context_settings={"help_option_names": ["-h", "--help"]},
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
              invoke_without_command=True)
 @click.version_option(package_name="roofwise")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """How far is a kernel from the speed of light? Honest rooflines, calibrated ceilings."""
+    import numpy as np  # here, not at the top: `roofwise --help` never reaches this
+
+    # Overflow and division by zero are handled where they matter (blank, impossible, null in
+    # JSON, a dash for people); numpy's warnings about them are noise on stderr.
+    ctx.with_resource(np.errstate(all="ignore"))
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
-
-
-# In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement.
-for command in (machines_command, machine_command, ops_command, price_command, trace_command,
-                analyze_command, lint_command, misuse_command, plot_command, report_command,
-                compare_command, bench_command, calibrate_command, audit_command, model_command):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> int:
     _writable_streams()
     try:
-        # Overflow and division by zero are handled where they matter (blank, impossible,
-        # null in JSON, a dash for people); numpy's warnings about them are noise on stderr.
-        with np.errstate(all="ignore"):
-            result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
+        result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
     except InputError as exc:
         _error(str(exc))
         return 2

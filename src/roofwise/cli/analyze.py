@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 from pathlib import Path
 
@@ -15,7 +13,9 @@ from ..errors import InputError
 from ..ledgerio import load_ledger
 from ..lint import Finding, lint_analysis, lint_rows
 from ..mismatch import mismatch_summary
-from ..recordio import read_records
+from ..output import write_csv as write_verdicts_csv
+from ..output import write_json_lines
+from ..records import read_records
 from ..report.table import render_analysis
 from ..traces.reader import is_trace
 from .common import (
@@ -101,20 +101,11 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
 
 
 def write_json(analysis: Analysis, lint: list[list[Finding]] | None = None) -> None:
-    out = sys.stdout
-    for i, row in enumerate(analysis.iter_rows()):
-        if lint is not None:
-            row["lint"] = [f.brief() for f in lint[i]]
-        out.write(json.dumps(row) + "\n")
+    """One JSON object per record, in input order (`output.json_lines`)."""
+    briefs = None if lint is None else [[f.brief() for f in row] for row in lint]
+    write_json_lines(analysis, sys.stdout, briefs)
 
 
 def write_csv(analysis: Analysis) -> None:
     """In input order, like --json: machines sort for themselves."""
-    rows = list(analysis.iter_rows())
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: "; ".join(v) if k == "reasons" else
-                         (json.dumps(v) if isinstance(v, (dict, list)) else v)
-                         for k, v in row.items()})
+    write_verdicts_csv(analysis, sys.stdout)

@@ -19,7 +19,8 @@ from ..errors import InputError
 from ..install import install_hint
 from ..ops import parse_shape_args
 from ..profiles import builtin_machines, match_device
-from ..recordio import format_of, iter_raw_records, write_records
+from ..recordio import write_records
+from ..records import format_of, iter_raw_records
 from ..sweep import (
     parse_assignments,
     parse_shard,

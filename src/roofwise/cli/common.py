@@ -7,7 +7,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import numpy as np
@@ -15,7 +15,9 @@ from rich.console import Console
 
 from ..machine import Machine
 from ..profiles import builtin_machines, choose_machine
-from ..records import Loaded
+
+if TYPE_CHECKING:
+    from ..records import Loaded
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -18,7 +18,7 @@ from ..compare import (
     Comparison,
     compare,
 )
-from ..recordio import read_records
+from ..records import read_records
 from ..report import fmt
 from .common import (
     all_machines,

@@ -17,7 +17,7 @@ from ..ledgerio import load_ledger, parse_ledger
 from ..lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_machine
 from ..machine import Machine
 from ..profiles import parse_machine
-from ..recordio import read_records
+from ..records import read_records
 from ..text import for_rich
 from .common import all_machines, console, load_machine_arg, machine_option
 

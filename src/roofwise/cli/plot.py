@@ -10,7 +10,7 @@ import numpy as np
 from .. import paths
 from ..analysis import Analysis, analyze
 from ..errors import InputError
-from ..recordio import read_records
+from ..records import read_records
 from ..report.chart import roofline_figure, save_figure
 from ..verdict import BLANK
 from .common import (

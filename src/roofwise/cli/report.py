@@ -7,7 +7,7 @@ import click
 from ..analysis import analyze
 from ..errors import InputError
 from ..ledgerio import load_ledger
-from ..recordio import read_records
+from ..records import read_records
 from ..report.html import check_report_path, write_report
 from ..report.row_ledgers import Reference
 from ..traces.reader import is_trace

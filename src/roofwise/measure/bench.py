@@ -1,10 +1,12 @@
 """`bench(fn, *args, ledger=...)`: time one operator call the way a roofline needs it timed.
 
-On CUDA: warm-up, then CUDA events around each call, or CUDA-graph replay when a call is only
-a few microseconds (launch gaps between its kernels would otherwise dominate); the L2 flushed
-before every timed call; median with p10/p90, the kernels launched and their busy time from
-the profiler, and wall time around the call. On the host: the same structure with
-perf_counter_ns, reported as `timing="wall"`.
+On CUDA: warm-up, the kernels launched and their busy time from the profiler, then CUDA
+events around each call (`timing="events"`), or CUDA-graph replay (`timing="graph"`) when the
+kernels' own time is under 80% of the event time (launch and dispatch gaps would otherwise be
+read as the kernels'); the L2 flushed before every timed call; median with p10/p90, and wall
+time around the call. The record carries the method and the kernel count observed, which
+set its latency floor. On the host: the same structure with perf_counter_ns, reported as
+`timing="wall"`.
 
 Graph mode and the cache (the choice): each graph holds ONE call, and the flush runs (eagerly,
 outside the timed window) before every replay, so every timed call starts with a cold L2 and
@@ -36,7 +38,11 @@ from .timer import (
     time_host_synced,
 )
 
-GRAPH_BELOW_S = 50e-6  # auto mode: calls shorter than this are timed by graph replay
+# Auto mode: graph replay when the kernels' own time is under this share of the event time,
+# i.e. launch and dispatch gaps are a fifth of it or more (an absolute threshold, "under
+# 50 us", missed long eager calls of many small kernels and sent single long kernels to
+# graphs for nothing).
+GRAPH_BELOW_KERNEL_SHARE = 0.8
 MAX_INPUT_COPIES = 8
 PROFILED_CALLS = 5
 
@@ -51,9 +57,8 @@ class BenchResult:
     wall_time_s: float  # median host time around one call (synchronised on CUDA)
     kernels: int | None  # kernels launched per call (CUDA profiler); None on the host
     reps: int
-    timing: str  # "device" (CUDA events / graph replay) or "wall" (host clock)
+    timing: str  # how the time was taken: "events", "graph" or "wall" (host clock)
     device: str  # device name as the driver reports it
-    method: str = ""  # "events", "graph" or "host"
     kernel_time_s: float | None = None  # summed kernel busy time per call (profiler)
     input_copies: int = 1
     flushed: bool = False
@@ -68,7 +73,7 @@ class BenchResult:
         extra: dict[str, Any] = {
             "timing": self.timing, "device": self.device,
             "time_p10_s": self.time_p10_s, "time_p90_s": self.time_p90_s,
-            "wall_time_s": self.wall_time_s, "reps": self.reps, "method": self.method,
+            "wall_time_s": self.wall_time_s, "reps": self.reps,
         }
         if self.kernels is not None:
             extra["kernels"] = self.kernels
@@ -108,7 +113,7 @@ def _bench_host(fn: Callable[..., Any], args: Sequence[Any], ledger: Ledger | No
     s = spread_of(times)
     return BenchResult(time_s=s.median_s, time_p10_s=s.p10_s, time_p90_s=s.p90_s,
                        wall_time_s=s.median_s, kernels=None, reps=reps, timing="wall",
-                       device=host_name(), method="host", input_copies=len(copies),
+                       device=host_name(), input_copies=len(copies),
                        flushed=flush, ledger=ledger)
 
 
@@ -128,7 +133,9 @@ def _bench_cuda(fn: Callable[..., Any], args: Sequence[Any], ledger: Ledger | No
     torch.cuda.synchronize()
     before = flusher.flush if flusher else None
     probe = time_cuda_events(call, min(reps, 5), before)
-    graph = use_graph if use_graph is not None else spread_of(probe).median_s < GRAPH_BELOW_S
+    kernels = profile_kernels(call, PROFILED_CALLS)
+    graph = use_graph if use_graph is not None else use_graph_replay(
+        spread_of(probe).median_s, kernels.kernel_time_s)
     method = "events"
     if graph:
         graph_calls = [_bound(fn, c) for c in copies]  # one graph per copy, one call each
@@ -143,12 +150,20 @@ def _bench_cuda(fn: Callable[..., Any], args: Sequence[Any], ledger: Ledger | No
         times = time_cuda_events(call, reps, before)
     s = spread_of(times)
     wall = spread_of(time_host_synced(call, min(reps, 20), before)).median_s
-    kernels = profile_kernels(call, PROFILED_CALLS)
     return BenchResult(time_s=s.median_s, time_p10_s=s.p10_s, time_p90_s=s.p90_s,
                        wall_time_s=wall, kernels=kernels.kernels_per_call, reps=reps,
-                       timing="device", device=torch.cuda.get_device_name(device),
-                       method=method, kernel_time_s=kernels.kernel_time_s,
+                       timing=method, device=torch.cuda.get_device_name(device),
+                       kernel_time_s=kernels.kernel_time_s,
                        input_copies=len(copies), flushed=flush, ledger=ledger)
+
+
+def use_graph_replay(event_time_s: float, kernel_time_s: float) -> bool:
+    """Time by graph replay when the kernels' own time is under GRAPH_BELOW_KERNEL_SHARE of
+    the event time: the rest is launch and dispatch, which replay removes. No kernel seen
+    (kernel_time_s 0, a host-only call) keeps events."""
+    if not (event_time_s > 0 and kernel_time_s > 0):
+        return False
+    return kernel_time_s < GRAPH_BELOW_KERNEL_SHARE * event_time_s
 
 
 def _bound(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[[], Any]:

@@ -4,14 +4,17 @@ What is measured, and how (see shared/REFERENCES.md, "How ceilings are measured 
 - HBM per access mix (copy, triad, read, write) over arrays far above L2, non-constant data,
   through torch's vectorised kernels and, when Triton is importable, grid-stride Triton
   kernels at several block sizes; each mix keeps its best method;
-- GEMM per dtype (fp16, bf16, tf32, fp8 via torch._scaled_mm), burst (after an idle pause,
-  a short window) and sustained (after the clocks settle under load), random data;
+- GEMM per dtype (fp16, bf16, tf32, fp8 via torch._scaled_mm), burst (the first few calls
+  after an idle pause of seconds) and sustained (after the clocks settle under load), random
+  data; the clocks and throttle reasons read in every window label the regime (a window at
+  the power cap is sustained) and refuse only thermal throttling or a burst whose clock moved;
 - CUDA-core FP32 FMA and the special-function unit (exp2, rsqrt): Triton kernels with many
   independent chains per thread (skipped, and said so, without Triton);
 - the latency floor of each timing method (profiler kernel time, CUDA-graph replay, CUDA
   events, host clock): a tiny add, as one launch and as 20 launches per call;
-- L2 bandwidth: repeated reads of a buffer a quarter of L2.
-Clocks, power limit and driver are read at the start and the end of every timed window.
+- L2 bandwidth: one kernel re-reading a buffer a quarter of L2 many times (refused when
+  launch-bound or no faster than HBM).
+Clocks, throttle reasons, power limit and driver are read three times in every timed window.
 The arithmetic and the refusals live in `calibration_math`, tested without a GPU.
 """
 
@@ -29,12 +32,15 @@ from typing import Any
 from ..machine import Machine
 from ..ops._common import CUDA, SFU, contraction_unit
 from .calibration_math import (
+    BURST_CALLS,
     Clocks,
     FloorMeasurement,
     Measurement,
     build_profile,
+    burst_times,
     bytes_moved,
     gemm_flops,
+    regime_from_clocks,
 )
 
 GiB = 1 << 30
@@ -70,20 +76,33 @@ class Log:
         self.lines.append(text)
 
 
+# NVML clock-event ("throttle") reason bits (nvml.h, nvmlClocksThrottleReason*), by name.
+THROTTLE_BITS = {0x4: "power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+                 0x80: "power_brake"}
+
+
+def throttle_names(mask: int) -> tuple[str, ...]:
+    """The reasons an NVML throttle bitmask holds, by name (idle and app clocks left out)."""
+    return tuple(name for bit, name in THROTTLE_BITS.items() if mask & bit)
+
+
 def read_clocks() -> Clocks:
-    """SM and memory clock (MHz), power limit (W) and driver: NVML when importable, else
-    nvidia-smi, else nothing (the clock check is then skipped, and the log says so)."""
+    """SM and memory clock (MHz), power limit (W), driver and active throttle reasons: NVML
+    when importable, else nvidia-smi, else nothing (the clock checks are then skipped)."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         driver = pynvml.nvmlSystemGetDriverVersion()
+        reasons = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                   or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
         return Clocks(
             sm_mhz=float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
             mem_mhz=float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
             power_limit_w=pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
-            driver=driver.decode() if isinstance(driver, bytes) else str(driver))
+            driver=driver.decode() if isinstance(driver, bytes) else str(driver),
+            throttle=throttle_names(int(reasons(handle))))
     except Exception:
         pass
     smi = shutil.which("nvidia-smi")
@@ -91,11 +110,13 @@ def read_clocks() -> Clocks:
         return Clocks()
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=clocks.sm,clocks.mem,power.limit,driver_version",
+            [smi, "--query-gpu=clocks.sm,clocks.mem,power.limit,driver_version,"
+                  "clocks_throttle_reasons.active",
              "--format=csv,noheader,nounits", "-i", "0"],
             capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        sm, mem, power, driver = (x.strip() for x in out.splitlines()[0].split(","))
-        return Clocks(_num(sm), _num(mem), _num(power), driver)
+        sm, mem, power, driver, mask = (x.strip() for x in out.splitlines()[0].split(","))
+        return Clocks(_num(sm), _num(mem), _num(power), driver,
+                      throttle_names(int(mask, 16)) if mask.startswith("0x") else ())
     except Exception:
         return Clocks()
 
@@ -108,9 +129,9 @@ def _num(text: str) -> float | None:
 
 
 def timed_window(call: Callable[[], Any], window_s: float, min_reps: int = 10,
-                 ) -> tuple[tuple[float, ...], Clocks, Clocks]:
-    """Per-call CUDA-event times over a window of about `window_s`, the clocks read while
-    the queue is busy near its start and its end."""
+                 ) -> tuple[tuple[float, ...], tuple[Clocks, ...]]:
+    """Per-call CUDA-event times over a window of about `window_s`, and the clocks read
+    while the queue is busy: near its start, in its middle and near its end."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -119,32 +140,48 @@ def timed_window(call: Callable[[], Any], window_s: float, min_reps: int = 10,
     end.record()
     torch.cuda.synchronize()
     one_s = max(start.elapsed_time(end) * 1e-3, 1e-7)
-    reps = max(min_reps, math.ceil(window_s / one_s))
+    return timed_calls(call, max(min_reps, math.ceil(window_s / one_s)))
+
+
+def timed_calls(call: Callable[[], Any], reps: int) -> tuple[tuple[float, ...],
+                                                               tuple[Clocks, ...]]:
+    """`reps` calls back to back, each between its own events (no warm-up: a burst is the
+    first calls after an idle pause), with clocks read after the 2nd call, midway, and after
+    the last is queued (the queue still busy)."""
+    import torch
+
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    clocks_start = Clocks()
+    sample_at = sorted({min(reps - 1, 1), reps // 2, reps - 1})
+    samples: list[Clocks] = []
     for i in range(reps):
         starts[i].record()
         call()
         ends[i].record()
-        if i == min(reps - 1, max(1, reps // 10)):
-            clocks_start = read_clocks()
-    clocks_end = read_clocks()
+        if i in sample_at:
+            samples.append(read_clocks())
     torch.cuda.synchronize()
     times = tuple(s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=True))
-    return times, clocks_start, clocks_end
+    return times, tuple(samples)
 
 
 def _measure(log: Log, kind: str, key: str, variant: str, amount: float, method: str,
-             call: Callable[[], Any], window_s: float) -> Measurement:
-    times, c0, c1 = timed_window(call, window_s)
-    m = Measurement(kind, key, variant, amount, times, c0, c1, method)
+             call: Callable[[], Any], window_s: float,
+             timed: tuple[tuple[float, ...], tuple[Clocks, ...]] | None = None) -> Measurement:
+    """One window (or the `timed` calls given) as a Measurement, logged with its clocks."""
+    times, samples = timed if timed is not None else timed_window(call, window_s)
+    m = Measurement(kind, key, variant, amount, times, samples[0], samples[-1], method,
+                    samples)
     log.windows.append({"key": key, "variant": variant, "method": method, "reps": len(times),
                         "time_s": m.time_s, "rate_per_s": m.rate_per_s, "spread": m.spread,
-                        "clocks_start": c0.__dict__, "clocks_end": c1.__dict__})
+                        "clocks": [c.__dict__ for c in samples],
+                        "regime_from_clocks": regime_from_clocks(m)})
+    sm = "->".join(f"{c.sm_mhz:g}" if c.sm_mhz is not None else "?" for c in samples)
+    capped = sorted({r for c in samples for r in c.throttle})
     log.say(f"{key:18s} {variant:9s} {method:28s} {m.rate_per_s:12.4g}/s  "
-            f"median {m.time_s * 1e3:9.4f} ms  spread {m.spread:.3f}  "
-            f"SM {c0.sm_mhz}->{c1.sm_mhz} MHz  mem {c0.mem_mhz}->{c1.mem_mhz} MHz")
+            f"median {m.time_s * 1e3:9.4f} ms  spread {m.spread:.3f}  SM {sm} MHz  "
+            f"mem {samples[0].mem_mhz}->{samples[-1].mem_mhz} MHz"
+            + (f"  throttle {','.join(capped)}" if capped else ""))
     return m
 
 
@@ -233,9 +270,10 @@ def gemm_measurements(plan: Plan, log: Log) -> list[Measurement]:
                 continue
             flops = gemm_flops(plan.gemm_n, plan.gemm_n, plan.gemm_n)
             unit = contraction_unit(dtype, "calibrate gemm")  # the operator library's map
-            time.sleep(plan.idle_s)  # idle: the next short window sees the burst clocks
+            time.sleep(plan.idle_s)  # idle (seconds): the first calls after it are the burst
+            after_idle, samples = timed_calls(call, BURST_CALLS)
             out.append(_measure(log, "unit", unit, "burst", flops, f"torch {dtype} {plan.gemm_n}",
-                                call, min(plan.window_s, 0.1)))
+                                call, 0.0, (burst_times(after_idle), samples)))
             deadline = time.perf_counter() + plan.settle_s
             while time.perf_counter() < deadline:  # load until the clocks settle
                 for _ in range(20):
@@ -331,15 +369,35 @@ def latency_floors(log: Log, reps: int = 200) -> list[FloorMeasurement]:
     return found
 
 
-def l2_measurement(plan: Plan, log: Log) -> Measurement:
+L2_REPEATS = 200  # passes over the L2-resident buffer inside one kernel
+
+
+def l2_measurements(plan: Plan, log: Log) -> list[Measurement]:
+    """One Triton kernel reading a buffer a quarter of L2 L2_REPEATS times (each pass at a
+    rotated offset, so no load can be hoisted): after the first pass every read is served
+    by L2, and one launch is amortised over L2_REPEATS passes. `build_profile` refuses the
+    figure if it is still within a few launch floors or no faster than HBM."""
     import torch
 
+    try:
+        from . import triton_kernels
+    except Exception as exc:  # no Triton: no L2 figure, and the log says so
+        log.say(f"l2: not measured, Triton unavailable ({type(exc).__name__}: {exc})")
+        return []
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    nbytes = max(l2 // 4, 1 << 20)
-    x = torch.rand(nbytes // 4, device="cuda")
-    torch.sum(x)
-    return _measure(log, "memory", "l2", "read", float(nbytes), f"torch sum of {nbytes} B",
-                    lambda: torch.sum(x), plan.window_s)
+    n = max(l2 // 4, 1 << 20) // 4
+    x = torch.rand(n, device="cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    partial = torch.empty(sms * 4, device="cuda")
+    block = 1024
+
+    def call() -> Any:
+        return triton_kernels.l2_reread_k[(sms * 4,)](x, partial, n, L2_REPEATS, BLOCK=block)
+
+    call()
+    torch.cuda.synchronize()
+    return [_measure(log, "memory", "l2", "read", float(n * 4 * L2_REPEATS),
+                     f"triton re-read of {n * 4} B x {L2_REPEATS}", call, plan.window_s)]
 
 
 # ---- the whole run ----
@@ -355,7 +413,7 @@ def run_calibration(theoretical: Machine, quick: bool, command: str,
     first = read_clocks()
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("HBM per mix", lambda: hbm_measurements(plan, log)),
-        ("L2 read", lambda: [l2_measurement(plan, log)]),
+        ("L2 read", lambda: l2_measurements(plan, log)),
         ("CUDA-core FMA and SFU", lambda: alu_measurements(plan, log)),
         ("GEMM burst and sustained", lambda: gemm_measurements(plan, log)),
     ]

@@ -1,17 +1,22 @@
 """The arithmetic of calibration, kept apart from the GPU so that it is tested on any machine.
 
 A calibration is a set of measurements (bytes or operations over a median time, with the clocks
-seen at the start and the end of the window) turned into fractions of theoretical rates. A
-measurement that cannot be a calibration is refused with its reason, never clipped: a
-fraction above 1.0 means the theoretical rate or the byte count is wrong, clocks that moved
-mean the window measured a transition, and a wide spread means the median means little.
+read inside the window) turned into fractions of theoretical rates. A measurement that cannot
+be a calibration is refused with its reason, never clipped: a fraction above 1.0 means the
+theoretical rate or the byte count is wrong, a wide spread means the median means little.
+
+Clocks label, and only rarely refuse: GEMMs under the power cap move the SM clock by hundreds
+of MHz between burst and sustained, which is what those regimes are, so a moving SM clock is
+refused only inside a burst window (a burst is one clock), and any window the card throttled
+for temperature, or whose memory clock moved, is refused. A burst window whose clocks show
+the power cap is labelled sustained.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,7 +30,14 @@ from ..profiles import match_device, resolve_machine
 MIX_BYTES_PER_ARRAY_BYTE: dict[str, int] = {"copy": 2, "triad": 3, "read": 1, "write": 1}
 
 MIN_FRACTION = 0.30  # below this, the theoretical rate is probably for another card
-CLOCK_TOLERANCE_MHZ = 15.0  # "a few MHz": more than this between start and end is a transition
+CLOCK_TOLERANCE_MHZ = 15.0  # "a few MHz": more than this inside a burst is a transition
+# NVML clock-event reasons that make a window unusable (temperature), and the one that marks
+# the sustained regime (the board at its power limit).
+THERMAL_REASONS = ("sw_thermal", "hw_thermal", "hw_slowdown")
+POWER_CAP_REASON = "power_cap"
+BURST_CALLS = 5  # a burst is the first few calls after an idle pause (the median of these)
+# An L2 figure from a call this few launch floors long measures the launch, not L2.
+L2_MIN_FLOORS = 10.0
 MAX_SPREAD = 0.10  # (p90 - p10) / median above this: the median of that window means little
 
 
@@ -41,6 +53,9 @@ class Clocks:
     mem_mhz: float | None = None
     power_limit_w: float | None = None
     driver: str | None = None
+    # active NVML clock-event (throttle) reasons: power_cap, sw_thermal, hw_thermal,
+    # hw_slowdown, ...; empty where none is active or NVML is not there to say
+    throttle: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,12 @@ class Measurement:
     clocks_start: Clocks = field(default_factory=Clocks)
     clocks_end: Clocks = field(default_factory=Clocks)
     method: str = ""
+    clock_samples: tuple[Clocks, ...] = ()  # every read inside the window, in order
+
+    @property
+    def clocks(self) -> tuple[Clocks, ...]:
+        """The clock reads of the window: its samples, else its start and end."""
+        return self.clock_samples or (self.clocks_start, self.clocks_end)
 
     @property
     def time_s(self) -> float:
@@ -130,12 +151,7 @@ def check_plausible(m: Measurement, theoretical_per_s: float | None,
     if width > max_spread:
         raise RefusedMeasurement(f"{name}: spread (p90-p10)/median {width:.3f} above "
                                  f"{max_spread:.3f}; the median of this window means little")
-    for label, start, end in (("SM", m.clocks_start.sm_mhz, m.clocks_end.sm_mhz),
-                              ("memory", m.clocks_start.mem_mhz, m.clocks_end.mem_mhz)):
-        if start is not None and end is not None and abs(end - start) > clock_tolerance_mhz:
-            raise RefusedMeasurement(
-                f"{name}: {label} clock moved {start:g} -> {end:g} MHz during the measurement "
-                f"(more than {clock_tolerance_mhz:g} MHz); it measured a transition")
+    check_clocks(m, clock_tolerance_mhz)
     if theoretical_per_s is None:
         return None
     frac = fraction(m.rate_per_s, theoretical_per_s)
@@ -149,6 +165,70 @@ def check_plausible(m: Measurement, theoretical_per_s: float | None,
             f"{theoretical_per_s:.4g}/s; below {min_fraction:g} the theoretical rate is "
             "probably for another card (or the kernel is not a ceiling)")
     return frac
+
+
+def _moved(values: Sequence[float | None]) -> tuple[float, float] | None:
+    known = [v for v in values if v is not None]
+    return (known[0], known[-1]) if len(known) >= 2 else None
+
+
+def check_clocks(m: Measurement, tolerance_mhz: float = CLOCK_TOLERANCE_MHZ) -> None:
+    """RefusedMeasurement for a window the clocks make unusable: throttled for temperature,
+    a memory clock that moved, or an SM clock that moved inside a burst window. A sustained
+    window whose SM clock falls under the power cap is the sustained regime, not a fault."""
+    name = f"{m.key} {m.variant}"
+    hot = sorted({r for c in m.clocks for r in c.throttle if r in THERMAL_REASONS})
+    if hot:
+        raise RefusedMeasurement(f"{name}: the card throttled for temperature ({', '.join(hot)})"
+                                 " during the window; cool it and measure again")
+    memory = [c.mem_mhz for c in m.clocks]
+    sm = [c.sm_mhz for c in m.clocks]
+    for label, values, applies in (("memory", memory, True),
+                                   ("SM", sm, m.kind == "unit" and m.variant == "burst")):
+        known = [v for v in values if v is not None]
+        if applies and len(known) >= 2 and max(known) - min(known) > tolerance_mhz:
+            ends = _moved(values) or (min(known), max(known))
+            raise RefusedMeasurement(
+                f"{name}: {label} clock moved {ends[0]:g} -> {ends[1]:g} MHz (range "
+                f"{min(known):g}-{max(known):g}) inside the window, more than "
+                f"{tolerance_mhz:g} MHz; it measured a transition")
+
+
+def regime_from_clocks(m: Measurement, tolerance_mhz: float = CLOCK_TOLERANCE_MHZ) -> str:
+    """The regime a unit window's clocks show: `sustained` where the power cap was active or
+    the SM clock fell during it, else the regime it was measured as."""
+    if m.kind != "unit":
+        return m.variant
+    capped = any(POWER_CAP_REASON in c.throttle for c in m.clocks)
+    ends = _moved([c.sm_mhz for c in m.clocks])
+    fell = ends is not None and ends[0] - ends[1] > tolerance_mhz
+    return "sustained" if capped or fell else m.variant
+
+
+def burst_times(times_after_idle_s: Sequence[float], calls: int = BURST_CALLS
+                ) -> tuple[float, ...]:
+    """The calls that make a burst: the first `calls` after an idle pause. Taking the median
+    of a longer back-to-back window would mix in the clocks falling toward sustained."""
+    if len(times_after_idle_s) < calls:
+        raise ValueError(f"need at least {calls} timed calls after the idle pause, got "
+                         f"{len(times_after_idle_s)}")
+    return tuple(float(t) for t in times_after_idle_s[:calls])
+
+
+def check_l2(m: Measurement, hbm_bytes_per_s: float | None, launch_floor_s: float) -> None:
+    """RefusedMeasurement for an L2 figure that cannot be L2 bandwidth: a call within
+    L2_MIN_FLOORS launch floors (it timed the launch), or a rate no higher than HBM's (a
+    read served from L2 is faster than DRAM, or it was not served from L2)."""
+    name = f"{m.key} {m.variant}"
+    if m.time_s < L2_MIN_FLOORS * launch_floor_s:
+        raise RefusedMeasurement(
+            f"{name}: {m.time_s * 1e6:.1f} us per call is within {L2_MIN_FLOORS:g} launch "
+            f"floors ({launch_floor_s * 1e6:.1f} us each): it timed the launch, not L2; read "
+            "an L2-resident buffer many times in one kernel")
+    if hbm_bytes_per_s is not None and m.rate_per_s <= hbm_bytes_per_s:
+        raise RefusedMeasurement(
+            f"{name}: {m.rate_per_s:.4g} B/s is no faster than HBM ({hbm_bytes_per_s:.4g} "
+            "B/s): implausible for L2")
 
 
 def resolve_theoretical(requested: str, machines: Mapping[str, Machine]) -> Machine:
@@ -206,13 +286,33 @@ class Judged:
 
 def judge_measurements(measurements: Iterable[Measurement], theoretical: Machine,
                        clock_tolerance_mhz: float = CLOCK_TOLERANCE_MHZ,
-                       max_spread: float = MAX_SPREAD) -> Judged:
+                       max_spread: float = MAX_SPREAD,
+                       launch_floor_s: float | None = None) -> Judged:
+    """Each measurement accepted with its fraction (unit windows relabelled by their clocks:
+    see `regime_from_clocks`) or refused with its reason; L2 figures are checked against the
+    best accepted HBM rate and `launch_floor_s` (the events floor) when given."""
     accepted: list[tuple[Measurement, float | None]] = []
     refused: list[tuple[Measurement, str]] = []
+    pending_l2: list[Measurement] = []
     for m in measurements:
+        if m.kind == "memory" and m.key == "l2":
+            pending_l2.append(m)
+            continue
         try:
             frac = check_plausible(m, theoretical_for(m, theoretical), clock_tolerance_mhz,
                                    max_spread)
+        except RefusedMeasurement as exc:
+            refused.append((m, str(exc)))
+            continue
+        label = regime_from_clocks(m, clock_tolerance_mhz)
+        accepted.append((m if label == m.variant else replace(m, variant=label), frac))
+    hbm = [m.rate_per_s for m, _ in accepted if m.kind == "memory" and m.key != "l2"]
+    for m in pending_l2:
+        try:
+            frac = check_plausible(m, theoretical_for(m, theoretical), clock_tolerance_mhz,
+                                   max_spread)
+            check_l2(m, max(hbm) if hbm else None,
+                     launch_floor_s if launch_floor_s is not None else 0.0)
         except RefusedMeasurement as exc:
             refused.append((m, str(exc)))
             continue
@@ -269,7 +369,10 @@ def build_profile(card_name: str, measurements: Iterable[Measurement], theoretic
     `latency_floors` are the tiny-kernel timings per method; a method left out keeps the
     assumed floor when the profile is loaded.
     """
-    judged = judge_measurements(measurements, theoretical)
+    floors = list(latency_floors)
+    events = next((f for f in floors if f.timing == "events"), None)
+    judged = judge_measurements(measurements, theoretical,
+                                launch_floor_s=None if events is None else events.per_call_s)
     stamp = f"roofwise calibrate on {card_name}, {provenance.get('date', 'undated')}"
     notes: list[str] = []
     memory: dict[str, dict[str, Any]] = {}
@@ -290,6 +393,11 @@ def build_profile(card_name: str, measurements: Iterable[Measurement], theoretic
             notes.append(f"measured {m.key} {m.variant}: {m.rate_per_s:.6g}/s "
                          f"({m.method or 'method unrecorded'}); no theoretical rate to divide by")
             continue
+        held = where[m.key][table].get(m.variant)
+        # two windows of one regime (a burst the clocks showed capped): sustained keeps the
+        # settled, lower one; any other regime its best
+        if held is not None:
+            frac = min(held, frac) if m.variant == "sustained" else max(held, frac)
         where[m.key][table][m.variant] = frac
         where[m.key]["source"] = f"{stamp} ({m.method})" if m.method else stamp
     for _m, reason in judged.refused:
@@ -308,9 +416,9 @@ def build_profile(card_name: str, measurements: Iterable[Measurement], theoretic
     }
     if theoretical.clock_hz is not None:
         profile["clock_hz"] = theoretical.clock_hz
-    floors = floors_section(latency_floors, stamp)
-    if floors:
-        profile["latency_floor"] = floors
+    floor_section = floors_section(floors, stamp)
+    if floor_section:
+        profile["latency_floor"] = floor_section
     profile["provenance"] = dict(provenance)
     profile["notes"] = notes
     return profile

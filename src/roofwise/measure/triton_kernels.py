@@ -55,6 +55,22 @@ def write_k(dst, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def l2_reread_k(src, out, n, repeats, BLOCK: tl.constexpr):
+    """Read the n floats at `src` `repeats` times, each pass shifted by a different offset
+    (so no load is loop-invariant); with src a quarter of L2, passes after the first are
+    served by L2."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0) * BLOCK
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for r in range(repeats):
+        shift = (r * 7919 * BLOCK) % n
+        for start in range(pid * BLOCK, n, step):
+            offs = (start + shift + tl.arange(0, BLOCK)) % n
+            acc += tl.load(src + offs)
+    tl.store(out + pid, tl.sum(acc, axis=0))
+
+
+@triton.jit
 def fma_k(out, iters, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = offs.to(tl.float32) * 1e-9

@@ -1,0 +1,51 @@
+"""`roofwise --help`, `machines` and `analyze` on a small file load no plotting or GPU library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+
+from roofwise.cli import COMMANDS, cli, docstring
+
+PROBE = """
+import sys
+from roofwise.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("matplotlib", "torch", "triton") if m in sys.modules)
+print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["machines"], ["analyze", "EXAMPLE", "--json"],
+                                  ["analyze", "EXAMPLE"]])
+def test_light_commands_import_no_plotting_or_gpu_library(examples, args):
+    args = [str(examples / "records.jsonl") if a == "EXAMPLE" else a for a in args]
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY=\n" in done.stderr
+
+
+def test_help_lists_each_command_as_its_own_docstring_says():
+    """What `--help` reads from the sources (so that it imports nothing) is what the commands
+    themselves say."""
+    ctx = cli.make_context("roofwise", [])
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.name == name
+        listed = click.Command(name, help=docstring(name)).get_short_help_str(300)
+        assert listed and command.get_short_help_str(300) == listed, name
+
+
+def test_import_roofwise_loads_nothing_heavy_until_a_name_is_used():
+    probe = ("import sys, roofwise; heavy = [m for m in ('numpy', 'polars', 'matplotlib', "
+             "'torch') if m in sys.modules]; f = roofwise.analyze_file; "
+             "print(heavy, callable(f), callable(roofwise.machine), callable(roofwise.report), "
+             "'matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["[]", "True", "True", "True", "False"], done.stderr

@@ -1,0 +1,99 @@
+"""Verdicts written by the engine's writer: the same fields and values as `Analysis.row`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+
+import roofwise
+from roofwise.analysis import analyze
+from roofwise.output import json_lines, write_csv
+from roofwise.profiles import builtin_machines
+from roofwise.recordio import write_records
+from roofwise.records import read_records
+
+ROWS = [
+    {"op": "a", "flops": 10, "bytes": 20, "roof": "cuda_core.fp32", "time_s": 1e-6,
+     "flops_by_unit": {"cuda_core.fp32": 8, "sfu.fp32": 2}, "workload": {"n": 4},
+     "device": "H200"},
+    {"op": "b", "flops": 4e9, "bytes": 8e6, "roof": "tensor_core.bf16", "time_s": 2e-3,
+     "device": "NVIDIA H200", "read_bytes": 6e6, "write_bytes": 2e6, "timing": "wall",
+     "kernels": 3},
+    {"op": "c", "flops": 1e6, "bytes": 1e9, "roof": "cuda_core.fp32", "time_s": 1e-6,
+     "device": "H200", "note": "impossible: 1 PB/s"},
+    {"op": "d", "flops": 1e6, "bytes": 1e6, "roof": "cuda_core.fp32", "time_s": 1e-3,
+     "device": "tpu-v9"},
+]
+
+
+def _same(a, b):
+    assert list(a) == list(b) or set(a) == set(b)
+    for key, value in a.items():
+        other = b[key]
+        if isinstance(value, float) and isinstance(other, float):
+            assert value == pytest.approx(other, rel=1e-15) or (math.isnan(value)
+                                                                 and math.isnan(other)), key
+        else:
+            assert value == other, key
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
+def test_json_lines_hold_what_analysis_row_holds(tmp_path, suffix):
+    path = tmp_path / f"r.{suffix}"
+    write_records(path, ROWS)
+    analysis = analyze(read_records(path).columns, builtin_machines())
+    written = [json.loads(line) for line in json_lines(analysis)]
+    assert [w["verdict"] for w in written] == ["latency_bound", "below", "impossible", "blank"]
+    for i, row in enumerate(written):
+        _same(row, analysis.row(i))
+    assert written[3]["machine"] is None and written[3]["efficiency"] is None
+    assert written[2]["efficiency"] is None and written[2]["sol_time_s"] > 0
+    assert "read_bytes" not in written[0] and written[1]["read_bytes"] == 6e6
+
+
+def test_the_example_file_verbatim(examples):
+    analysis = analyze(read_records(examples / "records.jsonl").columns, builtin_machines())
+    for i, line in enumerate(json_lines(analysis)):
+        assert json.loads(line) == analysis.row(i)
+
+
+def test_csv_holds_the_same_cells(tmp_path):
+    path = tmp_path / "r.jsonl"
+    write_records(path, ROWS)
+    analysis = analyze(read_records(path).columns, builtin_machines())
+    out = io.StringIO()
+    write_csv(analysis, out)
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert len(rows) == 4
+    for i, cells in enumerate(rows):
+        expected = analysis.row(i)
+        assert cells["reasons"] == "; ".join(expected["reasons"])
+        assert cells["verdict"] == expected["verdict"]
+        assert (float(cells["sol_time_s"]) if cells["sol_time_s"] else None) == (
+            pytest.approx(expected["sol_time_s"]) if expected["sol_time_s"] is not None
+            else None)
+    assert json.loads(rows[0]["workload"]) == {"n": 4}
+    assert json.loads(rows[0]["flops_by_unit"]) == {"cuda_core.fp32": 8, "sfu.fp32": 2}
+    assert rows[3]["machine"] == "" and rows[1]["kernels"] == "3"
+
+
+def test_analyze_file_and_frames(tmp_path):
+    path = tmp_path / "r.jsonl"
+    write_records(path, ROWS)
+    path.write_text(path.read_text() + "{broken\n")
+    analysis = roofwise.analyze_file(path, machine="h200")
+    assert len(analysis) == 4 and [s.where for s in analysis.skipped] == [f"{path}:5"]
+    frame = analysis.to_polars()
+    assert frame["verdict"].to_list() == ["latency_bound", "below", "impossible", "below"]
+    assert frame["machine"].to_list() == ["h200"] * 4
+    assert frame["reasons"][2][0].startswith(
+        "bytes/time 1e+06 GB/s exceeds hbm theoretical 4800 GB/s")
+    with pytest.raises(roofwise.InputError, match=":5: not valid JSON"):
+        roofwise.analyze_file(path, strict=True)
+    pandas = pytest.importorskip("pandas")
+    table = analysis.to_pandas()
+    assert isinstance(table, pandas.DataFrame) and list(table["op"]) == ["a", "b", "c", "d"]
