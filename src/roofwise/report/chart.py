@@ -81,6 +81,7 @@ PLOT_RANGE = (1e-100, 1e100)  # intensities and rates outside are counted in the
 MAX_CALLOUTS = 10  # per verdict; beyond, the legend count still tells the whole story
 LOST_LABELS = 5  # the rows losing the most time (measured - SOL) get a numbered label
 DENSE_POINTS = 50_000  # above this many points the cloud is binned, outliers drawn on top
+MAX_LOUD_POINTS = 5_000  # impossible or anomalous points drawn on a binned cloud, per run
 MAX_FLOOR_BANDS = 2_000  # floor bands drawn at most; the legend says when more rows had one
 _BAND_HALF_DECADES = 0.06  # half the width of a floor band, in decades of intensity
 SAVE_FORMATS = ("png", "svg", "pdf")
@@ -195,7 +196,8 @@ def _used_units(analyses: Sequence[tuple[str, Analysis]], name: str,
     used: set[str] = set()
     for _, analysis in analyses:
         mine = analysis.machine_name == name
-        used.update(str(r) for r in np.unique(analysis.columns.roof[mine].astype(str)))
+        codes, names = analysis.columns.roof_categories()  # codes: no string sort of 1M roofs
+        used.update(str(names[int(c)]) for c in np.unique(codes[mine]))
         for key, ops in analysis.priced.unit_ops.items():
             if np.any(mine & (ops > 0)):
                 used.add(key)
@@ -518,6 +520,8 @@ def _draw_points(ax: Axes, series: Sequence[_Series], n_points: int) -> dict[str
             loud = code in (IMPOSSIBLE, ANOMALY)
             if dense and not loud:
                 continue  # in the binned cloud
+            if dense and len(rows) > MAX_LOUD_POINTS:  # an even sample; the legend counts all
+                rows = rows[np.linspace(0, len(rows) - 1, MAX_LOUD_POINTS).astype(np.int64)]
             x, y = _coords(s.analysis, rows)
             size = (150 if code == IMPOSSIBLE else 80) if loud else (9 if many else 42)
             color = VERDICT_COLOR[name]
