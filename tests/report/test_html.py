@@ -76,7 +76,8 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             assert rows.count() == n
 
             def efficiencies() -> list[str]:
-                return page.locator("#verdicts > tbody > tr.row > td:nth-child(6)").all_inner_texts()
+                cells = page.locator("#verdicts > tbody > tr.row > td:nth-child(6)")
+                return cells.all_inner_texts()
 
             before = efficiencies()
             page.locator("#verdicts > thead th", has_text="efficiency").click()
