@@ -131,6 +131,11 @@ class RecordColumns:
             extras_json=self.extras_json, fields=self.fields,
             kernels=None if self.kernels is None else self.kernels[index])
 
+    def kernel_count(self, i: int) -> int:
+        """Launches per timed call of row `i`, 1 where the record does not say."""
+        value = np.nan if self.kernels is None else float(self.kernels[i])
+        return 1 if np.isnan(value) else int(value)
+
     def kernel_counts(self) -> np.ndarray:
         """Launches per timed call, 1 where the record does not say."""
         if self.kernels is None:

@@ -102,8 +102,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
 
 def write_json(analysis: Analysis, lint: list[list[Finding]] | None = None) -> None:
     """One JSON object per record, in input order (`output.json_lines`)."""
-    briefs = None if lint is None else [[f.brief() for f in row] for row in lint]
-    write_json_lines(analysis, sys.stdout, briefs)
+    write_json_lines(analysis, sys.stdout, lint)
 
 
 def write_csv(analysis: Analysis) -> None:

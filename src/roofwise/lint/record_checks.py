@@ -16,6 +16,7 @@ from ..ledger import Ledger
 from ..machine import Machine
 from ..pricing import pipes_near_binding
 from ..reason_text import above_envelope_text, latency_bound_text, pipes_text
+from ..reasons import Reason
 from ..report import fmt
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from .findings import (
@@ -265,8 +266,17 @@ def check_rows_m5(case: RowCase) -> RowFindings:
     priced = a.priced
     out: RowFindings = []
     binding = priced.binding_unit.astype(str)
+    # Only rows an SFU binds, or that carry a second pipe with SFU work, can be findings:
+    # screened over columns, so that a million rows without one cost no Python loop.
+    sfu_keys = [k for k in {*priced.unit_ops, *np.unique(binding).tolist()} if is_sfu_unit(k)]
+    second = (priced.flags.astype(np.int64) & int(Reason.SECOND_PIPE)) != 0
+    sfu_work = np.zeros(len(binding), dtype=bool)
+    for k in sfu_keys:
+        if k in priced.unit_ops:
+            sfu_work |= priced.unit_ops[k] > 0
+    candidate = np.isin(binding, sfu_keys) | (second & sfu_work)
     for _, rows in _priced_rows(case):
-        for i in rows:
+        for i in rows[candidate[rows]]:
             key = binding[i]
             if not key:
                 continue
