@@ -101,11 +101,11 @@ def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]
 
 def strings(name: str, values: np.ndarray) -> pl.Series:
     """A text column; a lone surrogate (a JSON escape polars cannot hold) written as \\udc80."""
-    texts = [v if isinstance(v, str) else str(v) for v in np.asarray(values).tolist()]
+    texts = np.asarray(values).tolist()
     try:
         return pl.Series(name, texts, dtype=pl.String)
-    except UnicodeEncodeError:
-        return pl.Series(name, [encodable(t) for t in texts], dtype=pl.String)
+    except (UnicodeEncodeError, TypeError):  # a surrogate, or a value that is not text
+        return pl.Series(name, [encodable(str(t)) for t in texts], dtype=pl.String)
 
 
 def nested(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
@@ -362,7 +362,18 @@ def json_lines(analysis: Analysis, lint: Sequence[Sequence[Any]] | None = None
     frame = verdict_frame(analysis)
     _, json_text = _input_columns(analysis)
     inputs = [c for c in frame.columns if c not in VERDICT_FIELDS]
-    fragments = [_json_fragment(c, c in json_text, True) for c in inputs]
+    fragments: list[pl.Expr] = []
+    run: list[str] = []  # neighbouring fields every row has: encoded together
+    for name in [*inputs, ""]:
+        if name and name not in json_text and frame[name].null_count() == 0:
+            run.append(name)
+            continue
+        if run:
+            fragments.append(pl.struct(run).struct.json_encode().str.slice(1)
+                             .str.strip_suffix("}"))
+            run = []
+        if name:
+            fragments.append(_json_fragment(name, name in json_text, True))
     judged = pl.struct([c for c in frame.columns if c in VERDICT_FIELDS]).struct.json_encode()
     if lint is None:
         tail = judged.str.slice(1)  # '"machine":...}'
@@ -386,8 +397,7 @@ def _brief(finding: Any) -> Any:
 
 def write_json_lines(analysis: Analysis, out: TextIO,
                      lint: Sequence[Sequence[Any]] | None = None) -> None:
-    for line in _chunks(json_lines(analysis, lint)):
-        out.write(line)
+    _write_lines(json_lines(analysis, lint), out)
 
 
 def csv_frame(analysis: Analysis) -> pl.DataFrame:
@@ -410,7 +420,14 @@ def write_csv(analysis: Analysis, out: TextIO, header: bool = True) -> None:
     out.write(csv_frame(analysis).write_csv(include_header=header, line_terminator="\n"))
 
 
-def _chunks(lines: pl.Series, size: int = 100_000) -> Any:
-    """The lines joined with newlines, a chunk at a time (bounded memory for big batches)."""
-    for start in range(0, len(lines), size):
-        yield "\n".join(lines.slice(start, size).to_list()) + "\n"
+def _write_lines(lines: pl.Series, out: TextIO) -> None:
+    """Each text on its own line, written by the engine (to the bytes under `out` when it has
+    them)."""
+    frame = lines.to_frame("line")
+    target = getattr(out, "buffer", None)
+    if target is None:
+        out.write(frame.write_csv(include_header=False, quote_style="never"))
+        return
+    out.flush()
+    frame.write_csv(target, include_header=False, quote_style="never")
+    target.flush()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,10 +56,12 @@ class RowCase:
 
     analysis: Analysis
     references: Mapping[str, Ledger]
-    where: tuple[str, ...]
+    where: RowWhere
 
     def matched(self) -> list[tuple[Ledger, np.ndarray]]:
         """(reference, row indices whose op names it) for each reference ledger."""
+        if not self.references:
+            return []
         ops = np.array([str(o).lower() for o in self.analysis.columns.op], dtype=object)
         out = []
         for name, ledger in self.references.items():
@@ -404,10 +407,22 @@ def _references(ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None) -> dict
     return {ledger.name.lower(): ledger for ledger in values}
 
 
-def row_where(analysis: Analysis, path: str = "") -> tuple[str, ...]:
-    cols = analysis.columns
-    return tuple(f"{path}:{int(line)} ({op})" if path else f"{op} (record {int(line)})"
-                 for op, line in zip(cols.op, cols.line, strict=True))
+class RowWhere:
+    """Where each row is (`path:line (op)`), made only for the rows a finding names."""
+
+    def __init__(self, analysis: Analysis, path: str) -> None:
+        self._cols, self._path = analysis.columns, path
+
+    def __len__(self) -> int:
+        return len(self._cols)
+
+    def __getitem__(self, i: Any) -> str:
+        op, line = self._cols.op[i], int(self._cols.line[i])
+        return f"{self._path}:{line} ({op})" if self._path else f"{op} (record {line})"
+
+
+def row_where(analysis: Analysis, path: str = "") -> RowWhere:
+    return RowWhere(analysis, path)
 
 
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
