@@ -417,6 +417,8 @@ def csv_frame(analysis: Analysis) -> pl.DataFrame:
 
 
 def write_csv(analysis: Analysis, out: TextIO, header: bool = True) -> None:
+    """The verdicts as CSV (`header`: the first batch writes it; later batches of a stream
+    add rows only)."""
     out.write(csv_frame(analysis).write_csv(include_header=header, line_terminator="\n"))
 
 
