@@ -87,6 +87,18 @@ def test_stale_profile_silent_on_one_noisy_row_and_on_a_minority() -> None:
     assert [f for f in lint_analysis(analysis_of(rows)) if f.code == "R2"] == []
 
 
+def test_stale_profile_reads_the_envelope_not_the_priced_regime() -> None:
+    # GEMMs at 0.74 of 989.5 T/s priced on the sustained regime (0.7077): 104.6% of it, but
+    # below the burst envelope (0.7680): a burst-length run, not a stale profile
+    rows = [{"op": "gemm", "flops": 989.5e12 * 0.74 * t, "bytes": 1e8,
+             "roof": "tensor_core.bf16", "time_s": t, "timing": "kernel"}
+            for t in (1e-3, 1.5e-3, 2e-3)]
+    validated = [validate_record(r, f"t:{n}") for n, r in enumerate(rows, 1)]
+    sustained = analyze(columns_from_valid(validated), MACHINES, H200, regime="sustained")
+    assert sustained.judged.efficiency[0] == pytest.approx(0.74 / 0.7077)
+    assert [f for f in lint_analysis(sustained) if f.code == "R2"] == []
+
+
 def test_stale_profile_on_a_memory_mix_and_a_burst_regime() -> None:
     # HBM: 0.99 of 4800 GB/s where the read mix says 0.9380 (105.5% each)
     hbm = [{"op": "read", "flops": 0, "bytes": 4.8e12 * 0.99 * t, "roof": "cuda_core.fp32",

@@ -189,3 +189,17 @@ def test_profile_floor_keys_are_checked() -> None:
     with pytest.raises(InputError, match=r"latency_floor\.graph\.per_call_s"):
         parse_machine({**base, "latency_floor": {"graph": {"per_call_s": -1, "source": "x"}}},
                       "c.yaml")
+
+
+def test_an_at_ceiling_reading_under_the_floor_stands() -> None:
+    # the seed's prefill (SOL 15.051 us) timed with events at 17.5 us: SOL is under the
+    # 20 us events floor, but 86.0% is a lower bound on the kernel no floor can spoil
+    row = one({"op": "qk", "flops": 189_235_200, "bytes": 67_764_736,
+               "roof": "cuda_core.fp32", "time_s": 17.5e-6, "timing": "events"})
+    assert row["verdict"] == "at_ceiling"
+    assert row["efficiency"] == pytest.approx(67_764_736 / BW / 17.5e-6)
+    assert row["efficiency_net_of_floor"] is None  # 15.051 / (17.5 - 20) means nothing
+    # at 20 us the floor explains the whole time and 75.3% is no reading: latency_bound
+    assert one({"op": "qk", "flops": 189_235_200, "bytes": 67_764_736,
+                "roof": "cuda_core.fp32", "time_s": 20e-6, "timing": "events"}
+               )["verdict"] == "latency_bound"

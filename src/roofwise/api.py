@@ -72,13 +72,13 @@ def analyze_file(path: str | Path, machine: str | Machine | None = None, *,
 
 
 def plot(runs: Analysis | str | Path | list[tuple[str, Analysis]], path: str | Path | None = None,
-         *, on: str | Machine | None = None, title: str | None = None) -> Figure:
+         *, machine: str | Machine | None = None, title: str | None = None) -> Figure:
     """The roofline chart of one analysis (or a record file, or labelled runs) as a matplotlib
     Figure; also written to `path` (.png, .svg, .pdf) when given."""
     from .report.chart import roofline_figure, save_figure
 
     if isinstance(runs, (str, Path)):
-        runs = [(Path(runs).stem, analyze_file(runs, on))]
+        runs = [(Path(runs).stem, analyze_file(runs, machine))]
     elif isinstance(runs, Analysis):
         runs = [("records", runs)]
     fig = roofline_figure(runs, title=title)
@@ -88,7 +88,7 @@ def plot(runs: Analysis | str | Path | list[tuple[str, Analysis]], path: str | P
 
 
 def report(analysis: Analysis | str | Path, path: str | Path, *,
-           on: str | Machine | None = None, title: str = "roofwise report") -> Path:
+           machine: str | Machine | None = None, title: str = "roofwise report") -> Path:
     """Write the self-contained HTML report (chart, verdict table, lint, profile) to `path`
     (.html) and return it."""
     from .report.html import check_report_path, write_report
@@ -97,7 +97,7 @@ def report(analysis: Analysis | str | Path, path: str | Path, *,
     source = ""
     if not isinstance(analysis, Analysis):
         source = str(analysis)
-        analysis = analyze_file(analysis, on)
+        analysis = analyze_file(analysis, machine)
     write_report(analysis, path, title=title, source=source)
     return Path(path)
 

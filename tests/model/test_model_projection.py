@@ -196,3 +196,18 @@ def test_bad_config_is_one_line(capsys, tmp_path):
     path, _ = reduced(tmp_path, "llama-3.2-1b")
     code, _, err = run(capsys, "model", path, "-m", "h200", "--phase", "decode", "--tp", 3)
     assert code == 2 and "does not divide over --tp 3" in err
+
+
+def test_fp8_kv_cache_halves_the_cache_and_attention_reads_it_in_fp8(capsys, tmp_path):
+    path, c = reduced(tmp_path, "llama-3.2-1b")
+    rows16, total16 = project(capsys, path, "decode", 4, 1, 1024, 1)
+    code, out, err = run(capsys, "model", path, "-m", "h200", "--phase", "decode", "--batch", 4,
+                         "--context", 1024, "--kv-dtype", "fp8", "--json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    rows8, total8 = lines[:-1], lines[-1]
+    assert total8["kv_cache_bytes"] * 2 == total16["kv_cache_bytes"]
+    attention16 = next(r for r in rows16 if r["op"] == "attention (fused)")
+    attention8 = next(r for r in rows8 if r["op"] == "attention (fused)")
+    kv_bf16 = LAYERS * 2 * 4 * c["num_key_value_heads"] * 1025 * c["head_dim"] * BF16
+    assert attention16["bytes"] - attention8["bytes"] == pytest.approx(kv_bf16 / 2, rel=0.001)

@@ -186,7 +186,8 @@ def test_non_positive_time_is_incomparable_and_fails_the_gate(tmp_path, capsys):
     assert main(["compare", str(base), str(new), "--fail-on-regression"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == ["roofwise: compare failed: 1 incomparable row(s) (a time that is not "
-                   "positive cannot be shown not to regress)"]
+                   "positive, or an impossible, blank or latency-bound row, cannot be shown not "
+                   "to regress)"]
     # both sides bad: both named
     both = compare(_analysis([{**row, "time_s": 0.0}]), _analysis([{**row, "time_s": 0.0}]))
     assert both.changes[0].reason == ("base time 0 s is not positive; new time 0 s is not "

@@ -141,3 +141,21 @@ def test_attention_from_sdpa_shapes_is_the_library_ledger():
     assert price.ledger is not None
     assert price.ledger.flops == expected.flops and price.ledger.bytes == expected.bytes
     assert price.ledger.roof == "tensor_core.bf16"
+
+
+def test_convolution_with_recorded_arguments_is_replayed_by_the_tracer():
+    """No library conv: the tracer replays it; 2*N*Cout*H*W*Cin*kh*kw on the bf16 tensor
+    cores, input, weight and bias read once, output written once."""
+    n, c_in, hw, c_out = 8, 64, 56, 128
+    dims = [[n, c_in, hw, hw], [c_out, c_in, 3, 3], [c_out], [], [], [], [], [], []]
+    types = ["c10::BFloat16"] * 3 + ["", "", "", "Scalar", "", "Scalar"]
+    call = make_call("aten::convolution", dims, types,
+                     ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"])
+    price = price_call(call)
+    assert price.source == "tracer" and price.ledger is not None
+    assert price.ledger.flops == 2 * n * c_out * hw * hw * c_in * 9
+    assert price.ledger.roof == "tensor_core.bf16"
+    elements = n * c_in * hw * hw + c_out * c_in * 9 + c_out + n * c_out * hw * hw
+    assert price.ledger.bytes == 2 * elements
+    without = price_call(make_call("aten::convolution", dims, types))  # no stride, padding
+    assert without.ledger is None and "replay failed" in without.reason

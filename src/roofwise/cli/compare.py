@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import click
 from rich.markup import escape
@@ -15,15 +16,16 @@ from ..compare import (
     INCOMPARABLE,
     ONLY_BASE,
     REGRESSION,
+    Change,
     Comparison,
     compare,
 )
 from ..records import read_records
 from ..report import fmt
 from .common import (
+    MAX_SKIPPED_LINES,
     all_machines,
     console,
-    echo_json,
     load_machine_arg,
     machine_option,
     note,
@@ -45,10 +47,12 @@ _STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
               help="Exit 1 on any of the gate failures listed above (for CI).")
 @click.option("--strict", is_flag=True, help="Fail a file on its first bad record (exit 2).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per matched row.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
+              help="Rows in the table, regressions first (0 for all).")
 @click.pass_context
 def compare_command(ctx: click.Context, base_path: str, new_path: str,
                     machine_name: str | None, threshold: float, fail_on_regression: bool,
-                    strict: bool, as_json: bool) -> None:
+                    strict: bool, as_json: bool, limit: int = 50) -> None:
     """Compare two record files row by row, matched by op, workload and device.
 
     \b
@@ -58,7 +62,10 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     \b
     --fail-on-regression exits 1 on any of:
       - a regression;
-      - an incomparable pair (a base or new time that is not positive);
+      - an incomparable pair: a base or new time that is not positive, or
+        a row that is impossible, blank or latency-bound (its verdict is
+        shown beside the change, which is never called an improvement or a
+        regression);
       - a BASE row with no match in NEW (a vanished benchmark cannot be
         shown not to regress);
       - a malformed record (skipped, one line on stderr each);
@@ -74,13 +81,14 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     paths = {"base": base_path, "new": new_path}
     said = dict.fromkeys(f"roofwise: {paths[d.side]}: duplicate key: {d.describe()}"
                          for d in result.duplicates)  # BASE and NEW may be one file
-    for line in said:
+    for line in list(said)[:MAX_SKIPPED_LINES]:
         note(line)
+    if len(said) > MAX_SKIPPED_LINES:
+        note(f"roofwise: {len(said) - MAX_SKIPPED_LINES} more duplicate key(s) not listed")
     if as_json:
-        for change in result.changes:
-            echo_json(change.to_json())
+        write_lines(result.changes.json_lines())
     else:
-        render_comparison(result)
+        render_comparison(result, None if limit == 0 else limit)
     if fail_on_regression:
         failures = gate_failures(result, skipped)
         if failures:
@@ -95,8 +103,8 @@ def gate_failures(result: Comparison, skipped: int) -> list[str]:
         out.append(f"{len(result.regressions)} regression(s)")
     incomparable = len(result.by_status(INCOMPARABLE))
     if incomparable:
-        out.append(f"{incomparable} incomparable row(s) (a time that is not positive cannot "
-                   "be shown not to regress)")
+        out.append(f"{incomparable} incomparable row(s) (a time that is not positive, or an "
+                   "impossible, blank or latency-bound row, cannot be shown not to regress)")
     if result.duplicates:
         out.append(f"{len(result.duplicates)} duplicate key(s) (rows repeated within a file "
                    "cannot be matched with certainty)")
@@ -109,29 +117,57 @@ def gate_failures(result: Comparison, skipped: int) -> list[str]:
     return out
 
 
-def render_comparison(result: Comparison) -> None:
+def render_comparison(result: Comparison, limit: int | None = None) -> None:
+    """The pairs worst first, each with both verdicts beside its change; `limit` rows."""
+    changes = result.changes
     counts = ", ".join(f"{n} {s}" for s, n in result.counts().items() if n)
-    table = Table(title=f"{len(result.changes)} rows: {counts} (threshold "
+    table = Table(title=f"{len(changes)} rows: {counts} (threshold "
                         f"{fmt.percent(result.threshold)})", title_justify="left")
-    columns = ["status", "op", "workload", "base", "new", "Δ time", "Δ eff.", "spread"]
-    why = any(c.reason for c in result.changes)
+    shown = changes[:limit] if limit is not None else changes[:]
+    columns = ["status", "op", "workload", "base", "new", "Δ time", "verdicts", "Δ eff.",
+               "spread"]
+    why = any(c.reason for c in shown)
     for col in columns + (["why"] if why else []):
         table.add_column(col, justify="right" if col.startswith(("base", "new", "Δ")) else
                          "left", no_wrap=col != "why", overflow="ellipsis" if col != "why"
                          else "fold", max_width=40 if col == "workload" else None,
                          min_width=30 if col == "why" else None)
-    for c in result.changes:
+    for c in shown:
         op, workload, _device = c.key
         table.add_row(
             f"[{_STATUS_STYLE[c.status]}]{c.status}[/]", escape(op), escape(workload),
             fmt.seconds(c.base.time_s, significant=3) if c.base else "—",
             fmt.seconds(c.new.time_s, significant=3) if c.new else "—",
             _signed_percent(c.time_change, c.status in (REGRESSION, IMPROVEMENT)),
+            _verdicts(c),
             "—" if not math.isfinite(c.efficiency_change) else
             f"{c.efficiency_change * 100:+.1f} pt",
             {True: "beyond", False: "within", None: "—"}[c.beyond_spread],
             *([escape(c.reason)] if why else []))
-    console().print(table)
+    out = console()
+    out.print(table)
+    if len(shown) < len(changes):
+        out.print(f"… {len(changes) - len(shown)} more rows (use --limit 0 for all, --json for "
+                  "machines)", style="dim", markup=False)
+
+
+def _verdicts(c: Change) -> str:
+    """Base and new verdicts, one word when they agree: the change is read beside them."""
+    base = c.base.verdict if c.base else "—"
+    new = c.new.verdict if c.new else "—"
+    return base if base == new else f"{base} → {new}"
+
+
+def write_lines(lines: Iterable[str]) -> None:
+    """Lines to stdout in blocks: a million `click.echo` calls cost more than the comparison."""
+    block: list[str] = []
+    for line in lines:
+        block.append(line)
+        if len(block) >= 4096:
+            click.echo("\n".join(block))
+            block.clear()
+    if block:
+        click.echo("\n".join(block))
 
 
 def _signed_percent(value: float, loud: bool) -> str:

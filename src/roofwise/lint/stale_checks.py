@@ -1,9 +1,11 @@
 """R2: a profile calibrated below the card in front of you, seen across many rows.
 
 One row above the envelope is noise, a miscount or a faster card; the rows cannot tell which.
-Several rows bound by the same ceiling (a unit, or a memory access mix), most of that
-ceiling's rows, all above it by a margin beyond run-to-run noise, say the profile's fraction
-is stale for this card: one machine-level finding, with the fraction the rows imply.
+Several rows bound by the same envelope ceiling (a unit's highest regime, or memory's highest
+mix), most of that ceiling's rows, above it by a margin beyond run-to-run noise, say the
+profile's fraction is stale for this card: one machine-level finding, with the fraction the
+rows imply. Read against the envelope, never the regime or mix a row was priced with: a
+burst-length run above the sustained rate is no sign of a stale profile.
 """
 
 from __future__ import annotations
@@ -28,19 +30,19 @@ def check_stale_profiles(analysis: Analysis) -> list[Finding]:
     readable = ((a.judged.verdict != BLANK) & (a.judged.verdict != LATENCY_BOUND)
                 & ((a.judged.flags & np.int32(IMPOSSIBLE_REASONS)) == 0))
     memory = a.priced.bound_memory
-    ceiling_key = np.where(memory, a.priced.mix.astype(str), a.priced.binding_unit.astype(str))
+    ceiling_key = np.where(memory, "", a.priced.binding_unit.astype(str))
     for name, machine in a.machines.items():
         mine = readable & (a.machine_name == name)
         for is_memory in (True, False):
             rows = mine & (memory == is_memory)
             for key in np.unique(ceiling_key[rows]):
                 group = np.flatnonzero(rows & (ceiling_key == key))
-                efficiency = a.judged.efficiency[group]
+                efficiency = a.judged.envelope_efficiency[group]
                 above = efficiency[efficiency > 1.0]
                 if (len(above) < STALE_MIN_ROWS or 2 * len(above) < len(group)
                         or float(np.median(above)) < STALE_MARGIN):
                     continue
-                ceiling = machine.ceiling(bool(is_memory), str(key), str(key), a.regime)
+                ceiling = machine.ceiling(bool(is_memory), str(key))
                 if ceiling.fraction is None:
                     continue  # an uncalibrated ceiling is M1's business
                 implied = ceiling.fraction * float(np.median(above))

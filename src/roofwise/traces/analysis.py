@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,9 @@ def judge_ops(path: str, built: TraceOps, machines: Mapping[str, Machine],
               mix: str | None = None) -> TraceAnalysis:
     records: list[dict[str, Any]] = []
     record_of_op = np.full(len(built.ops), -1, dtype=np.int64)
+    shared: dict[int, dict[str, Any]] = {}
     for i, op in enumerate(built.ops):
-        record = op.record()
+        record = op.record(shared)
         if record is not None:
             record_of_op[i] = len(records)
             records.append(record)
@@ -90,9 +92,17 @@ class Group:
 
 def shapes_text(op: TraceOp) -> str:
     """`[2048, 320] fp32, [320, 125] fp32`: tensor inputs only, in argument order."""
+    try:
+        return _shapes_text(op.shapes, op.dtypes)
+    except TypeError:  # an unhashable record: uncached
+        return _shapes_text.__wrapped__(op.shapes, op.dtypes)
+
+
+@lru_cache(maxsize=65536)
+def _shapes_text(shapes: tuple[Any, ...], dtypes: tuple[str, ...]) -> str:
     from .aten import TRACE_DTYPES
 
-    parts = [f"{list(d)} {TRACE_DTYPES[t]}" for d, t in zip(op.shapes, op.dtypes, strict=False)
+    parts = [f"{list(d)} {TRACE_DTYPES[t]}" for d, t in zip(shapes, dtypes, strict=False)
              if t in TRACE_DTYPES and isinstance(d, (list, tuple))]
     return ", ".join(parts) if parts else "-"
 

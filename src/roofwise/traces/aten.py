@@ -119,10 +119,21 @@ class Call:
 def make_call(name: str, dims: Sequence[Any], types: Sequence[Any],
               concrete: Sequence[Any] = ()) -> Call:
     """A hashable Call from the profiler's lists (dims that are not lists of ints become None)."""
+    frozen = (tuple(tuple(d) if isinstance(d, list) else d for d in dims), tuple(types),
+              tuple(concrete))
+    try:
+        return _make_call(name, *frozen)
+    except TypeError:  # something unhashable in the record: build it uncached
+        return _make_call.__wrapped__(name, *frozen)
+
+
+@lru_cache(maxsize=65536)
+def _make_call(name: str, dims: tuple[Any, ...], types: tuple[Any, ...],
+               concrete: tuple[Any, ...]) -> Call:
     shapes: list[tuple[int, ...] | None] = []
     for d in dims:
-        ok = isinstance(d, list) and all(isinstance(x, int) and x >= 0 for x in d)
-        shapes.append(tuple(d) if ok else None)
+        ok = isinstance(d, tuple) and all(isinstance(x, int) and x >= 0 for x in d)
+        shapes.append(d if ok else None)
     return Call(name, tuple(shapes), tuple(str(t) for t in types), tuple(str(x) for x in concrete))
 
 

@@ -47,18 +47,26 @@ class TraceOp:
         return {"shapes": [list(s) if isinstance(s, (list, tuple)) else s for s in self.shapes],
                 "dtypes": list(self.dtypes)}
 
-    def record(self) -> dict[str, Any] | None:
-        """The benchmark record, or None when the op could not be priced."""
+    def record(self, shared: dict[int, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+        """The benchmark record, or None when the op could not be priced.
+
+        `shared` keeps, per price (one per distinct op and shapes), the fields all its calls
+        have in common, so a trace of a million calls builds each ledger's record once."""
         ledger = self.price.ledger
         if ledger is None:
             return None
-        record = ledger.to_record(time_s=self.time_s)
-        record.update(op=self.op, workload=self.workload, timing="kernel",
-                      kernels=self.kernels, priced_by=self.price.source)
+        cache = shared if shared is not None else {}
+        common = cache.get(id(self.price))
+        if common is None:
+            common = ledger.to_record()
+            common.update(op=self.op, workload=self.workload, timing="kernel",
+                          priced_by=self.price.source)
+            if self.price.reason:
+                common["note"] = self.price.reason
+            cache[id(self.price)] = common
+        record = {**common, "time_s": self.time_s, "kernels": self.kernels}
         if self.device:
             record["device"] = self.device
-        if self.price.reason:
-            record["note"] = self.price.reason
         return record
 
 

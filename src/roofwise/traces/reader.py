@@ -224,6 +224,13 @@ def _number(value: Any) -> float:
         return 0.0
 
 
+def _frozen(value: Any) -> Any:
+    """Lists as tuples, all the way down: recorded shapes become hashable (and cacheable)."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
 def _keep(e: dict[str, Any], events: TraceEvents) -> None:
     """Append the event to its kind's list if pricing needs it."""
     ph = e.get("ph")
@@ -235,7 +242,7 @@ def _keep(e: dict[str, Any], events: TraceEvents) -> None:
             events.ops.append(CpuOp(
                 len(events.ops), e.get("pid"), e.get("tid"), ts, ts + _number(e.get("dur")),
                 str(e.get("name", "")), args.get("External id"),
-                tuple(args.get("Input Dims") or ()), tuple(args.get("Input type") or ()),
+                _frozen(args.get("Input Dims") or ()), tuple(args.get("Input type") or ()),
                 tuple(str(c) for c in (args.get("Concrete Inputs") or ()))))
         elif cat in _CALL_CATEGORIES:
             if args.get("correlation") is not None:
