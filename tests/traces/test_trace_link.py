@@ -159,3 +159,16 @@ def test_convolution_with_recorded_arguments_is_replayed_by_the_tracer():
     assert price.ledger.bytes == 2 * elements
     without = price_call(make_call("aten::convolution", dims, types))  # no stride, padding
     assert without.ledger is None and "replay failed" in without.reason
+
+
+def test_reading_reports_progress_up_to_the_file_size(tmp_path):
+    """The progress bar's feed: the file's size first, then bytes read, rising to all of it."""
+    import gzip
+
+    events = [op("aten::mm", 20 * i, 10, i, **MM) for i in range(2000)]
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    sizes, done = [], []
+    read = read_trace(path, progress=done.append, total=sizes.append)
+    assert sizes == [path.stat().st_size] and len(read.ops) == 2000
+    assert done == sorted(done) and done[-1] == path.stat().st_size
