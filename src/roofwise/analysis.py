@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +46,15 @@ class Analysis:
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def take(self, index: np.ndarray) -> Analysis:
+        """Rows `index` (in that order) as an analysis of their own: what a report shows of a
+        million rows, linted and rendered without touching the rest."""
+        index = np.asarray(index, dtype=np.int64)
+        return replace(self, columns=self.columns.take(index),
+                       machine_name=self.machine_name[index], priced=_taken(self.priced, index),
+                       judged=_taken(self.judged, index),
+                       no_machine_reason=self.no_machine_reason[index])
 
     def to_polars(self) -> pl.DataFrame:
         """The verdicts as a polars frame: one row per record, the `--json` fields as columns
@@ -118,7 +127,7 @@ class Analysis:
         second = bool(int(priced.flags[i]) & Reason.SECOND_PIPE)
         return {
             "timing_method": timing_method(str(self.columns.timing[i])),
-            "kernels": int(self.columns.kernel_counts()[i]),
+            "kernels": self.columns.kernel_count(i),
             "floor_s": _num(judged.floor_s[i], blank) if judged.floor_s is not None else None,
             "efficiency_net_of_floor": (None if judged.net_efficiency is None else
                                         _num(judged.net_efficiency[i], no_reading)),
@@ -133,6 +142,19 @@ class Analysis:
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         for i in range(len(self)):
             yield self.row(i)
+
+
+def _taken(table: Any, index: np.ndarray) -> Any:
+    """A dataclass of per-row columns (Priced, Judged) at rows `index`."""
+    picked: dict[str, Any] = {}
+    for f in fields(table):
+        value = getattr(table, f.name)
+        if isinstance(value, np.ndarray):
+            value = value[index]
+        elif isinstance(value, Mapping):
+            value = {k: np.asarray(v)[index] for k, v in value.items()}
+        picked[f.name] = value
+    return replace(table, **picked)
 
 
 def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
@@ -331,7 +353,7 @@ def floor_facts(analysis: Analysis, i: int, machine: Machine) -> reason_text.Flo
     stated = timing_method(str(analysis.columns.timing[i]))
     overlapped = bool(int(analysis.judged.flags[i]) & Reason.FLOOR_OVERLAPPED)
     timing = "kernel" if overlapped else stated
-    kernels = int(analysis.columns.kernel_counts()[i])
+    kernels = analysis.columns.kernel_count(i)
     floor = machine.latency_floors.floor(timing)
     return reason_text.FloorFacts(timing, kernels, floor.per_call_s, floor.per_kernel_s,
                                   floor.floor_s(kernels), floor.assumed, floor.source,
