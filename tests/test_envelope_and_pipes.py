@@ -72,8 +72,11 @@ def test_stale_profile_fires_on_a_set_of_rows_above_one_units_envelope() -> None
     # four FMA rows at 0.975-0.985 of theoretical: median 0.98 / 0.8548 = 114.6%
     rows = [fma_row(f, t) for f, t in ((0.975, 1e-3), (0.98, 2e-3), (0.98, 4e-3),
                                        (0.985, 8e-3))]
-    found = [f for f in lint_analysis(analysis_of(rows)) if f.code == "R2"]
+    analysis = analysis_of(rows)
+    found = [f for f in lint_analysis(analysis) if f.code == "R2"]
     assert len(found) == 1
+    html = report_html(analysis, source="fma.jsonl")  # the report's lint section too
+    assert "the profile looks calibrated below this card" in html
     assert found[0].where == "h200 cuda_core.fp32 sustained"
     assert found[0].reason.startswith(
         "4 of 4 rows bound by cuda_core.fp32 sustained sit above it (median 114.6% of it, "

@@ -25,7 +25,7 @@ from .. import paths
 from ..analysis import Analysis
 from ..errors import InputError
 from ..ledger import Ledger, Role
-from ..lint import Finding, lint_rows
+from ..lint import Finding, check_stale_profiles, lint_rows
 from ..machine import Machine
 from ..reason_text import bound_label, efficiency_band_text, floor_line
 from ..recordio import atomic_writer
@@ -142,7 +142,7 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
         _table(analysis, LedgerFinder(references), findings, templates),
         *(f'<template id="{key}">{_ledger_view(ledger)}</template>'
           for key, ledger in templates.values()),
-        _lint([f for row in findings for f in row]),
+        _lint([*(f for row in findings for f in row), *check_stale_profiles(analysis)]),
         _profiles(analysis.machines.values()),
         f"<script>{_JS}</script></body></html>",
     ]
