@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +46,15 @@ class Analysis:
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def take(self, index: np.ndarray) -> Analysis:
+        """Rows `index` (in that order) as an analysis of their own: what a report shows of a
+        million rows, linted and rendered without touching the rest."""
+        index = np.asarray(index, dtype=np.int64)
+        return replace(self, columns=self.columns.take(index),
+                       machine_name=self.machine_name[index], priced=_taken(self.priced, index),
+                       judged=_taken(self.judged, index),
+                       no_machine_reason=self.no_machine_reason[index])
 
     def to_polars(self) -> pl.DataFrame:
         """The verdicts as a polars frame: one row per record, the `--json` fields as columns
@@ -133,6 +142,19 @@ class Analysis:
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         for i in range(len(self)):
             yield self.row(i)
+
+
+def _taken(table: Any, index: np.ndarray) -> Any:
+    """A dataclass of per-row columns (Priced, Judged) at rows `index`."""
+    picked: dict[str, Any] = {}
+    for f in fields(table):
+        value = getattr(table, f.name)
+        if isinstance(value, np.ndarray):
+            value = value[index]
+        elif isinstance(value, Mapping):
+            value = {k: np.asarray(v)[index] for k, v in value.items()}
+        picked[f.name] = value
+    return replace(table, **picked)
 
 
 def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
