@@ -127,7 +127,7 @@ class Analysis:
         second = bool(int(priced.flags[i]) & Reason.SECOND_PIPE)
         return {
             "timing_method": timing_method(str(self.columns.timing[i])),
-            "kernels": int(self.columns.kernel_counts()[i]),
+            "kernels": self.columns.kernel_count(i),
             "floor_s": _num(judged.floor_s[i], blank) if judged.floor_s is not None else None,
             "efficiency_net_of_floor": (None if judged.net_efficiency is None else
                                         _num(judged.net_efficiency[i], no_reading)),
@@ -353,7 +353,7 @@ def floor_facts(analysis: Analysis, i: int, machine: Machine) -> reason_text.Flo
     stated = timing_method(str(analysis.columns.timing[i]))
     overlapped = bool(int(analysis.judged.flags[i]) & Reason.FLOOR_OVERLAPPED)
     timing = "kernel" if overlapped else stated
-    kernels = int(analysis.columns.kernel_counts()[i])
+    kernels = analysis.columns.kernel_count(i)
     floor = machine.latency_floors.floor(timing)
     return reason_text.FloorFacts(timing, kernels, floor.per_call_s, floor.per_kernel_s,
                                   floor.floor_s(kernels), floor.assumed, floor.source,

@@ -131,6 +131,11 @@ class RecordColumns:
             extras_json=self.extras_json, fields=self.fields,
             kernels=None if self.kernels is None else self.kernels[index])
 
+    def kernel_count(self, i: int) -> int:
+        """Launches per timed call of row `i`, 1 where the record does not say."""
+        value = np.nan if self.kernels is None else float(self.kernels[i])
+        return 1 if np.isnan(value) else int(value)
+
     def kernel_counts(self) -> np.ndarray:
         """Launches per timed call, 1 where the record does not say."""
         if self.kernels is None:
@@ -351,15 +356,15 @@ def _parquet_batches(path: Path, strict: bool, keep_rows: bool, batch_rows: int 
         step = total if batch_rows is None else max(1, batch_rows)
         for start in range(0, max(total, 1), max(step, 1)):
             part = frame.slice(start, step).collect()
-            yield _load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
-                                    f"{path}:row ", _frame_rows(part, (None,))),
+            yield load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
+                                    f"{path}:row ", frame_rows(part, (None,))),
                               strict, keep_rows)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(str(path), f"not a readable Parquet file ({_one_line(exc)})"
                          ) from None
 
 
-def _frame_rows(frame: pl.DataFrame, absent: tuple[Any, ...]
+def frame_rows(frame: pl.DataFrame, absent: tuple[Any, ...]
                 ) -> Callable[[np.ndarray], list[Any]]:
     def rows(at: np.ndarray) -> list[Any]:
         picked = frame[at.tolist()].to_dicts() if len(at) else []
@@ -393,7 +398,7 @@ def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,
                 batch = _jsonl_batch(path, data, first_line)
             else:
                 batch = _csv_batch(path, header, data, first_line)
-            yield (_load_batch(batch, strict, keep_rows) if batch is not None else
+            yield (load_batch(batch, strict, keep_rows) if batch is not None else
                    _per_row(path, kind, header, data, first_line, strict, keep_rows))
             first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
@@ -627,7 +632,7 @@ def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch
     keep[[line - first_line for line, _ in refused]] = False
     index = np.flatnonzero(keep)
     frame = frame[index.tolist()] if len(index) != frame.height else frame
-    return Batch(frame, index + first_line, f"{path}:", _frame_rows(frame, (None, "")),
+    return Batch(frame, index + first_line, f"{path}:", frame_rows(frame, (None, "")),
                  tuple(refused))
 
 
@@ -640,7 +645,7 @@ class NotColumnar(Exception):
     """A batch holds something the screen does not handle; it is read row by row."""
 
 
-def _load_batch(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
+def load_batch(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
     try:
         return _screen(batch, strict, keep_rows)
     except NotColumnar:

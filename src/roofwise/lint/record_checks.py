@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from ..ledger import Ledger
 from ..machine import Machine
 from ..pricing import pipes_near_binding
 from ..reason_text import above_envelope_text, latency_bound_text, pipes_text
+from ..reasons import Reason
 from ..report import fmt
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from .findings import (
@@ -54,10 +56,12 @@ class RowCase:
 
     analysis: Analysis
     references: Mapping[str, Ledger]
-    where: tuple[str, ...]
+    where: RowWhere
 
     def matched(self) -> list[tuple[Ledger, np.ndarray]]:
         """(reference, row indices whose op names it) for each reference ledger."""
+        if not self.references:
+            return []
         ops = np.array([str(o).lower() for o in self.analysis.columns.op], dtype=object)
         out = []
         for name, ledger in self.references.items():
@@ -265,8 +269,17 @@ def check_rows_m5(case: RowCase) -> RowFindings:
     priced = a.priced
     out: RowFindings = []
     binding = priced.binding_unit.astype(str)
+    # Only rows an SFU binds, or that carry a second pipe with SFU work, can be findings:
+    # screened over columns, so that a million rows without one cost no Python loop.
+    sfu_keys = [k for k in {*priced.unit_ops, *np.unique(binding).tolist()} if is_sfu_unit(k)]
+    second = (priced.flags.astype(np.int64) & int(Reason.SECOND_PIPE)) != 0
+    sfu_work = np.zeros(len(binding), dtype=bool)
+    for k in sfu_keys:
+        if k in priced.unit_ops:
+            sfu_work |= priced.unit_ops[k] > 0
+    candidate = np.isin(binding, sfu_keys) | (second & sfu_work)
     for _, rows in _priced_rows(case):
-        for i in rows:
+        for i in rows[candidate[rows]]:
             key = binding[i]
             if not key:
                 continue
@@ -394,10 +407,22 @@ def _references(ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None) -> dict
     return {ledger.name.lower(): ledger for ledger in values}
 
 
-def row_where(analysis: Analysis, path: str = "") -> tuple[str, ...]:
-    cols = analysis.columns
-    return tuple(f"{path}:{int(line)} ({op})" if path else f"{op} (record {int(line)})"
-                 for op, line in zip(cols.op, cols.line, strict=True))
+class RowWhere:
+    """Where each row is (`path:line (op)`), made only for the rows a finding names."""
+
+    def __init__(self, analysis: Analysis, path: str) -> None:
+        self._cols, self._path = analysis.columns, path
+
+    def __len__(self) -> int:
+        return len(self._cols)
+
+    def __getitem__(self, i: Any) -> str:
+        op, line = self._cols.op[i], int(self._cols.line[i])
+        return f"{self._path}:{line} ({op})" if self._path else f"{op} (record {line})"
+
+
+def row_where(analysis: Analysis, path: str = "") -> RowWhere:
+    return RowWhere(analysis, path)
 
 
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
