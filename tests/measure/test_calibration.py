@@ -376,3 +376,12 @@ def test_throttle_reasons_are_named_from_the_nvml_bitmask():
     # GpuIdle 0x1 is not a throttle of a loaded window
     assert throttle_names(0x4 | 0x40 | 0x1) == ("power_cap", "hw_thermal")
     assert throttle_names(0) == ()
+
+
+def test_a_windows_clocks_dump_as_plain_yaml():
+    from roofwise.measure.calibrate import clocks_record
+
+    capped = Clocks(sm_mhz=1410, mem_mhz=3201, power_limit_w=700, driver="580",
+                    throttle=("power_cap",))
+    text = yaml.safe_dump({"windows": [{"clocks": [clocks_record(capped)]}]})
+    assert yaml.safe_load(text)["windows"][0]["clocks"][0]["throttle"] == ["power_cap"]

@@ -122,6 +122,13 @@ def read_clocks() -> Clocks:
         return Clocks()
 
 
+def clocks_record(clocks: Clocks) -> dict[str, Any]:
+    """One clock read as plain YAML/JSON values (the provenance of every window)."""
+    return {"sm_mhz": clocks.sm_mhz, "mem_mhz": clocks.mem_mhz,
+            "power_limit_w": clocks.power_limit_w, "driver": clocks.driver,
+            "throttle": list(clocks.throttle)}
+
+
 def _num(text: str) -> float | None:
     try:
         return float(text)
@@ -175,7 +182,7 @@ def _measure(log: Log, kind: str, key: str, variant: str, amount: float, method:
                     samples)
     log.windows.append({"key": key, "variant": variant, "method": method, "reps": len(times),
                         "time_s": m.time_s, "rate_per_s": m.rate_per_s, "spread": m.spread,
-                        "clocks": [c.__dict__ for c in samples],
+                        "clocks": [clocks_record(c) for c in samples],
                         "regime_from_clocks": regime_from_clocks(m)})
     sm = "->".join(f"{c.sm_mhz:g}" if c.sm_mhz is not None else "?" for c in samples)
     capped = sorted({r for c in samples for r in c.throttle})
