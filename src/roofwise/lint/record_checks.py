@@ -428,12 +428,22 @@ def row_where(analysis: Analysis, path: str = "") -> RowWhere:
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
               path: str = "") -> list[list[Finding]]:
     """Findings per row, in code order; `ledgers` are references matched to rows by op name."""
-    case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
     per_row: list[list[Finding]] = [[] for _ in range(len(analysis))]
+    for i, found in lint_findings(analysis, ledgers, path).items():
+        per_row[i] = found
+    return per_row
+
+
+def lint_findings(analysis: Analysis,
+                  ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
+                  path: str = "") -> dict[int, list[Finding]]:
+    """Findings by row, for the rows that have any (most have none), in code order."""
+    case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
+    found: dict[int, list[Finding]] = {}
     for check in ROW_CHECKS.values():
         for i, finding in check(case):
-            per_row[i].append(finding)
-    return per_row
+            found.setdefault(i, []).append(finding)
+    return found
 
 
 def lint_analysis(analysis: Analysis,
