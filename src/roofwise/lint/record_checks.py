@@ -47,7 +47,7 @@ from .machine_checks import (
     uncalibrated_unit_fix,
     units_missing_reason,
 )
-from .stale_checks import ANALYSIS_CHECKS
+from .stale_checks import ANALYSIS_CHECKS, stale_profile_groups
 
 
 @dataclass(frozen=True)
@@ -425,13 +425,19 @@ def row_where(analysis: Analysis, path: str = "") -> RowWhere:
 
 
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
-              path: str = "") -> list[list[Finding]]:
-    """Findings per row, in code order; `ledgers` are references matched to rows by op name."""
+              path: str = "", machine_level: bool = False) -> list[list[Finding]]:
+    """Findings per row, in code order; `ledgers` are references matched to rows by op name.
+    `machine_level`: also each R2 finding, in every row bound by the ceiling it names (so that
+    `analyze --json`, one object per row, carries it)."""
     case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
     per_row: list[list[Finding]] = [[] for _ in range(len(analysis))]
     for check in ROW_CHECKS.values():
         for i, finding in check(case):
             per_row[i].append(finding)
+    if machine_level:
+        for finding, rows in stale_profile_groups(analysis):
+            for i in rows.tolist():
+                per_row[i].append(finding)
     return per_row
 
 
