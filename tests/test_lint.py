@@ -118,7 +118,7 @@ def test_m1_silent_on_calibrated_h200_ceilings() -> None:
     assert codes(lint_ledger(FUSED, H200), "M1") == []
     # the only datasheet ceiling the h200 profile holds is the special-function pipe
     assert [f.where for f in lint_machine(H200)] == ["h200 sfu.fp32"]
-    assert "4.18 TFLOP/s" in lint_machine(H200)[0].reason
+    assert "4.18 Top/s" in lint_machine(H200)[0].reason  # an exp is an op, not a FLOP
 
 
 def test_m1_on_records_priced_on_an_uncalibrated_machine() -> None:

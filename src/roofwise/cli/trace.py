@@ -110,7 +110,7 @@ def _summary(ledger: Ledger, uncounted: tuple[str, ...]) -> None:
     for w in ledger.work:
         totals[(w.unit, w.op_class)] = totals.get((w.unit, w.op_class), 0.0) + w.ops
     for (unit, op_class), ops in totals.items():
-        work.add_row(for_rich(unit), op_class, fmt.count(ops, "op"))
+        work.add_row(for_rich(unit), op_class, fmt.count(ops, fmt.op_name(unit)))
     out.print(work)
     out.print(f"bytes {ledger.bytes:,} (read {ledger.read_bytes:,}, write "
               f"{ledger.write_bytes:,}, lookups {ledger.lookup_bytes:,}); FLOPs "

@@ -470,7 +470,8 @@ def _profiles(machines: Iterable[Machine]) -> str:
                                'class="profile"'))
         units = (row for unit in m.units.values() for row in _ceiling_rows(
             unit.key, unit.theoretical_ops_per_s, unit.calibration_by_regime,
-            unit.envelope_regime, "op/s", 1, unit.source, partial(_balance, m, unit.key)))
+            unit.envelope_regime, fmt.op_name(unit.key) + "/s", 1, unit.source,
+            partial(_balance, m, unit.key)))
         out.append(_html_table(("unit", "regime", *common, "balance", "source"), units,
                                'class="profile"'))
         lines = (floor_line(t, f.per_call_s, f.per_kernel_s, f.assumed, f.source)
