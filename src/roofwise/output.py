@@ -8,6 +8,8 @@ format whole columns at once; only the sentences of the reasons are Python, per 
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -35,6 +37,8 @@ VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_
 _OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s")
 
 
+# Lint findings per row (a list per row), or by row for the rows that have any.
+Lint = Sequence[Sequence[Any]] | Mapping[int, Sequence[Any]]
 _BRIEF = pl.List(pl.Struct({"code": pl.String, "reason": pl.String, "fix": pl.String}))
 
 
@@ -229,7 +233,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     templated = ~alone & ~no_machine
     machine_name = np.asarray(analysis.machine_name).astype(object)
     memory = np.asarray(priced.bound_memory, dtype=bool)
-    columns: dict[str, Any] = {}
+    columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
     texts: list[pl.Expr] = []
 
     def rows_with(flag: Reason, name: str | None = None, extra: np.ndarray | None = None
@@ -289,8 +293,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
             "highest measured mix and regime)", used))
     at = np.flatnonzero(templated & reading)
     if len(at):
-        percent = formatted("percent", at, [fmt.percent(v)
-                                            for v in judged.efficiency[at].tolist()])
+        percent = column("percent", percent_texts(judged.efficiency, at, n))
         for name, m in analysis.machines.items():
             when(rows_with(Reason.NONE, name, reading & memory), pl.format(
                 "{} of SOL; memory-bound on {} {} mix", percent, pl.lit(m.dram.name),
@@ -311,17 +314,53 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     when(rows_with(Reason.WALL_TIMING), pl.lit(
         "wall-clock time includes host overhead: efficiency is a lower bound"))
     frame = pl.DataFrame(columns, height=n)
-    out = (frame.select(pl.concat_list(texts).list.drop_nulls().alias("reasons")).to_series()
-           if texts else pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String)))
+    # Sentences joined on a separator no sentence holds, then split: an engine-side list
+    # build several times faster than concatenating lists.
+    if texts:
+        joined = pl.concat_str(texts, separator=_UNIT_SEPARATOR, ignore_nulls=True)
+        out = frame.select(pl.when(joined == "").then(pl.lit([], dtype=pl.List(pl.String)))
+                           .otherwise(joined.str.split(_UNIT_SEPARATOR)).alias("reasons")
+                           ).to_series()
+    else:
+        out = pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
     special = np.flatnonzero(alone | no_machine)
     if len(special):
-        alone_rows = pl.DataFrame({
-            "i": special, "alone": nested("alone", [explain(analysis, i) for i in
-                                                    special.tolist()], pl.List(pl.String))})
+        lists = [explain(analysis, i) for i in special.tolist()]
+        flat = [encodable(text) for found in lists for text in found]
+        owner = np.repeat(special, [len(found) for found in lists])
+        alone_rows = (pl.DataFrame({"i": owner, "alone": pl.Series(flat, dtype=pl.String)})
+                      .group_by("i", maintain_order=True).agg("alone"))
+        alone_rows = pl.concat([alone_rows, pl.DataFrame(  # rows explained by no sentence
+            {"i": np.setdiff1d(special, owner), "alone": [[]] * len(np.setdiff1d(
+                special, owner))}, schema={"i": pl.Int64, "alone": pl.List(pl.String)})])
         out = (pl.DataFrame({"i": np.arange(n), "reasons": out})
                .join(alone_rows, on="i", how="left", maintain_order="left")
                .select(pl.coalesce("alone", "reasons")).to_series())
     return out.alias("reasons")
+
+
+_UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
+
+
+def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:
+    """`fmt.percent` of `values` at the rows `at` (null elsewhere), formatted by the engine.
+
+    Rounding to 0.1% by the engine and by Python's format agree except within a hair of a
+    tie (x.x5); those rows, and the rare forms (<0.1%, scientific), are formatted by
+    `fmt.percent` itself, so every text is exactly what `fmt.percent` writes.
+    """
+    x = np.asarray(values, dtype=np.float64)[at] * 100
+    with np.errstate(invalid="ignore"):
+        scaled = x * 10
+        tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+        plain = np.isfinite(x) & (np.abs(x) >= 0.05) & (np.abs(x) < 1e6) & ~tie
+    texts = pl.select(pl.lit(pl.Series(x)).round(1).cast(pl.String) + "%").to_series()
+    python = np.flatnonzero(~plain)
+    if len(python):
+        texts = texts.scatter(python, pl.Series([fmt.percent(v / 100) for v in
+                                                 x[python].tolist()], dtype=pl.String))
+    column = pl.Series([None] * n, dtype=pl.String)
+    return column.scatter(at, texts) if len(at) else column
 
 
 def _repr_text(column: pl.Expr) -> pl.Expr:
@@ -355,8 +394,7 @@ def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
     return pl.when(column.is_null()).then(None).otherwise(fragment) if omit_null else fragment
 
 
-def json_lines(analysis: Analysis, lint: Sequence[Sequence[Any]] | None = None
-               ) -> pl.Series:
+def json_lines(analysis: Analysis, lint: Lint | None = None) -> pl.Series:
     """One JSON object per record, as text: the --json contract (`lint`: brief findings per
     row, added as a `lint` list)."""
     frame = verdict_frame(analysis)
@@ -377,17 +415,22 @@ def json_lines(analysis: Analysis, lint: Sequence[Sequence[Any]] | None = None
     judged = pl.struct([c for c in frame.columns if c in VERDICT_FIELDS]).struct.json_encode()
     if lint is None:
         tail = judged.str.slice(1)  # '"machine":...}'
-    else:  # most rows have no finding: their text is "[]", the rest go through json.dumps
-        texts = np.full(len(analysis), "[]", dtype=object)
-        for i, found in enumerate(lint):
-            if found:
-                texts[i] = json.dumps([_brief(f) for f in found], separators=(",", ":"))
-        frame = frame.with_columns(strings("lint", texts))
+    else:
+        frame = frame.with_columns(_lint_texts(len(analysis), lint))
         tail = pl.concat_str([judged.str.slice(1).str.strip_suffix("}"), pl.lit(',"lint":'),
                               pl.col("lint"), pl.lit("}")])
     return frame.select(
         (pl.lit("{") + pl.concat_str([*fragments, tail], separator=",", ignore_nulls=True))
         .alias("line")).to_series()
+
+
+def _lint_texts(n: int, lint: Lint) -> pl.Series:
+    """Each row's findings as JSON text: "[]" for most, json.dumps for the rows with any."""
+    texts = np.full(n, "[]", dtype=object)
+    for i, found in (lint.items() if isinstance(lint, Mapping) else enumerate(lint)):
+        if found:
+            texts[i] = json.dumps([_brief(f) for f in found], separators=(",", ":"))
+    return strings("lint", texts)
 
 
 def _brief(finding: Any) -> Any:
@@ -396,8 +439,19 @@ def _brief(finding: Any) -> Any:
 
 
 def write_json_lines(analysis: Analysis, out: TextIO,
-                     lint: Sequence[Sequence[Any]] | None = None) -> None:
-    _write_lines(json_lines(analysis, lint), out)
+                     lint: Lint | None = None) -> None:
+    """The --json lines. Where every record has every field and none is JSON text (CSV,
+    Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is built
+    from its fields (`json_lines`) so that a field a record lacks is left out."""
+    frame = verdict_frame(analysis)
+    _, json_text = _input_columns(analysis)
+    inputs = [c for c in frame.columns if c not in VERDICT_FIELDS]
+    if json_text or any(frame[c].null_count() for c in inputs):
+        _write_lines(json_lines(analysis, lint), out)
+        return
+    if lint is not None:
+        frame = frame.with_columns(_lint_texts(len(analysis), lint).str.json_decode(_BRIEF))
+    _write_target(out, frame.write_ndjson)
 
 
 def csv_frame(analysis: Analysis) -> pl.DataFrame:
@@ -426,10 +480,23 @@ def _write_lines(lines: pl.Series, out: TextIO) -> None:
     """Each text on its own line, written by the engine (to the bytes under `out` when it has
     them)."""
     frame = lines.to_frame("line")
+    _write_target(out, lambda target: frame.write_csv(target, include_header=False,
+                                                      quote_style="never"))
+
+
+def _write_target(out: TextIO, write: Any) -> None:
+    """`write(file)` by the engine into the bytes under `out` (or into text, then `out`)."""
     target = getattr(out, "buffer", None)
     if target is None:
-        out.write(frame.write_csv(include_header=False, quote_style="never"))
+        buffer = io.BytesIO()
+        write(buffer)
+        out.write(buffer.getvalue().decode("utf-8"))
         return
     out.flush()
-    frame.write_csv(target, include_header=False, quote_style="never")
-    target.flush()
+    try:
+        write(target)
+        target.flush()
+    except OSError as exc:  # the engine says a closed pipe in words: `| head` is not an error
+        if isinstance(exc, BrokenPipeError) or "Broken pipe" in str(exc):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe") from None
+        raise

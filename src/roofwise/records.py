@@ -537,33 +537,44 @@ _JSON_TEXT = {name: pl.String for name in (*TEXT_FIELDS, *NUMBER_FIELDS, "flops_
 _ALONE = 32  # a refused run of at most this many lines is parsed line by line
 
 
-def _read_ndjson(piece: bytes, json_columns: set[str]) -> pl.DataFrame | None:
+def _read_ndjson(piece: bytes, json_columns: set[str], sample: bytes | None = None
+                 ) -> pl.DataFrame | None:
     """Lines of JSON objects as a frame, or None where the engine refuses them.
 
-    Contract fields are read as text: numbers keep their digits, and a field that is a number
-    in one row and a string in another does not refuse the batch; the screen parses them.
+    The schema is inferred from `sample` (some of the lines; all of `piece` when None), then
+    the whole piece is read against it, which costs half of inferring over every line. Every
+    contract field is in the schema, as text: numbers keep their digits, a field that is a
+    number in one row and a string in another does not refuse the batch (the screen parses
+    them), and a field first met after the sample is read all the same. Objects and lists
+    outside the contract (a workload) are kept as their JSON text; a key outside the contract
+    that the sample never shows is not passed through to the verdicts (`rows` still has it).
     """
-    overrides = {k: v for k, v in _JSON_TEXT.items() if f'"{k}"'.encode() in piece}
-    for _ in range(len(overrides) + 2):
-        try:
-            frame = pl.read_ndjson(io.BytesIO(piece), schema_overrides=overrides,
-                                   infer_schema_length=None)
-        except pl.exceptions.SchemaFieldNotFoundError as exc:  # the name was inside a value
-            missing = str(exc).split("\n")[0].strip()
-            if missing not in overrides:
-                return None
-            del overrides[missing]
-            continue
-        except pl.exceptions.PolarsError:
-            return None
-        nested = [c for c, kind in frame.schema.items() if kind.is_nested()]
-        if not nested:
-            json_columns.update(c for c in overrides if c not in _JSON_TEXT)
-            return frame
-        # Objects and lists outside the contract (a workload) pass through as their own JSON
-        # text: a struct would name every key of every row in each.
-        overrides.update(dict.fromkeys(nested, pl.String))
-    return None
+    try:
+        inferred = pl.read_ndjson(io.BytesIO(piece if sample is None else sample),
+                                  infer_schema_length=None).schema
+    except pl.exceptions.PolarsError:
+        return None
+    schema: dict[str, pl.DataType] = {}
+    for name, kind in inferred.items():
+        if name in _JSON_TEXT:
+            schema[name] = pl.String()
+        elif kind.is_nested():
+            schema[name] = pl.String()
+            json_columns.add(name)
+        else:
+            schema[name] = kind if kind != pl.Null else pl.String()
+    for name in _JSON_TEXT:
+        schema.setdefault(name, pl.String())
+    try:
+        frame = pl.read_ndjson(io.BytesIO(piece), schema=schema)
+    except pl.exceptions.PolarsError:
+        return None
+    # a contract field no row names is no column (as if read without a schema)
+    empty = [c for c in _JSON_TEXT if c not in inferred and frame[c].null_count() == frame.height]
+    return frame.drop(empty) if empty else frame
+
+
+_SAMPLE_LINES = 2000  # lines a batch's schema is inferred from: the first and a spread
 
 
 def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray,
@@ -574,7 +585,13 @@ def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.nda
     if not len(rows):
         return
     piece = data[starts[rows[0]]:ends[rows[-1]]]
-    frame = _read_ndjson(piece, json_columns)
+    sample = None
+    if len(rows) > 2 * _SAMPLE_LINES:
+        picked = np.unique(np.concatenate((
+            rows[:_SAMPLE_LINES], rows[np.linspace(0, len(rows) - 1, _SAMPLE_LINES).astype(
+                np.int64)])))
+        sample = b"\n".join(data[starts[k]:ends[k]] for k in picked.tolist())
+    frame = _read_ndjson(piece, json_columns, sample)
     if frame is not None and frame.height == len(rows):
         frames.append(frame)
         kept.append(rows)

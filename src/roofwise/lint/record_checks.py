@@ -425,20 +425,30 @@ def row_where(analysis: Analysis, path: str = "") -> RowWhere:
 
 
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
-              path: str = "", machine_level: bool = False) -> list[list[Finding]]:
-    """Findings per row, in code order; `ledgers` are references matched to rows by op name.
-    `machine_level`: also each R2 finding, in every row bound by the ceiling it names (so that
-    `analyze --json`, one object per row, carries it)."""
-    case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
+              path: str = "") -> list[list[Finding]]:
+    """Findings per row, in code order; `ledgers` are references matched to rows by op name."""
     per_row: list[list[Finding]] = [[] for _ in range(len(analysis))]
+    for i, found in lint_findings(analysis, ledgers, path).items():
+        per_row[i] = found
+    return per_row
+
+
+def lint_findings(analysis: Analysis,
+                  ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
+                  path: str = "", machine_level: bool = False) -> dict[int, list[Finding]]:
+    """Findings by row, for the rows that have any (most have none), in code order.
+    `machine_level`: also each R2 finding, in every row bound by the ceiling it names, after
+    the row's own (so that `analyze --json`, one object per row, carries it)."""
+    case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
+    found: dict[int, list[Finding]] = {}
     for check in ROW_CHECKS.values():
         for i, finding in check(case):
-            per_row[i].append(finding)
+            found.setdefault(i, []).append(finding)
     if machine_level:
         for finding, rows in stale_profile_groups(analysis):
             for i in rows.tolist():
-                per_row[i].append(finding)
-    return per_row
+                found.setdefault(i, []).append(finding)
+    return found
 
 
 def lint_analysis(analysis: Analysis,
