@@ -51,10 +51,12 @@ def test_above_envelope_below_theoretical_gives_both_readings() -> None:
     assert row["reasons"][0] == (
         "114.6% of the envelope ceiling: above 105% yet below theoretical, so bytes, FLOPs or "
         "timer are wrong, or the profile is calibrated below this card (implies 0.9800 of "
-        "cuda_core.fp32 sustained theoretical, profile 0.8548): recount or run `roofwise "
+        "cuda_core.fp32 sustained theoretical, profile 0.8548): recount, or run `roofwise "
         "calibrate`")
     (m8,) = [f for f in lint_analysis(a) if f.code == "M8"]
     assert m8.severity == "warning" and "roofwise calibrate" in m8.fix
+    # the finding says what, the fix what to do: neither repeats the other
+    assert "`roofwise calibrate`" not in m8.reason and "0.9800" in m8.reason
 
 
 def test_above_theoretical_stays_impossible_and_an_error() -> None:
@@ -178,3 +180,33 @@ def test_ledger_m5_names_the_sfu_when_it_does_not_bind() -> None:
         "sfu.fp32 takes >= 50% of the binding pipe's time: tensor_core.bf16 723.424 us "
         "(binding), sfu.fp32 513.599 us (71%); the call runs between the overlapped bound "
         "723.424 us and the serial sum 1.387 ms")
+
+
+def test_analyze_json_carries_the_stale_profile_finding_in_its_rows(tmp_path, capsys) -> None:
+    """R2 is machine-level, yet `analyze --json` is one object per record: each row bound by
+    the stale ceiling carries it in its `lint`, beside its own findings."""
+    import json
+
+    from roofwise.cli import main
+
+    # three FMA rows at 0.975 / 0.98 / 0.978 of theoretical and one at 0.80: 3 of 4 above the
+    # 0.8548 envelope, median 0.978 / 0.8548 = 114.4%, implying 0.9780 of theoretical
+    rows = [fma_row(f, 1e-3) for f in (0.975, 0.98, 0.978, 0.80)]
+    path = tmp_path / "fma.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["analyze", str(path), "--json", "-m", "h200"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 4  # one object per record, no summary line
+    r2 = [[f for f in row["lint"] if f["code"] == "R2"] for row in out]
+    assert all(len(found) == 1 for found in r2)
+    assert r2[0][0]["reason"].startswith(
+        "3 of 4 rows bound by cuda_core.fp32 sustained sit above it (median 114.4% of it, "
+        "below theoretical): they imply 0.9780 of theoretical where h200 says 0.8548")
+    assert [f["code"] for f in out[0]["lint"]] == ["M8", "R2"]  # its own finding first
+    assert [f["code"] for f in out[3]["lint"]] == ["R2"]  # 93.6%: no M8, but read on it too
+    # one noisy row among rows at the envelope: no R2 anywhere
+    path.write_text("".join(json.dumps(r) + "\n" for r in
+                            [fma_row(f, 1e-3) for f in (0.98, 0.80, 0.80, 0.80)]))
+    main(["analyze", str(path), "--json", "-m", "h200"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 4 and not any(f["code"] == "R2" for row in out for f in row["lint"])

@@ -458,7 +458,10 @@ def test_m7_fires_on_the_decode_step() -> None:
     assert [f.severity for f in found] == [WARNING]
     # SOL 17,056 B / 4502.4 GB/s = 3.788 ns; efficiency 3.788 ns / 4 us = 0.1%
     assert "3.788 ns" in found[0].reason and "4.000 us" in found[0].reason
-    assert "efficiency 0.1% is not the metric" in found[0].reason
+    # the finding is what (the time is 4 / 3 = 1.33 kernel floors) and the fix, each once
+    assert "is 1.33 x the kernel floor 3.000 us" in found[0].reason
+    assert found[0].fix == "give each launch more work (batch, fuse)"
+    assert "batch" not in found[0].reason
     assert len(codes(lint_ledger(DECODE, H200), "M7")) == 1
 
 
