@@ -128,3 +128,97 @@ def test_other_tables_fit_and_cut_nothing(capsys, monkeypatch, width, args):
     if args[0] == "ops":
         joined = " ".join(out.split())
         assert "qk_norm_rope_quant" in joined and "tokens=4096" in joined
+
+
+LLAMA = ("model", "examples/models/llama-3.2-1b.json", "-m", "h200", "--phase", "decode",
+         "--batch", "8", "--context", "4096", "--limit", "10")
+
+
+@pytest.mark.parametrize("width", (80, 160))
+def test_model_table_fits_and_keeps_names_times_and_what_binds(capsys, monkeypatch, width):
+    out = run_at(capsys, monkeypatch, width, *LLAMA)
+    # q_proj: 16 calls, 30.043 us in all (README), 1.878 us a call < the 3 us kernel floor: *
+    assert re.search(r"^\*\.self_attn\.q_proj\s+aten::mm\s.*\s30\.043 us\*\s+.*memory: hbm",
+                     out, re.MULTILINE)
+    assert re.search(r"^\*\.self_attn\s+attention \(fused\)\s.*\s238\.773 us\s", out,
+                     re.MULTILINE)
+    assert "layer *: model.layers.*" in out
+    joined = " ".join(out.split())
+    assert "*: each call is under the kernel latency floor of 3.000 us (assumed)" in joined
+    if width == 80:
+        assert "(left out at this width: FLOP, bytes;" in joined
+    else:
+        assert "left out" not in out and "4.3 GFLOP" in out
+
+
+def test_model_sweep_tables_fit_80_columns(capsys, monkeypatch):
+    out = run_at(capsys, monkeypatch, 80, "model", "examples/models/mixtral-8x7b.json", "-m",
+                 "h200", "--phase", "decode", "--context", "2048", "--sweep", "batch=1,16,256")
+    assert re.search(r"^2\s+256\s+1\s+2048\s+37\.135 ms\s+6,894\s+37\.051 ms\s+6,909$", out,
+                     re.MULTILINE)
+    assert re.search(r"^\*\.mlp\.gate\s+8 x 4096\s+never\s+none\s+never\s+none$", out,
+                     re.MULTILINE)
+    assert re.search(r"^lm_head\s+32000 x 4096\s+163\s+#2\s+178\s+#2$", out, re.MULTILINE)
+
+
+def test_model_layer_prefix_only_when_one_stack():
+    from roofwise.cli.model import layer_prefix, short_layer
+
+    one = ["model.layers.*.mlp.up_proj", "model.layers.*", "lm_head"]
+    assert layer_prefix(one) == "model.layers.*"
+    assert [short_layer(n, "model.layers.*") for n in one] == ["*.mlp.up_proj", "*", "lm_head"]
+    assert layer_prefix(["encoder.layers.*.fc1", "decoder.layers.*.fc1"]) is None
+
+
+NCU_ROW = ('"{id}","1","a","h","{name}","1","7","(256, 1, 1)","(1, 1, 1)","0","9.0",'
+           '"Command line profiler metrics","dram__bytes_{rw}.sum","byte","{value}"')
+LONG = ("void at::native::vectorized_elementwise_kernel<4, at::native::{f}<float>, "
+        "at::detail::Array<char*, 2> >(int, at::native::{f}<float>, at::detail::Array<char*, 2>)")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_audit_shortens_templated_kernel_names_by_rule(capsys, monkeypatch, tmp_path, width):
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+              '"Block Size","Grid Size","Device","CC","Section Name","Metric Name",'
+              '"Metric Unit","Metric Value"')
+    lines = [header]
+    for i, functor in enumerate(("FillFunctor", "CUDAFunctor_add")):
+        for rw, value in (("read", "33,554,432"), ("write", "0")):
+            lines.append(NCU_ROW.format(id=i, name=LONG.format(f=functor), rw=rw, value=value))
+    report = tmp_path / "ncu.csv"
+    report.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("COLUMNS", str(width))
+    code = main(["audit", "--ncu-csv", str(report), "--op", "rmsnorm", "--shape",
+                 "rows=8192,hidden=4096", "--per-kernel"])
+    out, err = capsys.readouterr()
+    assert code == 1, err  # 33.55 MB read of a 67.12 MB ledger: FAIL
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= width
+    rows = [line for line in out.splitlines() if " 0.500 " in line]
+    assert len(rows) == 2 and all("33.55 MB" in r and "FAIL" in r for r in rows)
+    labels = [r.split("  ")[0] for r in rows]
+    assert labels[0] != labels[1]  # the functor tells them apart, at every width
+    assert all("void" not in label and "(int" not in label for label in labels)
+    if width == 80:  # told apart by a number, each listed in full beneath
+        assert labels == ["vectorized_el..._kernel<...> [1]", "vectorized_el..._kernel<...> [2]"]
+        assert "[2] " + LONG.format(f="CUDAFunctor_add") in " ".join(out.split())
+
+
+def test_short_kernels_keeps_names_apart():
+    from roofwise.text import short_kernel, short_kernels
+
+    fill, add = LONG.format(f="FillFunctor"), LONG.format(f="CUDAFunctor_add")
+    assert short_kernel(fill, 40) == "vectorized_elementwise_kernel<...>"
+    labels = short_kernels([fill, add], 40)
+    assert labels == {fill: "vectorized_elementwise_kernel<...> [1]",
+                      add: "vectorized_elementwise_kernel<...> [2]"}
+    assert short_kernels(["rmsnorm_pass"], 40) == {"rmsnorm_pass": "rmsnorm_pass"}
+
+
+def test_analyze_lint_does_not_repeat_a_reason_printed_under_its_row(capsys, monkeypatch):
+    out = run_at(capsys, monkeypatch, 80, "analyze", "examples/records.jsonl")
+    joined = " ".join(out.split())
+    assert joined.count("launches, not the kernel, set the time") == 1
+    assert ("M7 examples/records.jsonl:3 (qk_norm_rope_quant): a number read from a row below "
+            "the latency floor (why: under its row above)") in joined
+    lint = out[out.index("lint: "):].splitlines()[1:]
+    assert all(line.startswith("  M") or line.startswith("    ") for line in lint)
