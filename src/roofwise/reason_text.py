@@ -116,13 +116,6 @@ def above_envelope_text(envelope_efficiency: float, ceiling: CeilingFacts | None
             "`roofwise calibrate`")
 
 
-def impossible_anomaly_text(envelope_efficiency: float) -> str:
-    shown = fmt.percent(envelope_efficiency) if math.isfinite(envelope_efficiency) else (
-        "unbounded")
-    return (f"efficiency {shown} of the envelope ceiling is above 105%: an accounting or "
-            "timer error, not a great kernel")
-
-
 def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s: float,
                efficiency: float, serial_efficiency: float) -> str:
     """Every pipe near the binding one, the serial sum beside the overlapped bound, the band."""
