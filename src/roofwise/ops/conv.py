@@ -56,7 +56,7 @@ def conv(batch: int = 8, c_in: int = 64, c_out: int = 64,
         raise InputError("conv.groups", f"groups={groups} must divide c_in={c_in} and "
                                         f"c_out={c_out}")
     out_spatial = tuple(conv_output_size(*args) for args in
-                        zip(spatial, kernel, strides, pads, dilations))
+                        zip(spatial, kernel, strides, pads, dilations, strict=True))
     if any(s <= 0 for s in out_spatial):
         raise InputError("conv.kernel", f"the dilated kernel {kernel} does not fit the padded "
                                         f"input {spatial}; output would be {out_spatial}")
