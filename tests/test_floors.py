@@ -86,6 +86,7 @@ def test_a_measured_floor_reads_latency_bound_on_its_own_measurement() -> None:
                                                 "calibration_by_mix": {"read": 0.938}}},
             "units": {"cuda_core.fp32": {"theoretical_ops_per_s": 67e12}},
             "latency_floor": {"events": {"per_call_s": 6.5e-6, "per_kernel_s": 5e-6,
+                                         "assumed": False,
                                          "source": "measured: tiny add, events"}}}
     card = parse_machine(data, "card.yaml")
     add = {"op": "add", "flops": 1, "bytes": 8, "read_bytes": 4, "write_bytes": 4,
@@ -209,3 +210,24 @@ def test_an_at_ceiling_reading_under_the_floor_stands() -> None:
     assert one({"op": "qk", "flops": 189_235_200, "bytes": 67_764_736,
                 "roof": "cuda_core.fp32", "time_s": 20e-6, "timing": "events"}
                )["verdict"] == "latency_bound"
+
+
+def test_a_floor_without_assumed_is_read_as_assumed_never_as_measured() -> None:
+    # a typed-in floor (no `assumed` key) must not pass for a measurement on the card;
+    # `assumed: false` (as `roofwise calibrate` writes it) is what makes a floor measured
+    base = {"name": "c", "memory": {"hbm": {"theoretical_bytes_per_s": 1e12}}, "units": {}}
+    typed = parse_machine({**base, "latency_floor": {"events": {
+        "per_call_s": 8e-6, "source": "my guess"}}}, "c.yaml")
+    assert typed.latency_floors.floor("events").assumed is True
+    measured = parse_machine({**base, "latency_floor": {"events": {
+        "per_call_s": 8e-6, "assumed": False, "source": "measured: tiny add"}}}, "c.yaml")
+    assert measured.latency_floors.floor("events").assumed is False
+    # and the section calibrate writes says so explicitly
+    from roofwise.measure.calibration_math import FloorMeasurement, floors_section
+
+    section = floors_section([FloorMeasurement("events", (8e-6, 8e-6), 4,
+                                               (23e-6, 23e-6))], "measured 2026-12-01")
+    assert section["events"]["assumed"] is False
+    assert section["events"]["per_kernel_s"] == pytest.approx(5e-6)  # (23 - 8) / 3
+    assert parse_machine({**base, "latency_floor": section}, "c.yaml").latency_floors.floor(
+        "events").assumed is False
