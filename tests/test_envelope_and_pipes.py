@@ -151,9 +151,13 @@ def test_attention_names_both_pipes_with_the_serial_band() -> None:
     assert row["reasons"][1] == (
         "pipes at >= 50% of the binding one: tensor_core.bf16 723.424 us (binding), sfu.fp32 "
         "513.599 us (71%); the call measures between the overlapped bound 723.424 us and the "
-        "serial sum 1.387 ms: efficiency 72.3% overlapped, 138.7% serial")
+        "serial sum 1.387 ms: efficiency 72.3% overlapped, 138.7% serial (over 100%: the "
+        "pipes overlapped)")
     m5 = [f for f in lint_analysis(a) if f.code == "M5"]
     assert len(m5) == 1 and "sfu.fp32 513.599 us (71%)" in m5[0].reason
+    # the fix is the action only: the band is in the reason, not said again
+    assert m5[0].fix == ("calibrate sfu.fp32 on the card (`roofwise calibrate`) and read this "
+                         "op by its band, never by one pipe")
     # the terminal table's bound column and efficiency band
     out = io.StringIO()
     render_analysis(a, Console(file=out, width=200, color_system=None), None)
@@ -210,3 +214,12 @@ def test_analyze_json_carries_the_stale_profile_finding_in_its_rows(tmp_path, ca
     main(["analyze", str(path), "--json", "-m", "h200"])
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(out) == 4 and not any(f["code"] == "R2" for row in out for f in row["lint"])
+
+
+def test_serial_efficiency_over_100_percent_is_said_to_be_overlap() -> None:
+    # at 1.0 ms the call beats the serial sum (1.387 ms): the pipes overlapped, said so; at
+    # 1.5 ms it is slower than the serial sum (92.5%) and nothing is added
+    fast = analysis_of([attention_row(1.0e-3)]).row(0)["reasons"][1]
+    slow = analysis_of([attention_row(1.5e-3)]).row(0)["reasons"][1]
+    assert fast.endswith("138.7% serial (over 100%: the pipes overlapped)")
+    assert slow.endswith("48.2% overlapped, 92.5% serial")

@@ -309,8 +309,9 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
                        f"{fmt.tera_rate(peak, u)}: physically impossible")
     if Reason.BELOW_LATENCY_FLOOR in flags:
         out += _floor_sentences(analysis, i, machine, flags)
-    if Reason.ANOMALY in flags:
-        out.append(_anomaly_sentence(analysis, i, machine, flags))
+    if Reason.ANOMALY in flags and not flags & IMPOSSIBLE_REASONS:  # impossible said it
+        out.append(reason_text.above_envelope_text(
+            float(analysis.judged.envelope_efficiency[i]), ceiling_facts(analysis, i, machine)))
     if Reason.ABOVE_REGIME_WITHIN_ENVELOPE in flags:
         used = (f"{analysis.regime} regime" if analysis.regime else
                 f"{machine.dram.name} {priced.mix[i]} mix")
@@ -376,13 +377,6 @@ def _floor_sentences(analysis: Analysis, i: int, machine: Machine, flags: Reason
         return [reason_text.floor_split_text(sol_s, time_s, facts,
                                              float(judged.net_efficiency[i]))]
     return []
-
-
-def _anomaly_sentence(analysis: Analysis, i: int, machine: Machine, flags: Reason) -> str:
-    ratio = float(analysis.judged.envelope_efficiency[i])
-    if flags & IMPOSSIBLE_REASONS:
-        return reason_text.impossible_anomaly_text(ratio)
-    return reason_text.above_envelope_text(ratio, ceiling_facts(analysis, i, machine))
 
 
 def ceiling_facts(analysis: Analysis, i: int, machine: Machine, envelope: bool = True

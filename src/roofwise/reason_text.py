@@ -68,15 +68,23 @@ def latency_bound_text(sol_s: float, time_s: float, floor: FloorFacts) -> str:
 
 def floor_split_text(sol_s: float, time_s: float, floor: FloorFacts,
                      net_efficiency: float) -> str:
-    """SOL under the floor but the time far above it: the rest is the kernels' own."""
+    """SOL under the floor but the time far above it: the floor, the rest, and what tells
+    the rest apart (kernel time under a profiler; under other methods it may be host
+    overhead above an assumed floor as well)."""
     rest_s = time_s - floor.floor_s
-    action = ("fuse the kernels" if floor.kernels > 1 else
-              "profile the kernel, its own time is the loss")
     net = (f", {fmt.percent(net_efficiency)} of SOL net of the floor"
            if math.isfinite(net_efficiency) else "")
+    if floor.timing == "kernel":
+        action = ("the rest is the kernels' own time: fuse them" if floor.kernels > 1 else
+                  "the rest is the kernel's own time: profile it")
+    else:
+        action = (("fuse the kernels, or " if floor.kernels > 1 else "")
+                  + "re-time with kernel durations to tell the "
+                  + ("kernels'" if floor.kernels > 1 else "kernel's")
+                  + " own time from overhead above the floor")
     return (f"SOL {fmt.seconds(sol_s)} is under {floor.describe()}, yet the "
-            f"{fmt.seconds(time_s)} measured is that floor plus {fmt.seconds(rest_s)} of "
-            f"the kernels' own work{net}; {action}")
+            f"{fmt.seconds(time_s)} measured is that floor plus {fmt.seconds(rest_s)} "
+            f"more{net}; {action}")
 
 
 def net_beside_text(net_efficiency: float, time_s: float, floor: FloorFacts) -> str:
@@ -116,24 +124,20 @@ def above_envelope_text(envelope_efficiency: float, ceiling: CeilingFacts | None
             "`roofwise calibrate`")
 
 
-def impossible_anomaly_text(envelope_efficiency: float) -> str:
-    shown = fmt.percent(envelope_efficiency) if math.isfinite(envelope_efficiency) else (
-        "unbounded")
-    return (f"efficiency {shown} of the envelope ceiling is above 105%: an accounting or "
-            "timer error, not a great kernel")
-
-
 def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s: float,
                efficiency: float, serial_efficiency: float) -> str:
     """Every pipe near the binding one, the serial sum beside the overlapped bound, the band."""
     binding_s = pipes[0][1]
+    # faster than the pipes one after another: they overlapped, which is no sign of a fast
+    # kernel (the overlapped bound is the reading)
+    overlap = " (over 100%: the pipes overlapped)" if serial_efficiency > 1.0 else ""
     named = ", ".join(f"{key} {fmt.seconds(t)}" + (" (binding)" if k == 0 else
                                                   f" ({fmt.percent(t / binding_s, 0)})")
                       for k, (key, t) in enumerate(pipes))
     return (f"pipes at >= 50% of the binding one: {named}; the call measures between the "
             f"overlapped bound {fmt.seconds(overlapped_s)} and the serial sum "
             f"{fmt.seconds(serial_s)}: efficiency {fmt.percent(efficiency)} overlapped, "
-            f"{fmt.percent(serial_efficiency)} serial")
+            f"{fmt.percent(serial_efficiency)} serial{overlap}")
 
 
 def bound_label(bound_memory: bool, pipes: Sequence[tuple[str, float]], binding_unit: str,
