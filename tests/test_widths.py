@@ -222,3 +222,17 @@ def test_analyze_lint_does_not_repeat_a_reason_printed_under_its_row(capsys, mon
             "the latency floor (why: under its row above)") in joined
     lint = out[out.index("lint: "):].splitlines()[1:]
     assert all(line.startswith("  M") or line.startswith("    ") for line in lint)
+
+
+def test_machine_lists_each_source_once_with_a_hanging_indent(capsys, monkeypatch):
+    out = run_at(capsys, monkeypatch, 80, "machine", "b200")
+    joined = " ".join(out.split())
+    # the hbm source sat in the memory table's column and again under Sources
+    assert joined.count("the launch table said 8 TB/s") == 1
+    lines = out.splitlines()
+    start = lines.index("Sources")
+    assert lines[start + 1].startswith("  hbm: NVIDIA HGX B200 table (revised)")
+    assert lines[start + 2].startswith("    ")  # its continuation, indented under it
+    # balance in the unit's own work: an exp is an op (4.7 Top/s / 7.7 TB/s = 0.61 op/B)
+    assert re.search(r"^sfu\.fp32\s+4\.7 Top/s\s.*\s0\.61 op/B$", out, re.MULTILINE)
+    assert re.search(r"^cuda_core\.fp32\s+75\.0 TFLOP/s\s.*\s9\.74 FLOP/B$", out, re.MULTILINE)
