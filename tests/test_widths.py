@@ -236,3 +236,27 @@ def test_machine_lists_each_source_once_with_a_hanging_indent(capsys, monkeypatc
     # balance in the unit's own work: an exp is an op (4.7 Top/s / 7.7 TB/s = 0.61 op/B)
     assert re.search(r"^sfu\.fp32\s+4\.7 Top/s\s.*\s0\.61 op/B$", out, re.MULTILINE)
     assert re.search(r"^cuda_core\.fp32\s+75\.0 TFLOP/s\s.*\s9\.74 FLOP/B$", out, re.MULTILINE)
+
+
+@pytest.mark.parametrize("width", (80, 100))
+def test_trace_view_fits_and_keeps_shapes_whole(capsys, monkeypatch, width):
+    out = run_at(capsys, monkeypatch, width, "analyze",
+                 "tests/fixtures/traces/hta_a100_80gb_rank0.json.gz", "-m", "a100-sxm",
+                 "--limit", "8")
+    # the copy of two [4, 4096, 2798] fp32 tensors: 530.688 us lost, 62.9% of its SOL
+    copy = re.search(r"^aten::copy_\s+\[4,4096,2798\] fp32,\s.*\s530\.688 us\s.*62\.9%.*\n"
+                     r"\s+\[4,4096,2798\] fp32\s*$", out, re.MULTILINE)
+    assert copy, out
+    # a shape never parts from its dtype nor breaks inside its brackets
+    assert not re.search(r"\[[^\]]*$|^\s+fp(32|64)\b", out, re.MULTILINE)
+    assert "note, aten::sum: reduced dimensions not recorded: output counted as 1 element" in out
+    assert re.search(r"^  NVIDIA A100-SXM4-80GB; profile\(s\): a100-sxm$|"
+                     r"device\(s\): NVIDIA\s*\n?\s*A100-SXM4-80GB", out, re.MULTILINE)
+
+
+def test_compact_shapes_keeps_each_tensor_on_one_line():
+    from roofwise.cli.traces import compact_shapes
+
+    assert compact_shapes("[1, 4096] fp32") == "[1,4096] fp32"
+    assert compact_shapes("[4, 4096, 2798] fp32, [4, 4096, 2798] fp32") == (
+        "[4,4096,2798] fp32,\n[4,4096,2798] fp32")
