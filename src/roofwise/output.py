@@ -20,7 +20,7 @@ import polars as pl
 
 from .machine import timing_method
 from .pricing import pipes_near_binding
-from .reasons import Reason
+from .reasons import IMPOSSIBLE_REASONS, Reason
 from .report import fmt
 from .text import encodable
 from .verdict import AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
@@ -285,7 +285,8 @@ def reasons_column(analysis: Analysis) -> pl.Series:
                 "bytes/time {} exceeds {} theoretical {} GB/s: physically impossible, so the "
                 "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
                 pl.lit(f"{theory / 1e9:.0f}")))
-    anomaly = rows_with(Reason.ANOMALY)
+    # an impossible row's anomaly is said by its impossible sentence
+    anomaly = rows_with(Reason.ANOMALY) & ((flags & int(IMPOSSIBLE_REASONS)) == 0)
     if anomaly.any():
         when(anomaly, column("anomaly", anomaly_texts(analysis, np.flatnonzero(anomaly))))
     for name, m in analysis.machines.items():
@@ -343,23 +344,18 @@ def reasons_column(analysis: Analysis) -> pl.Series:
 
 
 def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
-    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s two templates,
-    the ceiling looked up once per (machine, bound, unit), numbers formatted per row."""
-    from .reason_text import CeilingFacts, above_envelope_text, impossible_anomaly_text
-    from .reasons import IMPOSSIBLE_REASONS
+    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, the
+    ceiling looked up once per (machine, bound, unit), numbers formatted per row."""
+    from .reason_text import CeilingFacts, above_envelope_text
 
     n = len(analysis)
     cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
     ratio = judged.envelope_efficiency.astype(np.float64)
-    impossible = (judged.flags.astype(np.int64) & int(IMPOSSIBLE_REASONS)) != 0
     memory = np.asarray(priced.bound_memory, dtype=bool)
     binding = np.asarray(priced.binding_unit).astype(object)
     texts: list[str] = []
     ceilings: dict[tuple[str, bool, str], Any] = {}
     for i in at.tolist():
-        if impossible[i]:
-            texts.append(impossible_anomaly_text(float(ratio[i])))
-            continue
         name = str(analysis.machine_name[i])
         key = (name, bool(memory[i]), str(binding[i]))
         if key not in ceilings:
@@ -472,7 +468,7 @@ def _lint_column(n: int, lint: Lint) -> pl.Series:
             rows.append(i)
             briefs.append(_brief(finding))
     flat = pl.DataFrame({"i": pl.Series(rows, dtype=pl.Int64),
-                         **{k: nested(k, [b[k] for b in briefs], pl.String)
+                         **{k: nested(k, [b[k] for b in briefs], pl.String())
                             for k in ("code", "reason", "fix")}})
     grouped = flat.group_by("i", maintain_order=True).agg(
         pl.struct("code", "reason", "fix").alias("lint"))

@@ -230,3 +230,33 @@ def test_a_profile_priced_in_cycles_cannot_project_seconds(capsys, tmp_path):
     path, _ = reduced(tmp_path, "llama-3.2-1b")
     code, out, err = run(capsys, "model", path, "-m", "ascend-a5-vector", "--phase", "decode")
     assert code == 2 and out == "" and err.count("\n") == 1 and "cycles" in err
+
+
+def test_h100_and_h200_profiles_carry_a_sourced_nvlink_and_an_assumed_hop_latency(capsys):
+    for name in ("h100-sxm", "h200"):
+        code, out, _ = run(capsys, "machine", name, "--json")
+        link = json.loads(out)["interconnect"]
+        assert code == 0 and link["bytes_per_s"] == 900e9 and "datasheet" in link["source"]
+        assert link["hop_latency_assumed"] is True and "Demystifying NCCL" in link[
+            "hop_latency_source"]
+    code, out, _ = run(capsys, "machine", "a100-sxm", "--json")
+    assert json.loads(out)["interconnect"] is None
+
+
+def test_a_malformed_interconnect_is_named_in_one_line(tmp_path):
+    import yaml
+
+    from roofwise.errors import InputError
+    from roofwise.profiles import builtin_paths, parse_machine
+
+    path = next(p for p in builtin_paths() if p.name == "h200.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["interconnect"]["bytes_per_s"] = -1
+    with pytest.raises(InputError) as bad:
+        parse_machine(data, "my.yaml")
+    assert "interconnect.bytes_per_s" in str(bad.value)
+    data["interconnect"] = {"name": "x", "bytes_per_s": 1e9, "source": "s",
+                            "hop_latency_s": 1e-6, "hop_latency_source": "s", "speed": 3}
+    with pytest.raises(InputError) as bad:
+        parse_machine(data, "my.yaml")
+    assert "speed" in str(bad.value)

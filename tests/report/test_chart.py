@@ -425,3 +425,14 @@ def test_plot_with_no_priced_row_exits_2_and_writes_nothing(tmp_path, capsys):
     assert chart.read_bytes().startswith(b"\x89PNG")
     # several runs: a wholly blank run beside a priced one is still a chart
     assert main(["plot", str(records), str(mixed), "-o", str(tmp_path / "two.png")]) == 0
+
+
+def test_plot_label_option_sets_how_many_rows_are_numbered(tmp_path):
+    from roofwise.cli import main
+
+    chart = tmp_path / "c.svg"
+    assert main(["plot", str(EXAMPLES), "-o", str(chart), "--label", "2"]) == 0
+    text = chart.read_text()
+    assert text.count('id="lost:') == 2
+    assert main(["plot", str(EXAMPLES), "-o", str(chart), "--label", "0"]) == 0
+    assert 'id="lost:' not in chart.read_text()

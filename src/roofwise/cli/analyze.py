@@ -142,7 +142,8 @@ def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,
     if summary and first and (as_json or as_csv):  # the table says it in its summary
         note(f"roofwise: {summary}")
     if as_json:
-        write_json(analysis, lint_findings(analysis, references, path=path))
+        write_json(analysis, lint_findings(analysis, references, path=path,
+                                             machine_level=True))
     elif as_csv:
         write_verdicts_csv(analysis, sys.stdout, header=first)
 

@@ -22,7 +22,7 @@ from .record_checks import (
     lint_rows,
     row_where,
 )
-from .stale_checks import ANALYSIS_CHECKS, check_stale_profiles
+from .stale_checks import ANALYSIS_CHECKS, check_stale_profiles, stale_profile_groups
 
 __all__ = [
     "ANALYSIS_CHECKS",
@@ -51,4 +51,5 @@ __all__ = [
     "lint_rows",
     "row_where",
     "sparse_reason",
+    "stale_profile_groups",
 ]

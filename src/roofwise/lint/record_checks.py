@@ -16,7 +16,7 @@ from ..analysis import Analysis, ceiling_facts, floor_facts
 from ..ledger import Ledger
 from ..machine import Machine
 from ..pricing import pipes_near_binding
-from ..reason_text import above_envelope_text, latency_bound_text, pipes_text
+from ..reason_text import above_envelope_what, latency_bound_what, pipes_text, retime_advice
 from ..reasons import Reason
 from ..report import fmt
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
@@ -47,7 +47,7 @@ from .machine_checks import (
     uncalibrated_unit_fix,
     units_missing_reason,
 )
-from .stale_checks import ANALYSIS_CHECKS
+from .stale_checks import ANALYSIS_CHECKS, stale_profile_groups
 
 
 @dataclass(frozen=True)
@@ -293,8 +293,8 @@ def check_rows_m5(case: RowCase) -> RowFindings:
                                  float(priced.serial_sol_time_s[i]),
                                  float(a.judged.efficiency[i]),
                                  float(a.judged.serial_efficiency[i]))
-                fix = (f"judge this op per pipe, against the band between the overlapped "
-                       f"bound and the serial sum; calibrate {', '.join(sfus or [key])}")
+                fix = (f"calibrate {', '.join(sfus or [key])} on the card (`roofwise "
+                       "calibrate`) and read this op by its band, never by one pipe")
             else:
                 others = {k: float(t[i]) for k, t in priced.unit_time_s.items()
                           if k != key and t[i] > 0}
@@ -316,10 +316,9 @@ def check_rows_m7(case: RowCase) -> RowFindings:
         facts = floor_facts(a, int(i), machine)
         out.append((int(i), Finding(
             "M7", WARNING, case.where[i],
-            latency_bound_text(float(a.priced.sol_time_s[i]), float(a.columns.time_s[i]),
-                               facts, float(a.judged.efficiency[i])),
-            "judge launches and grid fill (batch, fuse, CUDA graphs) or re-time with graph "
-            "replay or kernel durations, never efficiency here")))
+            latency_bound_what(float(a.priced.sol_time_s[i]), float(a.columns.time_s[i]),
+                               facts),
+            retime_advice(facts.timing))))
     return out
 
 
@@ -331,8 +330,8 @@ def check_rows_m8(case: RowCase) -> RowFindings:
     out: RowFindings = []
     fix = ("recount bytes and FLOPs (lookups, scales, intermediates that reach DRAM) and check "
            "the timer; never read it as a fast kernel")
-    stale_fix = ("recount bytes and FLOPs and check the timer; if they hold, the profile is "
-                 "calibrated below this card: run `roofwise calibrate` and read it with that")
+    stale_fix = ("recount bytes and FLOPs and check the timer; if they hold, run `roofwise "
+                 "calibrate` on this card and read the rows with the profile it writes")
     for i in np.flatnonzero((judged.verdict == IMPOSSIBLE) | (judged.verdict == ANOMALY)):
         machine = a.machines[a.machine_name[i]]
         reasons: list[str] = []
@@ -353,7 +352,7 @@ def check_rows_m8(case: RowCase) -> RowFindings:
                                "theoretical "
                                f"{fmt.tera_rate(unit.theoretical_ops_per_s, key)}")
         if judged.verdict[i] == ANOMALY:
-            reasons.append(above_envelope_text(float(judged.envelope_efficiency[i]),
+            reasons.append(above_envelope_what(float(judged.envelope_efficiency[i]),
                                                ceiling_facts(a, int(i), machine)))
             out.append((int(i), Finding("M8", WARNING, case.where[i], "; ".join(reasons),
                                         stale_fix)))
@@ -436,13 +435,19 @@ def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledge
 
 def lint_findings(analysis: Analysis,
                   ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
-                  path: str = "") -> dict[int, list[Finding]]:
-    """Findings by row, for the rows that have any (most have none), in code order."""
+                  path: str = "", machine_level: bool = False) -> dict[int, list[Finding]]:
+    """Findings by row, for the rows that have any (most have none), in code order.
+    `machine_level`: also each R2 finding, in every row bound by the ceiling it names, after
+    the row's own (so that `analyze --json`, one object per row, carries it)."""
     case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
     found: dict[int, list[Finding]] = {}
     for check in ROW_CHECKS.values():
         for i, finding in check(case):
             found.setdefault(i, []).append(finding)
+    if machine_level:
+        for finding, rows in stale_profile_groups(analysis):
+            for i in rows.tolist():
+                found.setdefault(i, []).append(finding)
     return found
 
 

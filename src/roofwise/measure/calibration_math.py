@@ -352,7 +352,7 @@ def floors_section(floors: Iterable[FloorMeasurement], stamp: str) -> dict[str, 
     out: dict[str, Any] = {}
     for f in floors:
         out[f.timing] = {
-            "per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s,
+            "per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s, "assumed": False,
             "source": f"{stamp}: {f.method or 'tiny kernel'}; median of "
                       f"{len(f.one_kernel_times_s)} one-kernel and "
                       f"{len(f.many_kernel_times_s)} {f.kernels}-kernel calls"}
