@@ -155,6 +155,9 @@ def test_attention_names_both_pipes_with_the_serial_band() -> None:
         "pipes overlapped)")
     m5 = [f for f in lint_analysis(a) if f.code == "M5"]
     assert len(m5) == 1 and "sfu.fp32 513.599 us (71%)" in m5[0].reason
+    # the fix is the action only: the band is in the reason, not said again
+    assert m5[0].fix == ("calibrate sfu.fp32 on the card (`roofwise calibrate`) and read this "
+                         "op by its band, never by one pipe")
     # the terminal table's bound column and efficiency band
     out = io.StringIO()
     render_analysis(a, Console(file=out, width=200, color_system=None), None)

@@ -75,8 +75,8 @@ def test_forty_small_kernels_whose_floors_explain_the_time_are_latency_bound() -
     single = one({**record, "kernels": 1})
     assert single["verdict"] == "below"
     assert single["efficiency_net_of_floor"] == pytest.approx(4096 / BW / 380e-6)
-    assert any("the 400.000 us measured is that floor plus 380.000 us of the kernels' own work"
-               in r for r in single["reasons"])
+    assert any("the 400.000 us measured is that floor plus 380.000 us more" in r
+               for r in single["reasons"])
 
 
 def test_a_measured_floor_reads_latency_bound_on_its_own_measurement() -> None:
@@ -121,8 +121,9 @@ def test_a_long_unfused_eager_call_far_above_its_floor_stays_below_with_the_spli
     assert row["reasons"] == [
         "1.0% of SOL; memory-bound on hbm read mix",
         "SOL 10.000 us is under the events floor 75.000 us for 12 kernels (20.000 us + 11 x "
-        "5.000 us, assumed), yet the 1.000 ms measured is that floor plus 925.000 us of the "
-        "kernels' own work, 1.1% of SOL net of the floor; fuse the kernels"]
+        "5.000 us, assumed), yet the 1.000 ms measured is that floor plus 925.000 us more, "
+        "1.1% of SOL net of the floor; fuse the kernels, or re-time with kernel durations to "
+        "tell the kernels' own time from overhead above the floor"]
     assert [f.code for f in lint_analysis(analysis_of([{
         "op": "unfused_norm", "flops": 0, "bytes": 45_024_000, "roof": "cuda_core.fp32",
         "time_s": 1e-3, "timing": "events", "kernels": 12}]))] == []  # not M7: it reads
@@ -231,3 +232,16 @@ def test_a_floor_without_assumed_is_read_as_assumed_never_as_measured() -> None:
     assert section["events"]["per_kernel_s"] == pytest.approx(5e-6)  # (23 - 8) / 3
     assert parse_machine({**base, "latency_floor": section}, "c.yaml").latency_floors.floor(
         "events").assumed is False
+
+
+def test_a_split_under_a_profiler_names_the_rest_as_the_kernels_own_time() -> None:
+    # the same unfused 12-kernel call (SOL 10 us) as summed kernel durations: floor 3 + 11 x 2
+    # = 25 us, rest 975 us. Under a profiler no host overhead is in it: fuse the kernels
+    row = one({"op": "unfused_norm", "flops": 0, "bytes": 45_024_000, "roof": "cuda_core.fp32",
+               "time_s": 1e-3, "timing": "kernel", "kernels": 12})
+    assert row["verdict"] == "below" and row["floor_s"] == pytest.approx(25e-6)
+    assert row["efficiency_net_of_floor"] == pytest.approx(10e-6 / 975e-6)
+    assert row["reasons"][1] == (
+        "SOL 10.000 us is under the kernel floor 25.000 us for 12 kernels (3.000 us + 11 x "
+        "2.000 us, assumed), yet the 1.000 ms measured is that floor plus 975.000 us more, "
+        "1.0% of SOL net of the floor; the rest is the kernels' own time: fuse them")

@@ -465,6 +465,22 @@ def test_m7_fires_on_the_decode_step() -> None:
     assert len(codes(lint_ledger(DECODE, H200), "M7")) == 1
 
 
+def test_ledger_m7_says_what_a_timed_row_will_read() -> None:
+    # the decode step's SOL (3.788 ns) is under every floor; the finding's claim holds on rows:
+    # events at 40 us (2 x the 20 us floor) is latency_bound, at 60 us (3 x) a `below` split
+    (found,) = codes(lint_ledger(DECODE, H200), "M7")
+    assert "a time up to twice its method's floor reads latency_bound" in found.reason
+    at_two = analysis_of([{**DECODE.to_record(time_s=40e-6), "timing": "events"}])
+    at_three = analysis_of([{**DECODE.to_record(time_s=60e-6), "timing": "events"}])
+    assert at_two.row(0)["verdict"] == "latency_bound"
+    assert at_three.row(0)["verdict"] == "below"
+    # the 40 us above the floor may be the kernel or host overhead: the reason says how to
+    # tell them apart, not that the kernel is slow
+    assert any("is that floor plus 40.000 us more" in r and r.endswith(
+        "; re-time with kernel durations to tell the kernel's own time from overhead above "
+        "the floor") for r in at_three.row(0)["reasons"])
+
+
 def test_m7_silent_on_the_prefill() -> None:
     assert codes(lint_analysis(analysis_of([FUSED.to_record(time_s=17.5e-6)])), "M7") == []
     assert codes(lint_ledger(FUSED, H200), "M7") == []

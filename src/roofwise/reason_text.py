@@ -68,15 +68,23 @@ def latency_bound_text(sol_s: float, time_s: float, floor: FloorFacts) -> str:
 
 def floor_split_text(sol_s: float, time_s: float, floor: FloorFacts,
                      net_efficiency: float) -> str:
-    """SOL under the floor but the time far above it: the rest is the kernels' own."""
+    """SOL under the floor but the time far above it: the floor, the rest, and what tells
+    the rest apart (kernel time under a profiler; under other methods it may be host
+    overhead above an assumed floor as well)."""
     rest_s = time_s - floor.floor_s
-    action = ("fuse the kernels" if floor.kernels > 1 else
-              "profile the kernel, its own time is the loss")
     net = (f", {fmt.percent(net_efficiency)} of SOL net of the floor"
            if math.isfinite(net_efficiency) else "")
+    if floor.timing == "kernel":
+        action = ("the rest is the kernels' own time: fuse them" if floor.kernels > 1 else
+                  "the rest is the kernel's own time: profile it")
+    else:
+        action = (("fuse the kernels, or " if floor.kernels > 1 else "")
+                  + "re-time with kernel durations to tell the "
+                  + ("kernels'" if floor.kernels > 1 else "kernel's")
+                  + " own time from overhead above the floor")
     return (f"SOL {fmt.seconds(sol_s)} is under {floor.describe()}, yet the "
-            f"{fmt.seconds(time_s)} measured is that floor plus {fmt.seconds(rest_s)} of "
-            f"the kernels' own work{net}; {action}")
+            f"{fmt.seconds(time_s)} measured is that floor plus {fmt.seconds(rest_s)} "
+            f"more{net}; {action}")
 
 
 def net_beside_text(net_efficiency: float, time_s: float, floor: FloorFacts) -> str:

@@ -293,8 +293,8 @@ def check_rows_m5(case: RowCase) -> RowFindings:
                                  float(priced.serial_sol_time_s[i]),
                                  float(a.judged.efficiency[i]),
                                  float(a.judged.serial_efficiency[i]))
-                fix = (f"judge this op per pipe, against the band between the overlapped "
-                       f"bound and the serial sum; calibrate {', '.join(sfus or [key])}")
+                fix = (f"calibrate {', '.join(sfus or [key])} on the card (`roofwise "
+                       "calibrate`) and read this op by its band, never by one pipe")
             else:
                 others = {k: float(t[i]) for k, t in priced.unit_time_s.items()
                           if k != key and t[i] > 0}
