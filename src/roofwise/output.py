@@ -514,10 +514,17 @@ def csv_frame(analysis: Analysis) -> pl.DataFrame:
     return frame.select(cells)
 
 
-def write_csv(analysis: Analysis, out: TextIO, header: bool = True) -> None:
-    """The verdicts as CSV (`header`: the first batch writes it; later batches of a stream
-    add rows only)."""
-    out.write(csv_frame(analysis).write_csv(include_header=header, line_terminator="\n"))
+def write_csv(analysis: Analysis, out: TextIO, header: bool = True,
+              columns: Sequence[str] | None = None) -> list[str]:
+    """The verdicts as CSV; returns the columns written. A later batch of a stream passes
+    the first batch's `columns` (and no header): its cells go under them, empty where the
+    batch lacks a field; a field the header lacks cannot be added and is left out."""
+    frame = csv_frame(analysis)
+    if columns is not None:
+        frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None).alias(c)
+                              for c in columns])
+    out.write(frame.write_csv(include_header=header, line_terminator="\n"))
+    return frame.columns
 
 
 def _write_lines(lines: pl.Series, out: TextIO) -> None:
