@@ -261,3 +261,42 @@ def test_compact_shapes_keeps_each_tensor_on_one_line():
     assert compact_shapes("[1, 4096] fp32") == "[1,4096] fp32"
     assert compact_shapes("[4, 4096, 2798] fp32, [4, 4096, 2798] fp32") == (
         "[4,4096,2798] fp32,\n[4,4096,2798] fp32")
+
+
+def _clocks(sm_mhz, throttle=()):
+    return {"sm_mhz": sm_mhz, "mem_mhz": 2619, "power_limit_w": 700.0, "driver": "x",
+            "throttle": list(throttle)}
+
+
+WINDOWS = [  # as measure.calibrate logs them; the figures are made up for the layout only
+    {"kind": "memory", "key": "hbm", "variant": "read", "method": "triton read block 2048",
+     "reps": 50, "time_s": 2.4e-4, "rate_per_s": 4.4736e12, "spread": 0.012,
+     "clocks": [_clocks(1980), _clocks(1980)]},
+    {"kind": "unit", "key": "tensor_core.bf16", "variant": "burst", "method": "torch bf16 8192",
+     "reps": 12, "time_s": 1.445e-3, "rate_per_s": 7.6e14, "spread": 0.031,
+     "clocks": [_clocks(1980), _clocks(1755, ("power_cap",))]},
+    {"kind": "unit", "key": "sfu.fp32", "variant": "sustained", "method": "triton exp",
+     "reps": 20, "time_s": 1e-3, "rate_per_s": 3.9e12, "spread": 0.005,
+     "clocks": [_clocks(1980)]}]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_calibrate_windows_table_fits_with_units_from_the_one_formatter(width):
+    import io
+
+    from rich.console import Console
+
+    from roofwise.cli.calibrate import render_windows
+
+    buf = io.StringIO()
+    render_windows(Console(file=buf, width=width, color_system=None), WINDOWS)
+    out = buf.getvalue()
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= width
+    assert re.search(r"^hbm\s+read\s.*\s4\.47 TB/s(\s|$)", out, re.MULTILINE)
+    assert re.search(r"^tensor_core\.bf16\s+burst\s.*\s760\.0 TFLOP/s(\s|$)", out, re.MULTILINE)
+    assert re.search(r"^sfu\.fp32\s+sustained\s.*\s3\.9 Top/s(\s|$)", out, re.MULTILINE)
+    assert not re.search(r"\de[+-]\d+/s", out)  # no bare 4.474e+12/s
+    if width == 160:
+        assert "1980 -> 1755" in out and "power_cap" in out and "left out" not in out
+    if width == 80:
+        assert "(left out at this width:" in " ".join(out.split())
