@@ -430,9 +430,21 @@ def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
 def json_lines(analysis: Analysis, lint: Lint | None = None) -> pl.Series:
     """One JSON object per record, as text: the --json contract (`lint`: brief findings per
     row, added as a `lint` list)."""
-    inputs_frame, json_text = _input_columns(analysis)  # once: verdict_frame's own part
+    return _lines_of(*_verdicts_once(analysis), len(analysis), lint)
+
+
+def _verdicts_once(analysis: Analysis) -> tuple[pl.DataFrame, list[str], set[str]]:
+    """The verdict frame, its input columns and which of them hold JSON text, built once for
+    both the engine's writer and `json_lines` (judging and explaining a batch twice cost as
+    much again)."""
+    inputs_frame, json_text = _input_columns(analysis)  # verdict_frame's own part
     frame = pl.concat([inputs_frame, _judgement(analysis)], how="horizontal")
-    inputs = [c for c in inputs_frame.columns if c not in VERDICT_FIELDS]
+    return frame, [c for c in inputs_frame.columns if c not in VERDICT_FIELDS], json_text
+
+
+def _lines_of(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: int,
+              lint: Lint | None) -> pl.Series:
+    """`json_lines` of a verdict frame already built: a field a row lacks is left out."""
     fragments: list[pl.Expr] = []
     run: list[str] = []  # neighbouring fields every row has: encoded together
     for name in [*inputs, ""]:
@@ -449,7 +461,7 @@ def json_lines(analysis: Analysis, lint: Lint | None = None) -> pl.Series:
     if lint is None:
         tail = judged.str.slice(1)  # '"machine":...}'
     else:
-        frame = frame.with_columns(_lint_column(len(analysis), lint))
+        frame = frame.with_columns(_lint_column(n, lint))
         tail = pl.struct([*(c for c in frame.columns if c in VERDICT_FIELDS), "lint"]
                          ).struct.json_encode().str.slice(1)
     return frame.select(
@@ -487,11 +499,9 @@ def write_json_lines(analysis: Analysis, out: TextIO,
     """The --json lines. Where every record has every field and none is JSON text (CSV,
     Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is built
     from its fields (`json_lines`) so that a field a record lacks is left out."""
-    inputs_frame, json_text = _input_columns(analysis)  # once: verdict_frame's own part
-    frame = pl.concat([inputs_frame, _judgement(analysis)], how="horizontal")
-    inputs = [c for c in inputs_frame.columns if c not in VERDICT_FIELDS]
+    frame, inputs, json_text = _verdicts_once(analysis)
     if json_text or any(frame[c].null_count() for c in inputs):
-        _write_lines(json_lines(analysis, lint), out)
+        _write_lines(_lines_of(frame, inputs, json_text, len(analysis), lint), out)
         return
     if lint is not None:
         frame = frame.with_columns(_lint_column(len(analysis), lint))
