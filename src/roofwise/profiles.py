@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -209,6 +210,13 @@ def builtin_paths() -> list[Path]:
 
 def builtin_machines() -> dict[str, Machine]:
     """Every built-in profile by name (rates in bytes or operations per second, each sourced)."""
+    return dict(_builtin_machines())
+
+
+@functools.cache
+def _builtin_machines() -> dict[str, Machine]:
+    """Parsed once per process: the files ship with the package and Machines are frozen; the
+    YAML parse of all of them costs more than judging a small record file."""
     return {m.name: m for m in (load_machine(p) for p in builtin_paths())}
 
 

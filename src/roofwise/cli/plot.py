@@ -7,11 +7,10 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .. import paths
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..records import read_records
-from ..report.chart import roofline_figure, save_figure
+from ..report.chart import check_chart_path, roofline_figure, save_figure
 from ..verdict import BLANK
 from .common import (
     all_machines,
@@ -37,16 +36,17 @@ def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regim
 
     Several RECORDS files share one chart, one marker shape per run (and per machine).
     """
-    paths.check_output(output, "--output")  # before any work
+    check_chart_path(output, "--output")  # before any work
     machine = load_machine_arg(machine_name)
     runs: list[tuple[str, Analysis]] = []
+    loaded = {path: read_records(path, strict=strict) for path in records_paths}
     for path in records_paths:
-        loaded = read_records(path, strict=strict)
-        report_skipped(path, loaded)
         runs.append((_run_label(path, records_paths),
-                     analyze(loaded.columns, all_machines(), machine, regime, mix)))
-    if not any(priced_rows(analysis) for _, analysis in runs):
+                     analyze(loaded[path].columns, all_machines(), machine, regime, mix)))
+    if not any(priced_rows(analysis) for _, analysis in runs):  # one line, before any note
         raise nothing_priced(records_paths[0], runs[0][1])
+    for path in dict.fromkeys(records_paths):
+        report_skipped(path, loaded[path])
     write_chart(runs, output, title)
 
 

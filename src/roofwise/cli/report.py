@@ -48,11 +48,11 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
         note(f"roofwise: wrote {output}")
         return
     loaded = read_records(records_path, strict=strict)
-    report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
-    if not priced_rows(analysis):
+    if not priced_rows(analysis):  # one line, before any note
         raise nothing_priced(records_path, analysis)
+    report_skipped(records_path, loaded)
     write_report(analysis, output, title=title, source=records_path, references=references)
     note(f"roofwise: wrote {output}")
 
