@@ -51,10 +51,12 @@ def test_above_envelope_below_theoretical_gives_both_readings() -> None:
     assert row["reasons"][0] == (
         "114.6% of the envelope ceiling: above 105% yet below theoretical, so bytes, FLOPs or "
         "timer are wrong, or the profile is calibrated below this card (implies 0.9800 of "
-        "cuda_core.fp32 sustained theoretical, profile 0.8548): recount or run `roofwise "
+        "cuda_core.fp32 sustained theoretical, profile 0.8548): recount, or run `roofwise "
         "calibrate`")
     (m8,) = [f for f in lint_analysis(a) if f.code == "M8"]
     assert m8.severity == "warning" and "roofwise calibrate" in m8.fix
+    # the finding says what, the fix what to do: neither repeats the other
+    assert "`roofwise calibrate`" not in m8.reason and "0.9800" in m8.reason
 
 
 def test_above_theoretical_stays_impossible_and_an_error() -> None:
@@ -72,8 +74,11 @@ def test_stale_profile_fires_on_a_set_of_rows_above_one_units_envelope() -> None
     # four FMA rows at 0.975-0.985 of theoretical: median 0.98 / 0.8548 = 114.6%
     rows = [fma_row(f, t) for f, t in ((0.975, 1e-3), (0.98, 2e-3), (0.98, 4e-3),
                                        (0.985, 8e-3))]
-    found = [f for f in lint_analysis(analysis_of(rows)) if f.code == "R2"]
+    analysis = analysis_of(rows)
+    found = [f for f in lint_analysis(analysis) if f.code == "R2"]
     assert len(found) == 1
+    html = report_html(analysis, source="fma.jsonl")  # the report's lint section too
+    assert "the profile looks calibrated below this card" in html
     assert found[0].where == "h200 cuda_core.fp32 sustained"
     assert found[0].reason.startswith(
         "4 of 4 rows bound by cuda_core.fp32 sustained sit above it (median 114.6% of it, "
@@ -146,9 +151,13 @@ def test_attention_names_both_pipes_with_the_serial_band() -> None:
     assert row["reasons"][1] == (
         "pipes at >= 50% of the binding one: tensor_core.bf16 723.424 us (binding), sfu.fp32 "
         "513.599 us (71%); the call measures between the overlapped bound 723.424 us and the "
-        "serial sum 1.387 ms: efficiency 72.3% overlapped, 138.7% serial")
+        "serial sum 1.387 ms: efficiency 72.3% overlapped, 138.7% serial (over 100%: the "
+        "pipes overlapped)")
     m5 = [f for f in lint_analysis(a) if f.code == "M5"]
     assert len(m5) == 1 and "sfu.fp32 513.599 us (71%)" in m5[0].reason
+    # the fix is the action only: the band is in the reason, not said again
+    assert m5[0].fix == ("calibrate sfu.fp32 on the card (`roofwise calibrate`) and read this "
+                         "op by its band, never by one pipe")
     # the terminal table's bound column and efficiency band
     out = io.StringIO()
     render_analysis(a, Console(file=out, width=200, color_system=None), None)
@@ -175,3 +184,42 @@ def test_ledger_m5_names_the_sfu_when_it_does_not_bind() -> None:
         "sfu.fp32 takes >= 50% of the binding pipe's time: tensor_core.bf16 723.424 us "
         "(binding), sfu.fp32 513.599 us (71%); the call runs between the overlapped bound "
         "723.424 us and the serial sum 1.387 ms")
+
+
+def test_analyze_json_carries_the_stale_profile_finding_in_its_rows(tmp_path, capsys) -> None:
+    """R2 is machine-level, yet `analyze --json` is one object per record: each row bound by
+    the stale ceiling carries it in its `lint`, beside its own findings."""
+    import json
+
+    from roofwise.cli import main
+
+    # three FMA rows at 0.975 / 0.98 / 0.978 of theoretical and one at 0.80: 3 of 4 above the
+    # 0.8548 envelope, median 0.978 / 0.8548 = 114.4%, implying 0.9780 of theoretical
+    rows = [fma_row(f, 1e-3) for f in (0.975, 0.98, 0.978, 0.80)]
+    path = tmp_path / "fma.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["analyze", str(path), "--json", "-m", "h200"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 4  # one object per record, no summary line
+    r2 = [[f for f in row["lint"] if f["code"] == "R2"] for row in out]
+    assert all(len(found) == 1 for found in r2)
+    assert r2[0][0]["reason"].startswith(
+        "3 of 4 rows bound by cuda_core.fp32 sustained sit above it (median 114.4% of it, "
+        "below theoretical): they imply 0.9780 of theoretical where h200 says 0.8548")
+    assert [f["code"] for f in out[0]["lint"]] == ["M8", "R2"]  # its own finding first
+    assert [f["code"] for f in out[3]["lint"]] == ["R2"]  # 93.6%: no M8, but read on it too
+    # one noisy row among rows at the envelope: no R2 anywhere
+    path.write_text("".join(json.dumps(r) + "\n" for r in
+                            [fma_row(f, 1e-3) for f in (0.98, 0.80, 0.80, 0.80)]))
+    main(["analyze", str(path), "--json", "-m", "h200"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 4 and not any(f["code"] == "R2" for row in out for f in row["lint"])
+
+
+def test_serial_efficiency_over_100_percent_is_said_to_be_overlap() -> None:
+    # at 1.0 ms the call beats the serial sum (1.387 ms): the pipes overlapped, said so; at
+    # 1.5 ms it is slower than the serial sum (92.5%) and nothing is added
+    fast = analysis_of([attention_row(1.0e-3)]).row(0)["reasons"][1]
+    slow = analysis_of([attention_row(1.5e-3)]).row(0)["reasons"][1]
+    assert fast.endswith("138.7% serial (over 100%: the pipes overlapped)")
+    assert slow.endswith("48.2% overlapped, 92.5% serial")

@@ -45,10 +45,12 @@ def test_gqa_decode_for_one_sequence_timed_with_events_is_latency_bound() -> Non
     row = one({**decode.to_record(time_s=30e-6), "timing": "events"})
     assert row["verdict"] == "latency_bound" and row["efficiency"] is None
     assert row["floor_s"] == 20e-6 and row["timing_method"] == "events"
-    assert row["reasons"][0].startswith(
-        "SOL 7.457 us is below the events floor 20.000 us (assumed); the 30.000 us measured "
-        "spans 1.50 floors: launches set it, efficiency 24.9% is not the metric; re-time with "
-        "graph replay or kernel durations")
+    # one sentence: what the time is made of (30 / 20 = 1.50 floors), then what to do
+    assert row["reasons"][0] == (
+        "the 30.000 us measured is 1.50 x the events floor 20.000 us (assumed) and SOL is "
+        "7.457 us: launches, not the kernel, set the time, so efficiency is no reading; "
+        "re-time with graph replay or kernel durations, or fuse or graph-capture the call")
+    assert not any("floor" in r for r in row["reasons"][1:])  # said once
     # the same kernel's own duration from a profiler (floor 3 us, below SOL) reads normally:
     # 7.457 / 9 us = 82.9%, at the ceiling
     timed_right = one({**decode.to_record(time_s=9e-6), "timing": "kernel"})
@@ -65,14 +67,16 @@ def test_forty_small_kernels_whose_floors_explain_the_time_are_latency_bound() -
     assert row["verdict"] == "latency_bound"
     assert row["floor_s"] == pytest.approx(215e-6)
     assert row["kernels"] == 40
-    assert ("is below the events floor 215.000 us for 40 kernels (20.000 us + 39 x 5.000 us, "
-            "assumed); the 400.000 us measured spans 1.86 floors") in row["reasons"][0]
+    assert row["reasons"][0].startswith(
+        "the 400.000 us measured is 1.86 x the events floor 215.000 us for 40 kernels "
+        "(20.000 us + 39 x 5.000 us, assumed) and SOL is 0.910 ns")
     # told it was one kernel, the same time is far above the 20 us floor: below, with the
     # split 400 = 20 floor + 380 rest, and efficiency net of the floor 0.91 ns / 380 us
     single = one({**record, "kernels": 1})
     assert single["verdict"] == "below"
     assert single["efficiency_net_of_floor"] == pytest.approx(4096 / BW / 380e-6)
-    assert any("400.000 us = 20.000 us floor + 380.000 us rest" in r for r in single["reasons"])
+    assert any("the 400.000 us measured is that floor plus 380.000 us more" in r
+               for r in single["reasons"])
 
 
 def test_a_measured_floor_reads_latency_bound_on_its_own_measurement() -> None:
@@ -82,6 +86,7 @@ def test_a_measured_floor_reads_latency_bound_on_its_own_measurement() -> None:
                                                 "calibration_by_mix": {"read": 0.938}}},
             "units": {"cuda_core.fp32": {"theoretical_ops_per_s": 67e12}},
             "latency_floor": {"events": {"per_call_s": 6.5e-6, "per_kernel_s": 5e-6,
+                                         "assumed": False,
                                          "source": "measured: tiny add, events"}}}
     card = parse_machine(data, "card.yaml")
     add = {"op": "add", "flops": 1, "bytes": 8, "read_bytes": 4, "write_bytes": 4,
@@ -112,12 +117,13 @@ def test_a_long_unfused_eager_call_far_above_its_floor_stays_below_with_the_spli
     assert row["efficiency"] == pytest.approx(0.01)
     assert row["floor_s"] == pytest.approx(75e-6)
     assert row["efficiency_net_of_floor"] == pytest.approx(10e-6 / 925e-6)
-    assert row["reasons"][0] == ("1.0% of SOL (1.1% net of the 75.000 us events floor); "
-                                 "memory-bound on hbm read mix")
-    assert row["reasons"][1].startswith(
-        "SOL 10.000 us is below the events floor 75.000 us for 12 kernels (20.000 us + 11 x "
-        "5.000 us, assumed), but the time is far above it: 1.000 ms = 75.000 us floor + "
-        "925.000 us rest; net of the floor, 1.1% of SOL")
+    # the net efficiency is said once, in the split; the split ends with what to do
+    assert row["reasons"] == [
+        "1.0% of SOL; memory-bound on hbm read mix",
+        "SOL 10.000 us is under the events floor 75.000 us for 12 kernels (20.000 us + 11 x "
+        "5.000 us, assumed), yet the 1.000 ms measured is that floor plus 925.000 us more, "
+        "1.1% of SOL net of the floor; fuse the kernels, or re-time with kernel durations to "
+        "tell the kernels' own time from overhead above the floor"]
     assert [f.code for f in lint_analysis(analysis_of([{
         "op": "unfused_norm", "flops": 0, "bytes": 45_024_000, "roof": "cuda_core.fp32",
         "time_s": 1e-3, "timing": "events", "kernels": 12}]))] == []  # not M7: it reads
@@ -142,8 +148,10 @@ def test_floor_share_gives_net_efficiency_beside_efficiency() -> None:
     assert row["verdict"] == "below" and row["timing_method"] == "events"
     assert row["efficiency"] == pytest.approx(151_650_816 / BW / 60e-6)
     assert row["efficiency_net_of_floor"] == pytest.approx(151_650_816 / BW / 40e-6)
-    assert row["reasons"][0] == ("56.1% of SOL (84.2% net of the 20.000 us events floor); "
-                                 "memory-bound on hbm read mix")
+    # said once, beside the efficiency: the floor, its share (20 / 60) and the net figure
+    assert row["reasons"] == [
+        "56.1% of SOL, 84.2% net of the events floor 20.000 us (assumed), 33.3% of the time; "
+        "memory-bound on hbm read mix"]
 
 
 def test_a_time_clearly_under_its_floor_is_read_against_the_kernel_floor() -> None:
@@ -203,3 +211,37 @@ def test_an_at_ceiling_reading_under_the_floor_stands() -> None:
     assert one({"op": "qk", "flops": 189_235_200, "bytes": 67_764_736,
                 "roof": "cuda_core.fp32", "time_s": 20e-6, "timing": "events"}
                )["verdict"] == "latency_bound"
+
+
+def test_a_floor_without_assumed_is_read_as_assumed_never_as_measured() -> None:
+    # a typed-in floor (no `assumed` key) must not pass for a measurement on the card;
+    # `assumed: false` (as `roofwise calibrate` writes it) is what makes a floor measured
+    base = {"name": "c", "memory": {"hbm": {"theoretical_bytes_per_s": 1e12}}, "units": {}}
+    typed = parse_machine({**base, "latency_floor": {"events": {
+        "per_call_s": 8e-6, "source": "my guess"}}}, "c.yaml")
+    assert typed.latency_floors.floor("events").assumed is True
+    measured = parse_machine({**base, "latency_floor": {"events": {
+        "per_call_s": 8e-6, "assumed": False, "source": "measured: tiny add"}}}, "c.yaml")
+    assert measured.latency_floors.floor("events").assumed is False
+    # and the section calibrate writes says so explicitly
+    from roofwise.measure.calibration_math import FloorMeasurement, floors_section
+
+    section = floors_section([FloorMeasurement("events", (8e-6, 8e-6), 4,
+                                               (23e-6, 23e-6))], "measured 2026-12-01")
+    assert section["events"]["assumed"] is False
+    assert section["events"]["per_kernel_s"] == pytest.approx(5e-6)  # (23 - 8) / 3
+    assert parse_machine({**base, "latency_floor": section}, "c.yaml").latency_floors.floor(
+        "events").assumed is False
+
+
+def test_a_split_under_a_profiler_names_the_rest_as_the_kernels_own_time() -> None:
+    # the same unfused 12-kernel call (SOL 10 us) as summed kernel durations: floor 3 + 11 x 2
+    # = 25 us, rest 975 us. Under a profiler no host overhead is in it: fuse the kernels
+    row = one({"op": "unfused_norm", "flops": 0, "bytes": 45_024_000, "roof": "cuda_core.fp32",
+               "time_s": 1e-3, "timing": "kernel", "kernels": 12})
+    assert row["verdict"] == "below" and row["floor_s"] == pytest.approx(25e-6)
+    assert row["efficiency_net_of_floor"] == pytest.approx(10e-6 / 975e-6)
+    assert row["reasons"][1] == (
+        "SOL 10.000 us is under the kernel floor 25.000 us for 12 kernels (3.000 us + 11 x "
+        "2.000 us, assumed), yet the 1.000 ms measured is that floor plus 975.000 us more, "
+        "1.0% of SOL net of the floor; the rest is the kernels' own time: fuse them")

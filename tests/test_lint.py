@@ -118,7 +118,7 @@ def test_m1_silent_on_calibrated_h200_ceilings() -> None:
     assert codes(lint_ledger(FUSED, H200), "M1") == []
     # the only datasheet ceiling the h200 profile holds is the special-function pipe
     assert [f.where for f in lint_machine(H200)] == ["h200 sfu.fp32"]
-    assert "4.18 TFLOP/s" in lint_machine(H200)[0].reason
+    assert "4.18 Top/s" in lint_machine(H200)[0].reason  # an exp is an op, not a FLOP
 
 
 def test_m1_on_records_priced_on_an_uncalibrated_machine() -> None:
@@ -458,8 +458,27 @@ def test_m7_fires_on_the_decode_step() -> None:
     assert [f.severity for f in found] == [WARNING]
     # SOL 17,056 B / 4502.4 GB/s = 3.788 ns; efficiency 3.788 ns / 4 us = 0.1%
     assert "3.788 ns" in found[0].reason and "4.000 us" in found[0].reason
-    assert "efficiency 0.1% is not the metric" in found[0].reason
+    # the finding is what (the time is 4 / 3 = 1.33 kernel floors) and the fix, each once
+    assert "is 1.33 x the kernel floor 3.000 us" in found[0].reason
+    assert found[0].fix == "give each launch more work (batch, fuse)"
+    assert "batch" not in found[0].reason
     assert len(codes(lint_ledger(DECODE, H200), "M7")) == 1
+
+
+def test_ledger_m7_says_what_a_timed_row_will_read() -> None:
+    # the decode step's SOL (3.788 ns) is under every floor; the finding's claim holds on rows:
+    # events at 40 us (2 x the 20 us floor) is latency_bound, at 60 us (3 x) a `below` split
+    (found,) = codes(lint_ledger(DECODE, H200), "M7")
+    assert "a time up to twice its method's floor reads latency_bound" in found.reason
+    at_two = analysis_of([{**DECODE.to_record(time_s=40e-6), "timing": "events"}])
+    at_three = analysis_of([{**DECODE.to_record(time_s=60e-6), "timing": "events"}])
+    assert at_two.row(0)["verdict"] == "latency_bound"
+    assert at_three.row(0)["verdict"] == "below"
+    # the 40 us above the floor may be the kernel or host overhead: the reason says how to
+    # tell them apart, not that the kernel is slow
+    assert any("is that floor plus 40.000 us more" in r and r.endswith(
+        "; re-time with kernel durations to tell the kernel's own time from overhead above "
+        "the floor") for r in at_three.row(0)["reasons"])
 
 
 def test_m7_silent_on_the_prefill() -> None:

@@ -97,3 +97,47 @@ def test_analyze_file_and_frames(tmp_path):
     pandas = pytest.importorskip("pandas")
     table = analysis.to_pandas()
     assert isinstance(table, pandas.DataFrame) and list(table["op"]) == ["a", "b", "c", "d"]
+
+
+def _varied_rows(n, seed):
+    """Records that carry every flag the templates render: several machines (by device), a
+    device judged on the wrong card, unknown roofs, zero bytes, impossible rates, wall timing,
+    uncalibrated units, kernels per call, rows under and around the floors."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    devices = ["NVIDIA H200", "NVIDIA H100 80GB HBM3", "RTX 4090", "", "tpu-v9"]
+    roofs = ["cuda_core.fp32", "tensor_core.bf16", "sfu.fp32", "tensor_core.fp8", "npu.x"]
+    rows = []
+    for k in range(n):
+        nbytes = float(rng.choice([0.0, 1e3, 1e6, 3e8, 4e9]))
+        flops = float(rng.choice([0.0, 1e5, 1e9, 1e12, 5e13]))
+        row = {"op": f"op{k % 7}", "flops": flops, "bytes": nbytes,
+               "roof": roofs[int(rng.integers(0, len(roofs)))],
+               "time_s": float(rng.choice([1e-7, 2e-6, 1.5e-5, 4e-5, 1e-3, 0.05])),
+               "device": devices[int(rng.integers(0, len(devices)))],
+               "timing": str(rng.choice(["events", "wall", "kernel", "graph", "device"]))}
+        if rng.random() < 0.3:
+            row["kernels"] = int(rng.integers(1, 40))
+        if rng.random() < 0.3 and nbytes:
+            row["read_bytes"], row["write_bytes"] = nbytes * 0.75, nbytes * 0.25
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("options", [{}, {"machine": "h200"}, {"regime": "sustained"},
+                                     {"machine": "h200", "mix": "copy"}, {"mix": "auto"}])
+def test_reasons_built_over_columns_are_the_per_row_sentences(tmp_path, seed, options):
+    from roofwise.output import reasons_column
+    from roofwise.profiles import resolve_machine
+
+    path = tmp_path / "r.jsonl"
+    write_records(path, _varied_rows(400, seed))
+    chosen = resolve_machine(options["machine"]) if "machine" in options else None
+    analysis = analyze(read_records(path).columns, builtin_machines(), chosen,
+                       options.get("regime"), options.get("mix"))
+    columnar = reasons_column(analysis).to_list()
+    assert columnar == [analysis.reasons(i) for i in range(len(analysis))]
+    verdicts = {analysis.verdict_name(i) for i in range(len(analysis))}
+    assert {"blank", "impossible", "below"} <= verdicts

@@ -86,3 +86,45 @@ def test_machine_says_the_latency_floor_once(capsys, monkeypatch):
         "kernel", "graph", "events", "wall"]
     assert lines[start + 3].startswith("  events: 20.0 us + 5.00 us per further kernel "
                                        "(assumed: TileOPs' measured < 20 us rule")
+
+
+def test_one_unit_vocabulary_flop_per_s_op_per_s_and_bytes_per_s(capsys, monkeypatch):
+    from roofwise.report import fmt
+
+    assert fmt.unit_rate(989.5e12, "tensor_core.bf16") == "989.5 TFLOP/s"
+    assert fmt.unit_rate(4.18e12, "sfu.fp32") == "4.2 Top/s"  # an exp is an op, not a FLOP
+    assert fmt.unit_rate(1.0e12, "vector.transcendental") == "1.0 Top/s"
+    assert fmt.tera_rate(1099.51e12, "tensor_core.bf16") == "1099.51 TFLOP/s"
+    assert fmt.rate(4.5024e12, "B/s", 2) == "4.50 TB/s"
+    outs = [run_at(capsys, monkeypatch, 100, *args) for args in (
+        ("machine", "h200"), ("price", "examples/qk_norm_rope_quant.yaml", "-m", "h200"),
+        ("analyze", "examples/records.jsonl"), ("lint", "src/roofwise/machines/h200.yaml"))]
+    for out in outs:
+        assert not re.search(r"\d (T|G)/s|Top/s \(tensor|\bT/s\b", out)
+    assert "Top/s" in outs[0] and "TFLOP/s" in outs[0]
+
+
+GATED = {"lint": 1, "compare": 0, "audit": 0}  # lint exits 1 on these records' errors
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("args", [
+    ("ops",),
+    ("lint", "examples/qk_norm_rope_quant.yaml", "examples/records.jsonl"),
+    ("compare", "examples/records.jsonl", "examples/records.jsonl"),
+    ("audit", "--ncu-csv", "tests/fixtures/ncu/synthetic_rmsnorm_h200.csv", "--op", "rmsnorm",
+     "--shape", "rows=8192,hidden=4096"),
+    ("analyze", "examples/records.jsonl")])
+def test_other_tables_fit_and_cut_nothing(capsys, monkeypatch, width, args):
+    monkeypatch.setenv("COLUMNS", str(width))
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    assert code == GATED.get(args[0], 0), err
+    assert "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= width
+    if args[0] == "audit":  # the numbers whole; a long kernel name may fold, never drop
+        assert "67.12 MB" in out and "UNJUDGED" in out
+        assert "rmsnorm_time_only" in "".join(out.split())
+    if args[0] == "ops":
+        joined = " ".join(out.split())
+        assert "qk_norm_rope_quant" in joined and "tokens=4096" in joined

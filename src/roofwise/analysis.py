@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +46,15 @@ class Analysis:
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def take(self, index: np.ndarray) -> Analysis:
+        """Rows `index` (in that order) as an analysis of their own: what a report shows of a
+        million rows, linted and rendered without touching the rest."""
+        index = np.asarray(index, dtype=np.int64)
+        return replace(self, columns=self.columns.take(index),
+                       machine_name=self.machine_name[index], priced=_taken(self.priced, index),
+                       judged=_taken(self.judged, index),
+                       no_machine_reason=self.no_machine_reason[index])
 
     def to_polars(self) -> pl.DataFrame:
         """The verdicts as a polars frame: one row per record, the `--json` fields as columns
@@ -118,7 +127,7 @@ class Analysis:
         second = bool(int(priced.flags[i]) & Reason.SECOND_PIPE)
         return {
             "timing_method": timing_method(str(self.columns.timing[i])),
-            "kernels": int(self.columns.kernel_counts()[i]),
+            "kernels": self.columns.kernel_count(i),
             "floor_s": _num(judged.floor_s[i], blank) if judged.floor_s is not None else None,
             "efficiency_net_of_floor": (None if judged.net_efficiency is None else
                                         _num(judged.net_efficiency[i], no_reading)),
@@ -133,6 +142,19 @@ class Analysis:
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         for i in range(len(self)):
             yield self.row(i)
+
+
+def _taken(table: Any, index: np.ndarray) -> Any:
+    """A dataclass of per-row columns (Priced, Judged) at rows `index`."""
+    picked: dict[str, Any] = {}
+    for f in fields(table):
+        value = getattr(table, f.name)
+        if isinstance(value, np.ndarray):
+            value = value[index]
+        elif isinstance(value, Mapping):
+            value = {k: np.asarray(v)[index] for k, v in value.items()}
+        picked[f.name] = value
+    return replace(table, **picked)
 
 
 def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
@@ -287,8 +309,9 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
                        f"{fmt.tera_rate(peak, u)}: physically impossible")
     if Reason.BELOW_LATENCY_FLOOR in flags:
         out += _floor_sentences(analysis, i, machine, flags)
-    if Reason.ANOMALY in flags:
-        out.append(_anomaly_sentence(analysis, i, machine, flags))
+    if Reason.ANOMALY in flags and not flags & IMPOSSIBLE_REASONS:  # impossible said it
+        out.append(reason_text.above_envelope_text(
+            float(analysis.judged.envelope_efficiency[i]), ceiling_facts(analysis, i, machine)))
     if Reason.ABOVE_REGIME_WITHIN_ENVELOPE in flags:
         used = (f"{analysis.regime} regime" if analysis.regime else
                 f"{machine.dram.name} {priced.mix[i]} mix")
@@ -299,12 +322,16 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
         bound = "memory" if priced.bound_memory[i] else "compute"
         roof_used = (f"{machine.dram.name} {priced.mix[i]} mix" if priced.bound_memory[i]
                      else reason_text.bound_label(False, pipes, str(priced.binding_unit[i])))
-        net = "" if judged.net_efficiency is None or not math.isfinite(
-            judged.net_efficiency[i]) else reason_text.net_beside_text(
-            float(judged.net_efficiency[i]), floor_facts(analysis, i, machine))
+        # a floor that binds part of the time: the efficiency net of it, said here once (a
+        # split row says it in its own sentence instead)
+        net = "" if (judged.net_efficiency is None or Reason.FLOOR_SPLIT in flags
+                     or not math.isfinite(judged.net_efficiency[i])) else (
+            reason_text.net_beside_text(float(judged.net_efficiency[i]),
+                                        float(cols.time_s[i]),
+                                        floor_facts(analysis, i, machine)))
         out.append(f"{fmt.percent(judged.efficiency[i])} of SOL{net}; {bound}-bound on "
                    f"{roof_used}")
-    if flags & (Reason.FLOOR_SPLIT | Reason.FLOOR_SHARE):
+    if Reason.FLOOR_SPLIT in flags:
         out += _floor_sentences(analysis, i, machine, flags)
     if Reason.SECOND_PIPE in flags and priced.serial_sol_time_s is not None and (
             judged.serial_efficiency is not None):
@@ -331,7 +358,7 @@ def floor_facts(analysis: Analysis, i: int, machine: Machine) -> reason_text.Flo
     stated = timing_method(str(analysis.columns.timing[i]))
     overlapped = bool(int(analysis.judged.flags[i]) & Reason.FLOOR_OVERLAPPED)
     timing = "kernel" if overlapped else stated
-    kernels = int(analysis.columns.kernel_counts()[i])
+    kernels = analysis.columns.kernel_count(i)
     floor = machine.latency_floors.floor(timing)
     return reason_text.FloorFacts(timing, kernels, floor.per_call_s, floor.per_kernel_s,
                                   floor.floor_s(kernels), floor.assumed, floor.source,
@@ -339,25 +366,17 @@ def floor_facts(analysis: Analysis, i: int, machine: Machine) -> reason_text.Flo
 
 
 def _floor_sentences(analysis: Analysis, i: int, machine: Machine, flags: Reason) -> list[str]:
+    """The latency_bound reason, or the split of a `below` row's time into floor and rest (a
+    floor that is only a share of the time is said beside the efficiency instead)."""
     cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
-    if not flags & (Reason.BELOW_LATENCY_FLOOR | Reason.FLOOR_SPLIT | Reason.FLOOR_SHARE):
-        return []
     facts = floor_facts(analysis, i, machine)
     sol_s, time_s = float(priced.sol_time_s[i]), float(cols.time_s[i])
-    net = math.nan if judged.net_efficiency is None else float(judged.net_efficiency[i])
     if Reason.BELOW_LATENCY_FLOOR in flags:
-        return [reason_text.latency_bound_text(sol_s, time_s, facts,
-                                               float(judged.efficiency[i]))]
-    if Reason.FLOOR_SPLIT in flags:
-        return [reason_text.floor_split_text(sol_s, time_s, facts, net)]
-    return [reason_text.floor_share_text(time_s, facts, net)]
-
-
-def _anomaly_sentence(analysis: Analysis, i: int, machine: Machine, flags: Reason) -> str:
-    ratio = float(analysis.judged.envelope_efficiency[i])
-    if flags & IMPOSSIBLE_REASONS:
-        return reason_text.impossible_anomaly_text(ratio)
-    return reason_text.above_envelope_text(ratio, ceiling_facts(analysis, i, machine))
+        return [reason_text.latency_bound_text(sol_s, time_s, facts)]
+    if Reason.FLOOR_SPLIT in flags and judged.net_efficiency is not None:
+        return [reason_text.floor_split_text(sol_s, time_s, facts,
+                                             float(judged.net_efficiency[i]))]
+    return []
 
 
 def ceiling_facts(analysis: Analysis, i: int, machine: Machine, envelope: bool = True

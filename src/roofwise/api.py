@@ -88,9 +88,11 @@ def plot(runs: Analysis | str | Path | list[tuple[str, Analysis]], path: str | P
 
 
 def report(analysis: Analysis | str | Path, path: str | Path, *,
-           machine: str | Machine | None = None, title: str = "roofwise report") -> Path:
+           machine: str | Machine | None = None, title: str = "roofwise report",
+           rows: int = 2000) -> Path:
     """Write the self-contained HTML report (chart, verdict table, lint, profile) to `path`
-    (.html) and return it."""
+    (.html) and return it. The table holds the `rows` worst rows (0: all); the summary and the
+    chart count every row."""
     from .report.html import check_report_path, write_report
 
     check_report_path(path)
@@ -98,7 +100,7 @@ def report(analysis: Analysis | str | Path, path: str | Path, *,
     if not isinstance(analysis, Analysis):
         source = str(analysis)
         analysis = analyze_file(analysis, machine)
-    write_report(analysis, path, title=title, source=source)
+    write_report(analysis, path, title=title, source=source, rows=rows)
     return Path(path)
 
 

@@ -8,7 +8,10 @@ format whole columns at once; only the sentences of the reasons are Python, per 
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -18,8 +21,9 @@ import polars as pl
 from .machine import timing_method
 from .pricing import pipes_near_binding
 from .reasons import Reason
+from .report import fmt
 from .text import encodable
-from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+from .verdict import AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 
 if TYPE_CHECKING:
     from .analysis import Analysis
@@ -33,10 +37,12 @@ VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_
 _OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s")
 
 
+# Lint findings per row (a list per row), or by row for the rows that have any.
+Lint = Sequence[Sequence[Any]] | Mapping[int, Sequence[Any]]
 _BRIEF = pl.List(pl.Struct({"code": pl.String, "reason": pl.String, "fix": pl.String}))
 
 
-def verdict_frame(analysis: Analysis, lint: Sequence[Sequence[Mapping[str, str]]] | None = None
+def verdict_frame(analysis: Analysis, lint: Sequence[Sequence[Any]] | None = None
                   ) -> pl.DataFrame:
     """The verdict rows as columns: inputs, judgement, and `lint` (brief findings) if given."""
     inputs, _ = _input_columns(analysis)
@@ -121,11 +127,11 @@ def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]
 
 def strings(name: str, values: np.ndarray) -> pl.Series:
     """A text column; a lone surrogate (a JSON escape polars cannot hold) written as \\udc80."""
-    texts = np.asarray(values).astype(str)
+    texts = np.asarray(values).tolist()
     try:
         return pl.Series(name, texts, dtype=pl.String)
-    except UnicodeEncodeError:
-        return pl.Series(name, [encodable(t) for t in texts.tolist()], dtype=pl.String)
+    except (UnicodeEncodeError, TypeError):  # a surrogate, or a value that is not text
+        return pl.Series(name, [encodable(str(t)) for t in texts], dtype=pl.String)
 
 
 def nested(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
@@ -182,8 +188,7 @@ def _judgement(analysis: Analysis) -> pl.DataFrame:
         **_floor_and_pipes(analysis, blank, no_efficiency, number),
         "verdict": pl.Series(np.array(VERDICTS, dtype=object)[verdict].astype(str),
                              dtype=pl.String),
-        "reasons": nested("reasons", [analysis.reasons(i) for i in range(n)],
-                          pl.List(pl.String)),
+        "reasons": reasons_column(analysis),
     }, height=n)
 
 
@@ -223,6 +228,180 @@ def _floor_and_pipes(analysis: Analysis, blank: np.ndarray, no_reading: np.ndarr
     }
 
 
+# Flags whose sentences need more than a row's own columns (a list of pipes, a floor in
+# parts, the units over their rates): those rows are explained one by one
+# (`analysis.explain`); every other row's sentences are built per template over columns.
+_ONE_BY_ONE = (Reason.UNKNOWN_UNIT | Reason.BAD_TIME | Reason.ABOVE_THEORETICAL_RATE
+               | Reason.BELOW_LATENCY_FLOOR | Reason.ANOMALY | Reason.FLOOR_SPLIT
+               | Reason.FLOOR_SHARE | Reason.SECOND_PIPE)
+
+
+def reasons_column(analysis: Analysis) -> pl.Series:
+    """Why each row got its verdict, as a list of sentences per row: the sentences
+    `Analysis.reasons(i)` gives, built per verdict and flag template over whole columns (a
+    constant per machine, or numbers formatted for the rows that carry the flag only)."""
+    from .analysis import explain
+    from .mismatch import mismatches
+
+    n = len(analysis)
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    flags = judged.flags.astype(np.int64)
+    verdict = judged.verdict.astype(np.int64)
+    net = (np.zeros(n, dtype=bool) if judged.net_efficiency is None
+           else np.isfinite(judged.net_efficiency))
+    reading = np.isin(verdict, (AT_CEILING, BELOW))
+    no_machine = (flags & int(Reason.NO_MACHINE)) != 0
+    alone = (((flags & int(_ONE_BY_ONE)) != 0) | (reading & net)) & ~no_machine
+    templated = ~alone & ~no_machine
+    machine_name = np.asarray(analysis.machine_name).astype(object)
+    memory = np.asarray(priced.bound_memory, dtype=bool)
+    columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
+    texts: list[pl.Expr] = []
+
+    def rows_with(flag: Reason, name: str | None = None, extra: np.ndarray | None = None
+                  ) -> np.ndarray:
+        mask = templated & ((flags & int(flag)) != 0) if flag else templated.copy()
+        if name is not None:
+            mask &= machine_name == name
+        return mask if extra is None else mask & extra
+
+    def when(mask: np.ndarray, text: pl.Expr) -> None:
+        """`text` for the rows in `mask`; nothing at all when no row carries it."""
+        if mask.any():
+            key = f"m{len(columns)}"
+            columns[key] = mask
+            texts.append(pl.when(pl.col(key)).then(text))
+
+    def column(name: str, values: Any) -> pl.Expr:
+        if name not in columns:
+            columns[name] = values
+        return pl.col(name)
+
+    def formatted(name: str, rows: np.ndarray, values: list[str]) -> pl.Expr:
+        """Text for the rows at `rows` (indexes), null elsewhere."""
+        series = pl.Series([None] * n, dtype=pl.String)
+        if len(rows):
+            series = series.scatter(rows, pl.Series(values, dtype=pl.String))
+        return column(name, series)
+
+    mismatch = mismatches(analysis)
+    when(templated & (mismatch != ""), column("mismatch", strings("mismatch", mismatch)))
+    for name, m in analysis.machines.items():
+        when(rows_with(Reason.UNKNOWN_ROOF, name), pl.format(
+            "unknown roof {} on {}; units: {}", _repr_text(column("roof", strings(
+                "roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units))))
+        when(rows_with(Reason.UNIT_RATE_GAP, name), pl.lit(
+            f"{m.name} has no known rate for the units used (a gap in its sources)"))
+        when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
+            f"{m.name} has no known {m.dram.name} bandwidth (a gap)"))
+    when(rows_with(Reason.ZERO_BYTES), pl.lit(
+        "zero bytes: the ledger moves nothing, so there is no memory roof to read"))
+    over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
+    if over.any():
+        at = np.flatnonzero(over)
+        achieved = formatted("achieved", at, [fmt.fixed(v / 1e9, ".1f", "GB/s") for v in
+                                              judged.achieved_bytes_per_s[at].tolist()])
+        for name, m in analysis.machines.items():
+            theory = m.dram.theoretical_bytes_per_s or math.nan
+            when(over & (machine_name == name), pl.format(
+                "bytes/time {} exceeds {} theoretical {} GB/s: physically impossible, so the "
+                "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
+                pl.lit(f"{theory / 1e9:.0f}")))
+    for name, m in analysis.machines.items():
+        used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
+            "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
+        when(rows_with(Reason.ABOVE_REGIME_WITHIN_ENVELOPE, name), pl.format(
+            "above the ceiling of the {} it was priced with, but within the envelope (the "
+            "highest measured mix and regime)", used))
+    at = np.flatnonzero(templated & reading)
+    if len(at):
+        percent = column("percent", percent_texts(judged.efficiency, at, n))
+        for name, m in analysis.machines.items():
+            when(rows_with(Reason.NONE, name, reading & memory), pl.format(
+                "{} of SOL; memory-bound on {} {} mix", percent, pl.lit(m.dram.name),
+                column("mix", strings("mix", priced.mix))))
+            when(rows_with(Reason.NONE, name, reading & ~memory), pl.format(
+                "{} of SOL; compute-bound on {}", percent,
+                column("binding", strings("binding", priced.binding_unit))))
+    for name, m in analysis.machines.items():
+        when(rows_with(Reason.UNCALIBRATED_MEMORY, name), pl.lit(
+            f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)"))
+        raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(key))
+               for key, ops in priced.unit_ops.items()
+               if (unit := m.unit(key)) is not None and not unit.calibrated]
+        if raw:
+            when(rows_with(Reason.UNCALIBRATED_UNIT, name),
+                 pl.lit("uncalibrated unit(s) priced at the datasheet rate: ")
+                 + pl.concat_str(raw, separator=", ", ignore_nulls=True))
+    when(rows_with(Reason.WALL_TIMING), pl.lit(
+        "wall-clock time includes host overhead: efficiency is a lower bound"))
+    frame = pl.DataFrame(columns, height=n)
+    # Sentences joined on a separator no sentence holds, then split: an engine-side list
+    # build several times faster than concatenating lists.
+    if texts:
+        joined = pl.concat_str(texts, separator=_UNIT_SEPARATOR, ignore_nulls=True)
+        out = frame.select(pl.when(joined == "").then(pl.lit([], dtype=pl.List(pl.String)))
+                           .otherwise(joined.str.split(_UNIT_SEPARATOR)).alias("reasons")
+                           ).to_series()
+    else:
+        out = pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
+    special = np.flatnonzero(alone | no_machine)
+    if len(special):
+        lists = [explain(analysis, i) for i in special.tolist()]
+        flat = [encodable(text) for found in lists for text in found]
+        owner = np.repeat(special, [len(found) for found in lists])
+        alone_rows = (pl.DataFrame({"i": owner, "alone": pl.Series(flat, dtype=pl.String)})
+                      .group_by("i", maintain_order=True).agg("alone"))
+        alone_rows = pl.concat([alone_rows, pl.DataFrame(  # rows explained by no sentence
+            {"i": np.setdiff1d(special, owner), "alone": [[]] * len(np.setdiff1d(
+                special, owner))}, schema={"i": pl.Int64, "alone": pl.List(pl.String)})])
+        out = (pl.DataFrame({"i": np.arange(n), "reasons": out})
+               .join(alone_rows, on="i", how="left", maintain_order="left")
+               .select(pl.coalesce("alone", "reasons")).to_series())
+    return out.alias("reasons")
+
+
+_UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
+
+
+def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:
+    """`fmt.percent` of `values` at the rows `at` (null elsewhere), formatted by the engine.
+
+    Rounding to 0.1% by the engine and by Python's format agree except within a hair of a
+    tie (x.x5); those rows, and the rare forms (<0.1%, scientific), are formatted by
+    `fmt.percent` itself, so every text is exactly what `fmt.percent` writes.
+    """
+    x = np.asarray(values, dtype=np.float64)[at] * 100
+    with np.errstate(invalid="ignore"):
+        scaled = x * 10
+        tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+        plain = np.isfinite(x) & (np.abs(x) >= 0.05) & (np.abs(x) < 1e6) & ~tie
+    texts = pl.select(pl.lit(pl.Series(x)).round(1).cast(pl.String) + "%").to_series()
+    python = np.flatnonzero(~plain)
+    if len(python):
+        texts = texts.scatter(python, pl.Series([fmt.percent(v / 100) for v in
+                                                 x[python].tolist()], dtype=pl.String))
+    column = pl.Series([None] * n, dtype=pl.String)
+    return column.scatter(at, texts) if len(at) else column
+
+
+def _repr_text(column: pl.Expr) -> pl.Expr:
+    """Python's repr of a plain string (quotes chosen as repr chooses them)."""
+    return (pl.when(column.str.contains("'") & ~column.str.contains('"'))
+            .then(pl.lit('"') + column + pl.lit('"'))
+            .otherwise(pl.lit("'") + column.str.replace_all("\\", "\\\\", literal=True)
+                       .str.replace_all("'", "\\'", literal=True) + pl.lit("'")))
+
+
+def strings_or_null(values: np.ndarray) -> pl.Series:
+    """A text column from an object array of str or None."""
+    try:
+        return pl.Series(values.tolist(), dtype=pl.String)
+    except UnicodeEncodeError:
+        return pl.Series([None if v is None else encodable(v) for v in values.tolist()],
+                         dtype=pl.String)
+
+
 def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
     """`"name":value` for one column; null (so left out of the line) where the record has no
     such field."""
@@ -241,24 +420,64 @@ def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
     return pl.when(missing).then(pl.lit(key + "null")).otherwise(fragment)
 
 
-def json_lines(analysis: Analysis, lint: Sequence[Sequence[Mapping[str, str]]] | None = None
-               ) -> pl.Series:
-    """One JSON object per record, as text: the --json contract."""
-    frame = verdict_frame(analysis, lint)
+def json_lines(analysis: Analysis, lint: Lint | None = None) -> pl.Series:
+    """One JSON object per record, as text: the --json contract (`lint`: brief findings per
+    row, added as a `lint` list)."""
+    frame = verdict_frame(analysis)
     _, json_text = _input_columns(analysis)
-    judged = [c for c in frame.columns if c in VERDICT_FIELDS or c == "lint"]
-    inputs = [c for c in frame.columns if c not in judged]
-    fragments = [_json_fragment(c, c in json_text, True) for c in inputs]
-    tail = pl.struct(judged).struct.json_encode().str.slice(1)  # '"machine":...}'
+    inputs = [c for c in frame.columns if c not in VERDICT_FIELDS]
+    fragments: list[pl.Expr] = []
+    run: list[str] = []  # neighbouring fields every row has: encoded together
+    for name in [*inputs, ""]:
+        if name and name not in json_text and frame[name].null_count() == 0:
+            run.append(name)
+            continue
+        if run:
+            fragments.append(pl.struct(run).struct.json_encode().str.slice(1)
+                             .str.strip_suffix("}"))
+            run = []
+        if name:
+            fragments.append(_json_fragment(name, name in json_text, True))
+    judged = pl.struct([c for c in frame.columns if c in VERDICT_FIELDS]).struct.json_encode()
+    if lint is None:
+        tail = judged.str.slice(1)  # '"machine":...}'
+    else:
+        frame = frame.with_columns(_lint_texts(len(analysis), lint))
+        tail = pl.concat_str([judged.str.slice(1).str.strip_suffix("}"), pl.lit(',"lint":'),
+                              pl.col("lint"), pl.lit("}")])
     return frame.select(
         (pl.lit("{") + pl.concat_str([*fragments, tail], separator=",", ignore_nulls=True))
         .alias("line")).to_series()
 
 
+def _lint_texts(n: int, lint: Lint) -> pl.Series:
+    """Each row's findings as JSON text: "[]" for most, json.dumps for the rows with any."""
+    texts = np.full(n, "[]", dtype=object)
+    for i, found in (lint.items() if isinstance(lint, Mapping) else enumerate(lint)):
+        if found:
+            texts[i] = json.dumps([_brief(f) for f in found], separators=(",", ":"))
+    return strings("lint", texts)
+
+
+def _brief(finding: Any) -> Any:
+    """A lint finding as --json shows it (a `Finding`, or its brief dict already)."""
+    return finding.brief() if hasattr(finding, "brief") else dict(finding)
+
+
 def write_json_lines(analysis: Analysis, out: TextIO,
-                     lint: Sequence[Sequence[Mapping[str, str]]] | None = None) -> None:
-    for line in _chunks(json_lines(analysis, lint)):
-        out.write(line)
+                     lint: Lint | None = None) -> None:
+    """The --json lines. Where every record has every field and none is JSON text (CSV,
+    Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is built
+    from its fields (`json_lines`) so that a field a record lacks is left out."""
+    frame = verdict_frame(analysis)
+    _, json_text = _input_columns(analysis)
+    inputs = [c for c in frame.columns if c not in VERDICT_FIELDS]
+    if json_text or any(frame[c].null_count() for c in inputs):
+        _write_lines(json_lines(analysis, lint), out)
+        return
+    if lint is not None:
+        frame = frame.with_columns(_lint_texts(len(analysis), lint).str.json_decode(_BRIEF))
+    _write_target(out, frame.write_ndjson)
 
 
 def csv_frame(analysis: Analysis) -> pl.DataFrame:
@@ -278,10 +497,32 @@ def csv_frame(analysis: Analysis) -> pl.DataFrame:
 
 
 def write_csv(analysis: Analysis, out: TextIO, header: bool = True) -> None:
+    """The verdicts as CSV (`header`: the first batch writes it; later batches of a stream
+    add rows only)."""
     out.write(csv_frame(analysis).write_csv(include_header=header, line_terminator="\n"))
 
 
-def _chunks(lines: pl.Series, size: int = 100_000) -> Any:
-    """The lines joined with newlines, a chunk at a time (bounded memory for big batches)."""
-    for start in range(0, len(lines), size):
-        yield "\n".join(lines.slice(start, size).to_list()) + "\n"
+def _write_lines(lines: pl.Series, out: TextIO) -> None:
+    """Each text on its own line, written by the engine (to the bytes under `out` when it has
+    them)."""
+    frame = lines.to_frame("line")
+    _write_target(out, lambda target: frame.write_csv(target, include_header=False,
+                                                      quote_style="never"))
+
+
+def _write_target(out: TextIO, write: Any) -> None:
+    """`write(file)` by the engine into the bytes under `out` (or into text, then `out`)."""
+    target = getattr(out, "buffer", None)
+    if target is None:
+        buffer = io.BytesIO()
+        write(buffer)
+        out.write(buffer.getvalue().decode("utf-8"))
+        return
+    out.flush()
+    try:
+        write(target)
+        target.flush()
+    except OSError as exc:  # the engine says a closed pipe in words: `| head` is not an error
+        if isinstance(exc, BrokenPipeError) or "Broken pipe" in str(exc):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe") from None
+        raise

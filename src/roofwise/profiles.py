@@ -191,7 +191,9 @@ def _floor(body: Any, where: str) -> LatencyFloors:
                                           schema.at(at, "per_call_s"))
         per_kernel = schema.expect_non_negative(raw.get("per_kernel_s", per_call),
                                                 schema.at(at, "per_kernel_s"))
-        assumed = raw.get("assumed", False)
+        # a floor is assumed unless the profile says it was measured (`assumed: false`, as
+        # `roofwise calibrate` writes it): a typed-in number never passes for a measurement
+        assumed = raw.get("assumed", True)
         if not isinstance(assumed, bool):
             raise InputError(schema.at(at, "assumed"), f"expected true or false, got {assumed!r}")
         source = schema.expect_str(schema.require(raw, "source", at), schema.at(at, "source"))

@@ -37,47 +37,61 @@ class FloorFacts:
     overlapped_from: str = ""
 
     def describe(self) -> str:
-        """`the events floor 215 us for 40 kernels (20 us + 39 x 5 us, assumed)`."""
+        """`the events floor 215.000 us for 40 kernels (20.000 us + 39 x 5.000 us, assumed)`."""
         kind = "assumed" if self.assumed else "measured"
         parts = (kind if self.kernels <= 1 else
                  f"{fmt.seconds(self.per_call_s)} + {self.kernels - 1} x "
                  f"{fmt.seconds(self.per_kernel_s)}, {kind}")
         launches = "" if self.kernels <= 1 else f" for {self.kernels} kernels"
-        why = (f"; time under the {self.overlapped_from} floor: launches overlapped"
+        why = (f"; the time is under the {self.overlapped_from} floor, so launches overlapped"
                if self.overlapped_from else "")
         return f"the {self.timing} floor {fmt.seconds(self.floor_s)}{launches} ({parts}{why})"
 
 
-def latency_bound_text(sol_s: float, time_s: float, floor: FloorFacts,
-                       efficiency: float) -> str:
-    """SOL under the floor and the floor most of the time: no traction on the roofline."""
+def retime_advice(timing: str) -> str:
+    """What to do about a row its timing method's floor explains."""
+    return _RETIME_ADVICE.get(timing, _RETIME_ADVICE["events"])
+
+
+def latency_bound_what(sol_s: float, time_s: float, floor: FloorFacts) -> str:
+    """SOL under the floor and the floor most of the time: what the time is made of."""
     spans = time_s / floor.floor_s if floor.floor_s > 0 else math.inf
-    return (f"SOL {fmt.seconds(sol_s)} is below {floor.describe()}; the "
-            f"{fmt.seconds(time_s)} measured spans {spans:.2f} floors: launches set it, "
-            f"efficiency {fmt.percent(efficiency)} is not the metric; "
-            f"{_RETIME_ADVICE.get(floor.timing, _RETIME_ADVICE['events'])}")
+    return (f"the {fmt.seconds(time_s)} measured is {spans:.2f} x {floor.describe()} and "
+            f"SOL is {fmt.seconds(sol_s)}: launches, not the kernel, set the time, so "
+            "efficiency is no reading")
+
+
+def latency_bound_text(sol_s: float, time_s: float, floor: FloorFacts) -> str:
+    """The latency_bound reason: what the time is made of, then what to do."""
+    return f"{latency_bound_what(sol_s, time_s, floor)}; {retime_advice(floor.timing)}"
 
 
 def floor_split_text(sol_s: float, time_s: float, floor: FloorFacts,
                      net_efficiency: float) -> str:
-    """SOL under the floor but the time far above it: the rest is the kernels' own."""
+    """SOL under the floor but the time far above it: the floor, the rest, and what tells
+    the rest apart (kernel time under a profiler; under other methods it may be host
+    overhead above an assumed floor as well)."""
     rest_s = time_s - floor.floor_s
-    return (f"SOL {fmt.seconds(sol_s)} is below {floor.describe()}, but the time is far "
-            f"above it: {fmt.seconds(time_s)} = {fmt.seconds(floor.floor_s)} floor + "
-            f"{fmt.seconds(rest_s)} rest; net of the floor, {fmt.percent(net_efficiency)} of "
-            "SOL: the rest is the kernels' own traffic and work (fuse them)")
+    net = (f", {fmt.percent(net_efficiency)} of SOL net of the floor"
+           if math.isfinite(net_efficiency) else "")
+    if floor.timing == "kernel":
+        action = ("the rest is the kernels' own time: fuse them" if floor.kernels > 1 else
+                  "the rest is the kernel's own time: profile it")
+    else:
+        action = (("fuse the kernels, or " if floor.kernels > 1 else "")
+                  + "re-time with kernel durations to tell the "
+                  + ("kernels'" if floor.kernels > 1 else "kernel's")
+                  + " own time from overhead above the floor")
+    return (f"SOL {fmt.seconds(sol_s)} is under {floor.describe()}, yet the "
+            f"{fmt.seconds(time_s)} measured is that floor plus {fmt.seconds(rest_s)} "
+            f"more{net}; {action}")
 
 
-def floor_share_text(time_s: float, floor: FloorFacts, net_efficiency: float) -> str:
-    """A floor that binds part of the time: efficiency net of it, beside efficiency."""
-    return (f"{floor.describe()} is {fmt.percent(floor.floor_s / time_s)} of the measured "
-            f"{fmt.seconds(time_s)}: net of it, {fmt.percent(net_efficiency)} of SOL")
-
-
-def net_beside_text(net_efficiency: float, floor: FloorFacts) -> str:
-    """` (84.2% net of the 20 us events floor)`, to follow an efficiency."""
-    return (f" ({fmt.percent(net_efficiency)} net of the {fmt.seconds(floor.floor_s)} "
-            f"{floor.timing} floor)")
+def net_beside_text(net_efficiency: float, time_s: float, floor: FloorFacts) -> str:
+    """`, 84.2% net of the events floor 20.000 us (assumed), 33.3% of the time`, to follow
+    an efficiency where the floor is a sizeable share of the time."""
+    return (f", {fmt.percent(net_efficiency)} net of {floor.describe()}, "
+            f"{fmt.percent(floor.floor_s / time_s)} of the time")
 
 
 @dataclass(frozen=True)
@@ -89,8 +103,8 @@ class CeilingFacts:
     profile_fraction: float | None  # the profile's calibration of that ceiling
 
 
-def above_envelope_text(envelope_efficiency: float, ceiling: CeilingFacts | None) -> str:
-    """Above the envelope but below every theoretical ceiling: two readings, both said."""
+def above_envelope_what(envelope_efficiency: float, ceiling: CeilingFacts | None) -> str:
+    """Above the envelope but below every theoretical ceiling: both readings, with numbers."""
     shown = fmt.percent(envelope_efficiency) if math.isfinite(envelope_efficiency) else (
         "unbounded")
     implied = ""
@@ -101,27 +115,29 @@ def above_envelope_text(envelope_efficiency: float, ceiling: CeilingFacts | None
                    f"profile {profile})")
     return (f"{shown} of the envelope ceiling: above 105% yet below theoretical, so bytes, "
             "FLOPs or timer are wrong, or the profile is calibrated below this card"
-            f"{implied}: recount or run `roofwise calibrate`")
+            f"{implied}")
 
 
-def impossible_anomaly_text(envelope_efficiency: float) -> str:
-    shown = fmt.percent(envelope_efficiency) if math.isfinite(envelope_efficiency) else (
-        "unbounded")
-    return (f"efficiency {shown} of the envelope ceiling is above 105%: an accounting or "
-            "timer error, not a great kernel")
+def above_envelope_text(envelope_efficiency: float, ceiling: CeilingFacts | None) -> str:
+    """The anomaly reason: both readings, then what to do."""
+    return (f"{above_envelope_what(envelope_efficiency, ceiling)}: recount, or run "
+            "`roofwise calibrate`")
 
 
 def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s: float,
                efficiency: float, serial_efficiency: float) -> str:
     """Every pipe near the binding one, the serial sum beside the overlapped bound, the band."""
     binding_s = pipes[0][1]
+    # faster than the pipes one after another: they overlapped, which is no sign of a fast
+    # kernel (the overlapped bound is the reading)
+    overlap = " (over 100%: the pipes overlapped)" if serial_efficiency > 1.0 else ""
     named = ", ".join(f"{key} {fmt.seconds(t)}" + (" (binding)" if k == 0 else
                                                   f" ({fmt.percent(t / binding_s, 0)})")
                       for k, (key, t) in enumerate(pipes))
     return (f"pipes at >= 50% of the binding one: {named}; the call measures between the "
             f"overlapped bound {fmt.seconds(overlapped_s)} and the serial sum "
             f"{fmt.seconds(serial_s)}: efficiency {fmt.percent(efficiency)} overlapped, "
-            f"{fmt.percent(serial_efficiency)} serial")
+            f"{fmt.percent(serial_efficiency)} serial{overlap}")
 
 
 def bound_label(bound_memory: bool, pipes: Sequence[tuple[str, float]], binding_unit: str,

@@ -131,6 +131,11 @@ class RecordColumns:
             extras_json=self.extras_json, fields=self.fields,
             kernels=None if self.kernels is None else self.kernels[index])
 
+    def kernel_count(self, i: int) -> int:
+        """Launches per timed call of row `i`, 1 where the record does not say."""
+        value = np.nan if self.kernels is None else float(self.kernels[i])
+        return 1 if np.isnan(value) else int(value)
+
     def kernel_counts(self) -> np.ndarray:
         """Launches per timed call, 1 where the record does not say."""
         if self.kernels is None:
@@ -351,15 +356,15 @@ def _parquet_batches(path: Path, strict: bool, keep_rows: bool, batch_rows: int 
         step = total if batch_rows is None else max(1, batch_rows)
         for start in range(0, max(total, 1), max(step, 1)):
             part = frame.slice(start, step).collect()
-            yield _load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
-                                    f"{path}:row ", _frame_rows(part, (None,))),
+            yield load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
+                                    f"{path}:row ", frame_rows(part, (None,))),
                               strict, keep_rows)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(str(path), f"not a readable Parquet file ({_one_line(exc)})"
                          ) from None
 
 
-def _frame_rows(frame: pl.DataFrame, absent: tuple[Any, ...]
+def frame_rows(frame: pl.DataFrame, absent: tuple[Any, ...]
                 ) -> Callable[[np.ndarray], list[Any]]:
     def rows(at: np.ndarray) -> list[Any]:
         picked = frame[at.tolist()].to_dicts() if len(at) else []
@@ -393,7 +398,7 @@ def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,
                 batch = _jsonl_batch(path, data, first_line)
             else:
                 batch = _csv_batch(path, header, data, first_line)
-            yield (_load_batch(batch, strict, keep_rows) if batch is not None else
+            yield (load_batch(batch, strict, keep_rows) if batch is not None else
                    _per_row(path, kind, header, data, first_line, strict, keep_rows))
             first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
@@ -554,33 +559,44 @@ _JSON_TEXT = {name: pl.String for name in (*TEXT_FIELDS, *NUMBER_FIELDS, "flops_
 _ALONE = 32  # a refused run of at most this many lines is parsed line by line
 
 
-def _read_ndjson(piece: bytes, json_columns: set[str]) -> pl.DataFrame | None:
+def _read_ndjson(piece: bytes, json_columns: set[str], sample: bytes | None = None
+                 ) -> pl.DataFrame | None:
     """Lines of JSON objects as a frame, or None where the engine refuses them.
 
-    Contract fields are read as text: numbers keep their digits, and a field that is a number
-    in one row and a string in another does not refuse the batch; the screen parses them.
+    The schema is inferred from `sample` (some of the lines; all of `piece` when None), then
+    the whole piece is read against it, which costs half of inferring over every line. Every
+    contract field is in the schema, as text: numbers keep their digits, a field that is a
+    number in one row and a string in another does not refuse the batch (the screen parses
+    them), and a field first met after the sample is read all the same. Objects and lists
+    outside the contract (a workload) are kept as their JSON text; a key outside the contract
+    that the sample never shows is not passed through to the verdicts (`rows` still has it).
     """
-    overrides = {k: v for k, v in _JSON_TEXT.items() if f'"{k}"'.encode() in piece}
-    for _ in range(len(overrides) + 2):
-        try:
-            frame = pl.read_ndjson(io.BytesIO(piece), schema_overrides=overrides,
-                                   infer_schema_length=None)
-        except pl.exceptions.SchemaFieldNotFoundError as exc:  # the name was inside a value
-            missing = str(exc).split("\n")[0].strip()
-            if missing not in overrides:
-                return None
-            del overrides[missing]
-            continue
-        except pl.exceptions.PolarsError:
-            return None
-        nested = [c for c, kind in frame.schema.items() if kind.is_nested()]
-        if not nested:
-            json_columns.update(c for c in overrides if c not in _JSON_TEXT)
-            return frame
-        # Objects and lists outside the contract (a workload) pass through as their own JSON
-        # text: a struct would name every key of every row in each.
-        overrides.update(dict.fromkeys(nested, pl.String))
-    return None
+    try:
+        inferred = pl.read_ndjson(io.BytesIO(piece if sample is None else sample),
+                                  infer_schema_length=None).schema
+    except pl.exceptions.PolarsError:
+        return None
+    schema: dict[str, pl.DataType] = {}
+    for name, kind in inferred.items():
+        if name in _JSON_TEXT:
+            schema[name] = pl.String()
+        elif kind.is_nested():
+            schema[name] = pl.String()
+            json_columns.add(name)
+        else:
+            schema[name] = kind if kind != pl.Null else pl.String()
+    for name in _JSON_TEXT:
+        schema.setdefault(name, pl.String())
+    try:
+        frame = pl.read_ndjson(io.BytesIO(piece), schema=schema)
+    except pl.exceptions.PolarsError:
+        return None
+    # a contract field no row names is no column (as if read without a schema)
+    empty = [c for c in _JSON_TEXT if c not in inferred and frame[c].null_count() == frame.height]
+    return frame.drop(empty) if empty else frame
+
+
+_SAMPLE_LINES = 2000  # lines a batch's schema is inferred from: the first and a spread
 
 
 def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray,
@@ -591,7 +607,13 @@ def _parse_jsonl(data: bytes, starts: np.ndarray, ends: np.ndarray, rows: np.nda
     if not len(rows):
         return
     piece = data[starts[rows[0]]:ends[rows[-1]]]
-    frame = _read_ndjson(piece, json_columns)
+    sample = None
+    if len(rows) > 2 * _SAMPLE_LINES:
+        picked = np.unique(np.concatenate((
+            rows[:_SAMPLE_LINES], rows[np.linspace(0, len(rows) - 1, _SAMPLE_LINES).astype(
+                np.int64)])))
+        sample = b"\n".join(data[starts[k]:ends[k]] for k in picked.tolist())
+    frame = _read_ndjson(piece, json_columns, sample)
     if frame is not None and frame.height == len(rows):
         frames.append(frame)
         kept.append(rows)
@@ -648,7 +670,7 @@ def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch
     keep[[line - first_line for line, _ in refused]] = False
     index = np.flatnonzero(keep)
     frame = frame[index.tolist()] if len(index) != frame.height else frame
-    return Batch(frame, index + first_line, f"{path}:", _frame_rows(frame, (None, "")),
+    return Batch(frame, index + first_line, f"{path}:", frame_rows(frame, (None, "")),
                  tuple(refused))
 
 
@@ -661,7 +683,7 @@ class NotColumnar(Exception):
     """A batch holds something the screen does not handle; it is read row by row."""
 
 
-def _load_batch(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
+def load_batch(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
     try:
         return _screen(batch, strict, keep_rows)
     except NotColumnar:

@@ -311,14 +311,17 @@ def test_burst_is_the_first_calls_after_idle_not_a_window_median():
     # after an idle pause: five calls at burst clocks (1.40 ms), then the clocks fall and the
     # next 0.1 s of back-to-back calls slow to 1.55 ms. The old burst, the median of ~0.1 s,
     # read the falling clocks; the first five are the burst.
-    after_idle = [1.40e-3] * 5 + [1.40e-3 + 0.15e-3 * min(i, 20) / 20 for i in range(1, 70)]
+    # The very first call wakes the clocks from idle (2.1 ms) and is left out.
+    after_idle = ([2.1e-3] + [1.40e-3] * 5
+                  + [1.40e-3 + 0.15e-3 * min(i, 20) / 20 for i in range(1, 70)])
     assert sorted(after_idle)[len(after_idle) // 2] > 1.5e-3  # what a window median gave
     first = burst_times(after_idle)
     assert first == (1.40e-3,) * 5
     m = gemm_window("burst", first, [STEADY, STEADY])
     assert m.rate_per_s == pytest.approx(GEMM_8K / 1.40e-3)  # 785.4 TFLOP/s: 0.7937
-    with pytest.raises(ValueError, match="at least 5"):
-        burst_times(after_idle[:3])
+    assert check_plausible(m, 989.5e12) == pytest.approx(GEMM_8K / 1.40e-3 / 989.5e12)
+    with pytest.raises(ValueError, match="at least 6"):
+        burst_times(after_idle[:4])
 
 
 def test_a_launch_bound_l2_figure_is_refused_as_implausible():
@@ -373,3 +376,12 @@ def test_throttle_reasons_are_named_from_the_nvml_bitmask():
     # GpuIdle 0x1 is not a throttle of a loaded window
     assert throttle_names(0x4 | 0x40 | 0x1) == ("power_cap", "hw_thermal")
     assert throttle_names(0) == ()
+
+
+def test_a_windows_clocks_dump_as_plain_yaml():
+    from roofwise.measure.calibrate import clocks_record
+
+    capped = Clocks(sm_mhz=1410, mem_mhz=3201, power_limit_w=700, driver="580",
+                    throttle=("power_cap",))
+    text = yaml.safe_dump({"windows": [{"clocks": [clocks_record(capped)]}]})
+    assert yaml.safe_load(text)["windows"][0]["clocks"][0]["throttle"] == ["power_cap"]

@@ -211,3 +211,52 @@ def test_fp8_kv_cache_halves_the_cache_and_attention_reads_it_in_fp8(capsys, tmp
     attention8 = next(r for r in rows8 if r["op"] == "attention (fused)")
     kv_bf16 = LAYERS * 2 * 4 * c["num_key_value_heads"] * 1025 * c["head_dim"] * BF16
     assert attention16["bytes"] - attention8["bytes"] == pytest.approx(kv_bf16 / 2, rel=0.001)
+
+
+def test_tp_on_a_profile_without_interconnect_leaves_the_all_reduces_unpriced(capsys,
+                                                                              tmp_path):
+    path, c = reduced(tmp_path, "llama-3.2-1b")
+    code, out, err = run(capsys, "model", path, "-m", "a100-sxm", "--phase", "decode",
+                         "--tp", 2, "--json")
+    assert code == 0 and "has no interconnect" in err
+    lines = [json.loads(line) for line in out.splitlines()]
+    reduce = next(r for r in lines if r["op"] == "tp all-reduce")
+    assert reduce["sol_time_s"] is None and "no interconnect" in reduce["reason"]
+    assert lines[-1]["unpriced_ops"] == 2 * LAYERS
+    assert lines[-1]["collective_bytes"] == 2 * LAYERS * c["hidden_size"] * BF16
+
+
+def test_a_profile_priced_in_cycles_cannot_project_seconds(capsys, tmp_path):
+    path, _ = reduced(tmp_path, "llama-3.2-1b")
+    code, out, err = run(capsys, "model", path, "-m", "ascend-a5-vector", "--phase", "decode")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "cycles" in err
+
+
+def test_h100_and_h200_profiles_carry_a_sourced_nvlink_and_an_assumed_hop_latency(capsys):
+    for name in ("h100-sxm", "h200"):
+        code, out, _ = run(capsys, "machine", name, "--json")
+        link = json.loads(out)["interconnect"]
+        assert code == 0 and link["bytes_per_s"] == 900e9 and "datasheet" in link["source"]
+        assert link["hop_latency_assumed"] is True and "Demystifying NCCL" in link[
+            "hop_latency_source"]
+    code, out, _ = run(capsys, "machine", "a100-sxm", "--json")
+    assert json.loads(out)["interconnect"] is None
+
+
+def test_a_malformed_interconnect_is_named_in_one_line(tmp_path):
+    import yaml
+
+    from roofwise.errors import InputError
+    from roofwise.profiles import builtin_paths, parse_machine
+
+    path = next(p for p in builtin_paths() if p.name == "h200.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["interconnect"]["bytes_per_s"] = -1
+    with pytest.raises(InputError) as bad:
+        parse_machine(data, "my.yaml")
+    assert "interconnect.bytes_per_s" in str(bad.value)
+    data["interconnect"] = {"name": "x", "bytes_per_s": 1e9, "source": "s",
+                            "hop_latency_s": 1e-6, "hop_latency_source": "s", "speed": 3}
+    with pytest.raises(InputError) as bad:
+        parse_machine(data, "my.yaml")
+    assert "speed" in str(bad.value)

@@ -31,7 +31,7 @@ def test_report_is_self_contained_and_escaped(example_analysis):
     # nothing to fetch: no external scripts, styles, images or fonts (SVG namespaces are names)
     for fetch in ("<link", "src=", 'href="http', "url(http", "@import"):
         assert fetch not in text
-    assert text.count('<tr data-verdict="') == len(example_analysis)
+    assert text.count('<tr class="row" data-verdict="') == len(example_analysis)
     assert text.count("<details>") == len(example_analysis)
     # the profile and its sources: every hbm mix and every unit regime of the h200
     for needle in ("copy", "triad", "read (envelope)", "write", "tensor_core.fp8",
@@ -58,17 +58,26 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.route("**/*", lambda route: route.abort()
                        if not route.request.url.startswith("file://") else route.continue_())
             page.goto(path.as_uri())
+            def overflow() -> int:  # pixels the page would scroll sideways
+                return int(page.evaluate("document.documentElement.scrollWidth - "
+                                         "document.documentElement.clientWidth"))
+
+            assert overflow() == 0  # at 1280 px the table fits: the reasons wrap
+            reasons = page.locator("#verdicts > tbody > tr.row > td:nth-child(11)").first
+            cell = reasons.bounding_box()
+            assert cell is not None and cell["x"] + cell["width"] <= 1280
             box = page.locator("#chart svg").bounding_box()
             assert box is not None and box["width"] > 300 and box["height"] > 200
-            rows = page.locator("#verdicts > tbody > tr")
+            rows = page.locator("#verdicts > tbody > tr.row")
             assert rows.count() == n
 
             def efficiencies() -> list[str]:
-                return page.locator("#verdicts > tbody > tr > td:nth-child(6)").all_inner_texts()
+                cells = page.locator("#verdicts > tbody > tr.row > td:nth-child(6)")
+                return cells.all_inner_texts()
 
             before = efficiencies()
             page.locator("#verdicts > thead th", has_text="efficiency").click()
@@ -82,12 +91,12 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             assert desc == sorted(desc, reverse=True)
 
             page.fill("#filter", "gemm")
-            assert page.locator("#verdicts > tbody > tr:visible").count() == 2
+            assert page.locator("#verdicts > tbody > tr.row:visible").count() == 2
             page.fill("#filter", "")
             page.select_option("#verdict-filter", "impossible")
-            assert page.locator("#verdicts > tbody > tr:visible").count() == 2
+            assert page.locator("#verdicts > tbody > tr.row:visible").count() == 2
             page.select_option("#verdict-filter", "")
-            assert page.locator("#verdicts > tbody > tr:visible").count() == n
+            assert page.locator("#verdicts > tbody > tr.row:visible").count() == n
 
             first = page.locator("#verdicts > tbody > tr details").first
             assert not first.locator("table.ledger").is_visible()
@@ -97,9 +106,11 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             assert '"verdict":' in first.locator("pre").inner_text()
             # the payload-only qk record: its reference ledger, copied in from its template
             # only when the details open, and where the record falls short of it
-            split = page.locator("#verdicts > tbody > tr", has_text="two-kernel split")
+            split = page.locator("#verdicts > tbody > tr.row", has_text="two-kernel split").locator(
+                "xpath=following-sibling::tr[1]")
             assert split.locator("table.ledger-tensors").count() == 0  # not opened, not copied
-            payload = page.locator("#verdicts > tbody > tr", has_text="payload-only")
+            payload = page.locator("#verdicts > tbody > tr.row", has_text="payload-only").locator(
+                "xpath=following-sibling::tr[1]")
             payload.locator("summary").click()
             tensors = payload.locator("table.ledger-tensors")
             tensors.wait_for(state="visible", timeout=5000)  # the toggle event is queued
@@ -111,15 +122,22 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
                 "(the record 4,194,816 B fewer)")
             assert payload.locator("table.ledger-stages tbody tr").count() == 5
             assert "M6 error" in payload.locator("ul.row-lint").inner_text()
-            gemm = page.locator("#verdicts > tbody > tr", has_text="double-counted")
+            gemm = page.locator("#verdicts > tbody > tr.row", has_text="double-counted").locator(
+                "xpath=following-sibling::tr[1]")
             gemm.locator("summary").click()
             assert gemm.locator("p.no-ledger").inner_text() == NO_LEDGER
+            # opened details sit full width below their row, and still nothing overflows
+            opened = payload.locator("details").bounding_box()
+            table = page.locator("#verdicts").bounding_box()
+            assert opened is not None and table is not None
+            assert opened["width"] > 0.8 * table["width"]
+            assert overflow() == 0
             payload.scroll_into_view_if_needed()
             ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / "report-1280.png"), full_page=True)
         finally:
             browser.close()
-    assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+    assert (ARTIFACTS / "report-1280.png").stat().st_size > 10_000
 
 
 def test_report_cli_shows_reference_ledgers_on_demand(tmp_path):
@@ -188,7 +206,7 @@ def _text(fragment: str) -> str:
 def _rows(text: str) -> dict[str, list[str]]:
     """verdict -> the HTML of each of its table rows."""
     out: dict[str, list[str]] = {}
-    for chunk in text.split('<tr data-verdict="')[1:]:
+    for chunk in text.split('<tr class="row" data-verdict="')[1:]:
         verdict, body = chunk.split('"', 1)
         out.setdefault(verdict, []).append(body)  # to the next row: the details included
     return out
@@ -295,3 +313,53 @@ def test_report_with_no_priced_row_exits_2_and_writes_nothing(tmp_path, capsys):
     # with the machine named, the same row is priced and the report is written
     assert main(["report", str(records), "--machine", "h200", "-o", str(out)]) == 0
     assert out.exists()
+
+
+def test_workloads_read_as_key_value_and_no_local_path_is_printed(example_analysis):
+    text = report_html(example_analysis, source="examples/records.jsonl")
+    assert ">m=8192 n=8192 k=8192 note=&quot;flops double-counted&quot;<" in text
+    assert '{"m":8192' not in text.split("<pre>")[0]  # JSON only in the raw verdict object
+    machines = builtin_machines()
+    assert machines["h200"].path.startswith("/")  # loaded from an absolute path here ...
+    assert machines["h200"].path not in text  # ... which the report never prints
+    assert str(Path(machines["h200"].path).parent) not in text
+    assert "built-in profile h200" in text
+
+
+def test_report_table_holds_the_worst_rows_and_counts_every_row(example_analysis):
+    text = report_html(example_analysis, source="examples/records.jsonl", rows=3)
+    assert text.count('<tr class="row"') == 3
+    assert "the worst 3 of 8 rows are in the table" in text
+    summary = text.split('id="summary">')[1].split("</p>")[0]
+    assert "8 records: 1 at_ceiling, 2 below, 1 anomaly, 1 latency_bound, 2 impossible, " \
+           "1 blank" in summary
+    first = text.split('<tr class="row" data-verdict="')[1:4]
+    assert [c.split('"', 1)[0] for c in first] == ["impossible", "impossible", "anomaly"]
+
+
+def test_report_says_a_device_mismatch(example_analysis_h200):
+    text = report_html(example_analysis_h200, source="examples/records.jsonl")
+    assert ("1 of 8 record(s) were judged on a profile their device does not name: "
+            "&#x27;NVIDIA GeForce RTX 3090&#x27; (1)") in text
+
+
+def test_report_cli_rows_option_and_a_large_file(tmp_path):
+    """60,000 rows: the table holds --rows of them, the summary counts all, the chart bins."""
+    import numpy as np
+    import polars as pl
+
+    n = 60_000
+    rng = np.random.default_rng(0)
+    bytes_ = rng.uniform(1e6, 1e9, n)
+    sol = bytes_ / (4.8e12 * 0.938)  # memory-bound at 1 FLOP/B on the h200 read envelope
+    pl.DataFrame({"op": [f"k{i % 7}" for i in range(n)], "flops": bytes_, "bytes": bytes_,
+                  "roof": ["cuda_core.fp32"] * n, "time_s": sol / rng.uniform(0.3, 0.99, n),
+                  "timing": ["events"] * n, "device": ["NVIDIA H200"] * n}
+                 ).write_parquet(tmp_path / "big.parquet")
+    out = tmp_path / "big.html"
+    assert main(["report", str(tmp_path / "big.parquet"), "-o", str(out), "--rows", "500"]) == 0
+    text = out.read_text()
+    assert text.count('<tr class="row"') == 500
+    assert "the worst 500 of 60,000 rows are in the table" in text
+    assert "60,000 records:" in text.split('id="summary">')[1].split("</p>")[0]
+    assert 'id="density"' in text  # the cloud binned in the chart

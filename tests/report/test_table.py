@@ -172,3 +172,22 @@ def test_number_formats():
     assert fmt.seconds(1.75e-5) == "17.500 us" and fmt.seconds(20e-6, 0) == "20 us"
     assert intensity(2.7925) == "2.79" and intensity(12.71) == "12.7"
     assert intensity(5461.33) == "5,461"
+
+
+def test_host_timed_cpu_records_judged_on_a_gpu_profile_are_flagged():
+    """`bench --device cpu` writes the host's name and wall timing; -m h200 must say so."""
+    from roofwise.analysis import analyze
+    from roofwise.mismatch import mismatch_summary
+    from roofwise.profiles import builtin_machines
+    from roofwise.records import columns_from_valid
+
+    row = {"op": "rmsnorm", "workload": {"rows": 256, "hidden": 1024}, "device": "x86_64",
+           "flops": 1.3e6, "bytes": 1.05e6, "roof": "cuda_core.fp32", "time_s": 4e-4,
+           "timing": "wall"}
+    machines = builtin_machines()
+    analysis = analyze(columns_from_valid([row, row]), machines, machines["h200"])
+    assert analysis.reasons(0)[0] == ("device mismatch: the record was measured on 'x86_64' "
+                                      "(no built-in profile) but is judged on h200")
+    assert mismatch_summary(analysis).startswith(
+        "warning: 2 of 2 record(s) were judged on a profile their device does not name: "
+        "'x86_64' (2)")

@@ -143,19 +143,43 @@ def test_attention_from_sdpa_shapes_is_the_library_ledger():
     assert price.ledger.roof == "tensor_core.bf16"
 
 
-def test_convolution_with_recorded_arguments_is_replayed_by_the_tracer():
-    """No library conv: the tracer replays it; 2*N*Cout*H*W*Cin*kh*kw on the bf16 tensor
-    cores, input, weight and bias read once, output written once."""
+def test_convolution_with_recorded_arguments_is_the_library_conv_and_agrees_with_the_tracer():
+    """The library conv: 2*N*Cout*H*W*Cin*kh*kw on the bf16 tensor cores plus 1 bias add per
+    output; input, weight and bias read once, output written once. The meta-tensor tracer,
+    replaying the same call, counts the same contraction."""
+    from roofwise.traces.replay import replay_call
+
     n, c_in, hw, c_out = 8, 64, 56, 128
     dims = [[n, c_in, hw, hw], [c_out, c_in, 3, 3], [c_out], [], [], [], [], [], []]
     types = ["c10::BFloat16"] * 3 + ["", "", "", "Scalar", "", "Scalar"]
     call = make_call("aten::convolution", dims, types,
                      ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"])
     price = price_call(call)
-    assert price.source == "tracer" and price.ledger is not None
-    assert price.ledger.flops == 2 * n * c_out * hw * hw * c_in * 9
+    assert price.source == "library" and price.ledger is not None and price.reason == ""
+    contraction = 2 * n * c_out * hw * hw * c_in * 9
+    assert price.ledger.ops_by_unit == {"tensor_core.bf16": contraction,
+                                        "cuda_core.fp32": n * c_out * hw * hw}
     assert price.ledger.roof == "tensor_core.bf16"
     elements = n * c_in * hw * hw + c_out * c_in * 9 + c_out + n * c_out * hw * hw
     assert price.ledger.bytes == 2 * elements
+    replayed = replay_call(call, False)
+    assert replayed.ledger is not None
+    assert replayed.ledger.ops_by_unit["tensor_core.bf16"] == contraction
+    assert replayed.ledger.bytes == price.ledger.bytes
     without = price_call(make_call("aten::convolution", dims, types))  # no stride, padding
-    assert without.ledger is None and "replay failed" in without.reason
+    assert without.ledger is not None and "not recorded" in without.reason
+    # defaults stride 1, padding 0: out (56 - 2) = 54
+    assert without.ledger.tensor("y").shape == (n, c_out, 54, 54)
+
+
+def test_reading_reports_progress_up_to_the_file_size(tmp_path):
+    """The progress bar's feed: the file's size first, then bytes read, rising to all of it."""
+    import gzip
+
+    events = [op("aten::mm", 20 * i, 10, i, **MM) for i in range(2000)]
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    sizes, done = [], []
+    read = read_trace(path, progress=done.append, total=sizes.append)
+    assert sizes == [path.stat().st_size] and len(read.ops) == 2000
+    assert done == sorted(done) and done[-1] == path.stat().st_size

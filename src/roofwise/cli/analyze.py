@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
 from ..analysis import Analysis, analyze
+from ..ledger import Ledger
 from ..ledgerio import load_ledger
-from ..lint import Finding, lint_analysis, lint_rows
+from ..lint import Finding, lint_analysis, lint_findings
+from ..machine import Machine
 from ..mismatch import mismatch_summary
 from ..output import write_csv as write_verdicts_csv
 from ..output import write_json_lines
-from ..records import read_records
-from ..report.table import render_analysis
+from ..records import (
+    BATCH_ROWS,
+    Loaded,
+    Skipped,
+    check_not_empty,
+    columns_from_valid,
+    concat_loaded,
+    iter_batches,
+    read_records,
+)
+from ..report.table import render_analysis, worst_first
 from ..traces.reader import is_trace
 from .common import (
+    MAX_SKIPPED_LINES,
     all_machines,
     console,
     load_machine_arg,
     machine_option,
     note,
+    reading_progress,
     regime_mix_options,
     report_skipped,
 )
@@ -76,29 +91,111 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
 
         check_chart_path(plot_path, "--plot")  # before any row is printed
     references = [load_ledger(p) for p in reference_paths]
-    loaded = read_records(records_path, strict=strict)
-    report_skipped(records_path, loaded)
-    analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
-                       regime, mix)
-    summary = mismatch_summary(analysis)
-    if summary and (as_json or as_csv):  # the table says it in its summary
-        note(f"roofwise: {summary}")
-    if as_json:
-        write_json(analysis, lint_rows(analysis, references, path=records_path))
-    elif as_csv:
-        write_csv(analysis)
-    else:
-        render_analysis(analysis, console(), None if limit == 0 else limit)
-        render_findings_brief(lint_analysis(analysis, references, path=records_path), console())
-    if plot_path is not None:
+    machine, machines = load_machine_arg(machine_name), all_machines()
+    if plot_path is not None:  # the chart draws every row at once
+        loaded = read_records(records_path, strict=strict)
+        report_skipped(records_path, loaded)
+        analysis = analyze(loaded.columns, machines, machine, regime, mix)
+        _write(analysis, as_json, as_csv, True, references, records_path)
+        if not (as_json or as_csv):
+            render_analysis(analysis, console(), None if limit == 0 else limit)
+            render_findings_brief(lint_analysis(analysis, references, path=records_path),
+                                  console())
         from .plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
+        return
+    if strict:  # all or nothing: the whole input is checked before a row is written
+        for _ in iter_batches(records_path, strict=True, keep_rows=False,
+                              batch_rows=BATCH_ROWS):
+            pass
+    stream = _Stream(records_path)
+    with reading_progress(records_path) as advance:
+        for loaded in iter_batches(records_path, strict=strict, batch_rows=BATCH_ROWS):
+            advance(len(loaded.columns) + len(loaded.skipped))
+            stream.count(loaded)
+            if not len(loaded.columns):
+                continue
+            analysis = analyze(loaded.columns, machines, machine, regime, mix)
+            if as_json or as_csv:
+                _write(analysis, as_json, as_csv, stream.first, references, records_path)
+            else:
+                stream.keep_worst(analysis, None if limit == 0 else limit, references)
+            stream.first = False
+    stream.finish(as_json or as_csv)
+    if not (as_json or as_csv):
+        if stream.batches == 1 and stream.last is not None:  # the whole input at once
+            render_analysis(stream.last, console(), None if limit == 0 else limit)
+        else:
+            render_analysis(stream.worst(machines, machine, regime, mix), console(),
+                            None if limit == 0 else limit, counts=stream.verdicts)
+        render_findings_brief(stream.findings, console())
 
 
-def write_json(analysis: Analysis, lint: list[list[Finding]] | None = None) -> None:
+def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,
+           references: list[Ledger], path: str) -> None:
+    summary = mismatch_summary(analysis)
+    if summary and first and (as_json or as_csv):  # the table says it in its summary
+        note(f"roofwise: {summary}")
+    if as_json:
+        write_json(analysis, lint_findings(analysis, references, path=path,
+                                             machine_level=True))
+    elif as_csv:
+        write_verdicts_csv(analysis, sys.stdout, header=first)
+
+
+class _Stream:
+    """What `analyze` keeps across batches: counts, the first skipped rows, and for the table
+    the worst rows (the worst N of all are among each batch's worst N) and the findings."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.first = True
+        self.good = 0
+        self.skipped: list[Skipped] = []
+        self.skipped_count = 0
+        self.verdicts: dict[str, int] = {}
+        self.kept: list[Loaded] = []
+        self.findings: list[Finding] = []
+        self.batches = 0
+        self.last: Analysis | None = None
+
+    def count(self, loaded: Loaded) -> None:
+        self.good += len(loaded.columns)
+        for skipped in loaded.skipped[:max(0, MAX_SKIPPED_LINES - self.skipped_count)]:
+            note(f"roofwise: skipped {skipped}")
+        self.skipped_count += len(loaded.skipped)
+        if not self.skipped and loaded.skipped:
+            self.skipped.append(loaded.skipped[0])
+
+    def keep_worst(self, analysis: Analysis, limit: int | None,
+                   references: list[Ledger]) -> None:
+        self.batches += 1
+        self.last = analysis
+        for name, n in analysis.counts().items():
+            self.verdicts[name] = self.verdicts.get(name, 0) + n
+        self.findings += lint_analysis(analysis, references, path=self.path)
+        order = worst_first(analysis)
+        worst = analysis.columns.take(order if limit is None else order[:limit])
+        rows = None if worst.rows is None else [dict(r) for r in worst.rows]  # the batch goes
+        self.kept.append(Loaded(dataclasses.replace(worst, rows=rows), ()))
+
+    def worst(self, machines: dict[str, Machine], machine: Machine | None,
+              regime: str | None, mix: str | None) -> Analysis:
+        """The kept rows, judged again (a row's verdict depends on that row alone)."""
+        kept = concat_loaded(self.kept) if self.kept else Loaded(columns_from_valid([]), ())
+        return analyze(kept.columns, machines, machine, regime, mix)
+
+    def finish(self, written: bool) -> None:
+        if self.skipped_count:
+            note(f"roofwise: {self.path}: skipped {self.skipped_count} malformed record(s) of "
+                 f"{self.skipped_count + self.good}; --strict fails the file instead")
+        if not self.good:
+            check_not_empty(self.path, Loaded(columns_from_valid([]), tuple(self.skipped)))
+
+
+def write_json(analysis: Analysis, lint: Mapping[int, list[Finding]] | None = None) -> None:
     """One JSON object per record, in input order (`output.json_lines`)."""
-    briefs = None if lint is None else [[f.brief() for f in row] for row in lint]
-    write_json_lines(analysis, sys.stdout, briefs)
+    write_json_lines(analysis, sys.stdout, lint)
 
 
 def write_csv(analysis: Analysis) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from rich.table import Table
+from rich.text import Text
 
 from ..errors import InputError
 from ..ledger import Ledger
@@ -23,7 +23,7 @@ from ..measure.audit import (
 )
 from ..ops import build_op, parse_shape_args
 from ..report import fmt
-from ..text import for_rich
+from ..report.layout import Column, fit_table
 from .common import console, echo_json
 
 STYLE = {"PASS": "green", "FAIL": "red", "WARN": "yellow", "UNJUDGED": "dim"}
@@ -65,6 +65,14 @@ def command_argv(run_cmd: str) -> list[str]:
 def exit_code(rows: Sequence[AuditRow]) -> int:
     """1 when any row FAILs (the ledger claims bytes the kernel does not read), else 0."""
     return 1 if any(row.verdict == FAIL for row in rows) else 0
+
+
+# designed for 80 columns: kernel names and reasons wrap, the unjudged write columns drop first
+AUDIT_COLUMNS = (Column("kernel", wrap=True, min_width=16), Column("ledger read", "right"),
+                 Column("DRAM read", "right"), Column("ratio", "right"), Column("verdict"),
+                 Column("ledger write", "right", drop=2),
+                 Column("DRAM write (not judged)", "right", drop=1),
+                 Column("why", wrap=True, min_width=18))
 
 
 @click.command("audit")
@@ -113,24 +121,26 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
         for row in rows:
             echo_json({"op": ledger.name, **row.to_dict()})
         click.get_current_context().exit(exit_code(rows))
-    table = Table(title=f"Bytes audit: {for_rich(ledger.name)} (FAIL < {FAIL_BELOW}x, WARN > "
-                        f"{WARN_ABOVE}x of the ledger's reads)", title_justify="left")
-    for col in ("kernel", "ledger read", "DRAM read", "ratio", "verdict", "ledger write",
-                "DRAM write (not judged)", "why"):
-        table.add_column(col)
+    cells: list[list[str | Text]] = []
     for row in rows:
-        table.add_row(for_rich(row.kernel), fmt.nbytes(row.ledger_read_bytes),
+        cells.append([row.kernel, fmt.nbytes(row.ledger_read_bytes),
                       "—" if row.dram_read_bytes is None else fmt.nbytes(row.dram_read_bytes),
                       "—" if row.read_ratio is None else f"{row.read_ratio:.3f}",
-                      f"[{STYLE[row.verdict]}]{row.verdict}[/]",
+                      Text(row.verdict, style=STYLE[row.verdict]),
                       "—" if row.ledger_write_bytes is None else fmt.nbytes(row.ledger_write_bytes),
                       "—" if row.dram_write_bytes is None else fmt.nbytes(row.dram_write_bytes),
-                      for_rich(row.reason))
+                      row.reason])
         for part in row.parts:
-            table.add_row(f"  └ {for_rich(part.kernel)} (launch {for_rich(part.launch_id)})", "",
+            cells.append([f"  └ {part.kernel} (launch {part.launch_id})", "",
                           "—" if part.dram_read_bytes is None else fmt.nbytes(part.dram_read_bytes),
                           "", "", "",
                           "—" if part.dram_write_bytes is None
-                          else fmt.nbytes(part.dram_write_bytes), "part of the call above")
-    console().print(table)
+                          else fmt.nbytes(part.dram_write_bytes), "part of the call above"])
+    out = console()
+    fitted = fit_table(AUDIT_COLUMNS, cells, out.width,
+                       f"Bytes audit: {ledger.name} (FAIL < {FAIL_BELOW}x, WARN > {WARN_ABOVE}x "
+                       "of the ledger's reads)")
+    out.print(fitted.table)
+    if fitted.note():
+        out.print(fitted.note() or "", style="dim", markup=False)
     click.get_current_context().exit(exit_code(rows))

@@ -54,11 +54,15 @@ def require_gpu() -> None:
               help="Also write every measured window (clocks, spread) to this file.")
 def calibrate_command(out: str, quick: bool, theoretical_from: str | None, force: bool,
                       log_path: str | None) -> None:
-    """Measure HBM per mix, GEMM per dtype (burst, sustained), FMA, SFU, L2, the latency floor.
+    """Measure HBM per mix, GEMM per dtype (burst: the first calls after an idle pause;
+    sustained: after the clocks settle), FMA, SFU, L2 (one kernel re-reading an L2-resident
+    buffer) and the latency floor of each timing method (kernel, graph, events, wall).
 
     Refuses measurements above the theoretical rate or below 0.30 of it (the theoretical rate
-    is then probably another card's), or whose clocks moved, or whose spread is too wide; they
-    are listed in the profile's notes instead of becoming calibrations.
+    is then probably another card's), throttled for temperature, whose memory clock moved or
+    whose clock moved inside a burst, whose spread is too wide, or an L2 figure that timed its
+    launch; they are listed in the profile's notes instead of becoming calibrations. Clocks
+    at the power cap label a window sustained.
     """
     # every option is checked before the GPU is looked for, so a typo fails on any machine
     check_writable(out, "--out", PROFILE_SUFFIXES)

@@ -6,7 +6,8 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -15,6 +16,7 @@ from rich.console import Console
 
 from ..machine import Machine
 from ..profiles import builtin_machines, choose_machine
+from . import notes
 
 if TYPE_CHECKING:
     from ..records import Loaded
@@ -89,8 +91,8 @@ MAX_SKIPPED_LINES = 20  # per file; the count that follows covers the rest
 
 
 def note(line: str) -> None:
-    """One line on stderr, never wrapped: CI logs and grep read it whole."""
-    click.echo(line, err=True)
+    """One line on stderr, never wrapped (held until the command ends: `notes`)."""
+    notes.note(line)
 
 
 def report_skipped(path: str, loaded: Loaded) -> int:
@@ -101,3 +103,24 @@ def report_skipped(path: str, loaded: Loaded) -> int:
         note(f"roofwise: {path}: skipped {len(loaded.skipped)} malformed record(s) of "
              f"{len(loaded.skipped) + len(loaded.columns)}; --strict fails the file instead")
     return len(loaded.skipped)
+
+
+@contextmanager
+def reading_progress(path: str) -> Iterator[Callable[[int], None]]:
+    """A progress line on stderr while records are read and judged, only when stderr is a
+    terminal (a pipe or a log gets nothing); yields `advance(rows)`."""
+    if not sys.stderr.isatty():
+        yield lambda rows: None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console(err=True), transient=True) as progress:
+        task = progress.add_task(f"judging {path}", total=None)
+        done = [0]
+
+        def advance(rows: int) -> None:
+            done[0] += rows
+            progress.update(task, description=f"judging {path}: {done[0]:,} records")
+
+        yield advance

@@ -6,8 +6,7 @@ import math
 from collections.abc import Iterable
 
 import click
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from ..analysis import analyze
 from ..compare import (
@@ -22,6 +21,7 @@ from ..compare import (
 )
 from ..records import read_records
 from ..report import fmt
+from ..report.layout import Column, fit_table
 from .common import (
     MAX_SKIPPED_LINES,
     all_machines,
@@ -92,7 +92,7 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     if fail_on_regression:
         failures = gate_failures(result, skipped)
         if failures:
-            click.echo(f"roofwise: compare failed: {'; '.join(failures)}", err=True)
+            note(f"roofwise: compare failed: {'; '.join(failures)}")
             ctx.exit(1)
 
 
@@ -121,21 +121,19 @@ def render_comparison(result: Comparison, limit: int | None = None) -> None:
     """The pairs worst first, each with both verdicts beside its change; `limit` rows."""
     changes = result.changes
     counts = ", ".join(f"{n} {s}" for s, n in result.counts().items() if n)
-    table = Table(title=f"{len(changes)} rows: {counts} (threshold "
-                        f"{fmt.percent(result.threshold)})", title_justify="left")
     shown = changes[:limit] if limit is not None else changes[:]
-    columns = ["status", "op", "workload", "base", "new", "Δ time", "verdicts", "Δ eff.",
-               "spread"]
     why = any(c.reason for c in shown)
-    for col in columns + (["why"] if why else []):
-        table.add_column(col, justify="right" if col.startswith(("base", "new", "Δ")) else
-                         "left", no_wrap=col != "why", overflow="ellipsis" if col != "why"
-                         else "fold", max_width=40 if col == "workload" else None,
-                         min_width=30 if col == "why" else None)
+    columns = [Column("status"), Column("op"), Column("workload", wrap=True, min_width=14),
+               Column("base", "right"), Column("new", "right"), Column("Δ time", "right"),
+               Column("verdicts", wrap=True, drop=2, min_width=10),
+               Column("Δ eff.", "right", drop=3), Column("spread", drop=4)]
+    if why:
+        columns.append(Column("why", wrap=True, drop=1, min_width=20))
+    rows: list[list[str | Text]] = []
     for c in shown:
         op, workload, _device = c.key
-        table.add_row(
-            f"[{_STATUS_STYLE[c.status]}]{c.status}[/]", escape(op), escape(workload),
+        rows.append([
+            Text(c.status, style=_STATUS_STYLE[c.status]), op, workload,
             fmt.seconds(c.base.time_s, significant=3) if c.base else "—",
             fmt.seconds(c.new.time_s, significant=3) if c.new else "—",
             _signed_percent(c.time_change, c.status in (REGRESSION, IMPROVEMENT)),
@@ -143,9 +141,13 @@ def render_comparison(result: Comparison, limit: int | None = None) -> None:
             "—" if not math.isfinite(c.efficiency_change) else
             f"{c.efficiency_change * 100:+.1f} pt",
             {True: "beyond", False: "within", None: "—"}[c.beyond_spread],
-            *([escape(c.reason)] if why else []))
+            *([c.reason] if why else [])])
     out = console()
-    out.print(table)
+    fitted = fit_table(columns, rows, out.width, f"{len(changes)} rows: {counts} (threshold "
+                                                  f"{fmt.percent(result.threshold)})")
+    out.print(fitted.table)
+    if fitted.note():
+        out.print(fitted.note() or "", style="dim", markup=False)
     if len(shown) < len(changes):
         out.print(f"… {len(changes) - len(shown)} more rows (use --limit 0 for all, --json for "
                   "machines)", style="dim", markup=False)

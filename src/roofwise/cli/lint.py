@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from .. import schema
 from ..analysis import analyze
@@ -18,7 +19,7 @@ from ..lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_
 from ..machine import Machine
 from ..profiles import parse_machine
 from ..records import read_records
-from ..text import for_rich
+from ..report.layout import Column, fit_table
 from .common import all_machines, console, load_machine_arg, machine_option
 
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -92,14 +93,16 @@ def render_findings(findings: Sequence[Finding], out: Console, files: int) -> No
         out.print(f"clean: no misuse found in {files} input(s)", markup=False)
         return
     errors = sum(f.severity == "error" for f in findings)
-    table = Table(title=f"{len(findings)} finding(s): {errors} error(s), "
-                        f"{len(findings) - errors} warning(s)", title_justify="left")
-    for col in ("code", "severity", "where", "reason", "fix"):
-        table.add_column(col, overflow="fold")
-    for f in findings:
-        table.add_row(f.code, f"[{_SEVERITY_STYLE.get(f.severity, '')}]{f.severity}[/]",
-                      for_rich(f.where), for_rich(f.reason), for_rich(f.fix))
-    out.print(table)
+    rows: list[list[str | Text]] = [
+        [f.code, Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")), f.where,
+         f.reason, f.fix] for f in findings]
+    fitted = fit_table((Column("code"), Column("severity"), Column("where", wrap=True,
+                                                                   min_width=14),
+                        Column("reason", wrap=True, min_width=24),
+                        Column("fix", wrap=True, min_width=16)), rows, out.width,
+                       f"{len(findings)} finding(s): {errors} error(s), "
+                       f"{len(findings) - errors} warning(s)")
+    out.print(fitted.table)
     seen = dict.fromkeys(f.code for f in findings)
     out.print("; ".join(f"{code}: {CODES[code]}" for code in seen), style="dim",
               markup=False)
@@ -115,6 +118,9 @@ def render_findings_brief(findings: Sequence[Finding], out: Console, limit: int 
     out.print(f"lint: {len(findings)} finding(s)", style="bold", markup=False)
     for (code, reason, fix), members in list(groups.items())[:limit]:
         more = f" (+{len(members) - 1} more)" if len(members) > 1 else ""
-        out.print(f"  {code} {members[0].where}{more}: {reason} — {fix}", markup=False)
+        text = f"{code} {members[0].where}{more}: {reason} — {fix}"
+        for k, line in enumerate(textwrap.wrap(text, max(20, out.width - 4),
+                                               break_on_hyphens=False)):
+            out.print(("  " if k == 0 else "    ") + line, markup=False, highlight=False)
     if len(groups) > limit:
         out.print(f"  … {len(groups) - limit} more (roofwise lint for all)", markup=False)

@@ -107,6 +107,13 @@ def machine_command(name: str, as_json: bool) -> None:
     for timing, floor in m.latency_floors.by_timing.items():
         out.print("  " + escape(floor_line(timing, floor.per_call_s, floor.per_kernel_s,
                                            floor.assumed, floor.source)))
+    link = m.interconnect
+    if link is not None:
+        out.print(escape(f"Interconnect {link.name}: {fmt.rate(link.bytes_per_s, 'B/s')} per "
+                         f"GPU, both directions ({link.source})"))
+        out.print(escape(f"  hop latency {fmt.seconds(link.hop_latency_s)}"
+                         + (" assumed" if link.hop_latency_assumed else "")
+                         + f" ({link.hop_latency_source})"))
     if m.pipes_by_class:
         out.print(escape("Work by class runs on: " + ", ".join(
             f"{cls} -> {unit}" for cls, unit in m.pipes_by_class.items())))
@@ -150,5 +157,10 @@ def machine_summary(m: Machine) -> dict[str, Any]:
         "latency_floor": {timing: {"per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s,
                                    "assumed": f.assumed, "source": f.source}
                           for timing, f in m.latency_floors.by_timing.items()},
+        "interconnect": None if m.interconnect is None else {
+            "name": m.interconnect.name, "bytes_per_s": m.interconnect.bytes_per_s,
+            "source": m.interconnect.source, "hop_latency_s": m.interconnect.hop_latency_s,
+            "hop_latency_assumed": m.interconnect.hop_latency_assumed,
+            "hop_latency_source": m.interconnect.hop_latency_source},
         "notes": list(m.notes),
     }

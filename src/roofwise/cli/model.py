@@ -98,8 +98,14 @@ def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
 
     capture = capture_step(config, options["phase"], batch, seq, context, options["dtype"],
                            options["kv_dtype"], options["fused"])
-    return project(capture, machine, options["phase"], batch, seq, context, options["tp"],
-                   regime)
+    projection = project(capture, machine, options["phase"], batch, seq, context,
+                         options["tp"], regime)
+    if projection.step_time_s <= 0:
+        raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
+                                                      "(its rates are gaps: it prices in "
+                                                      "cycles); expected a profile with rates "
+                                                      "per second")
+    return projection
 
 
 def _echo(data: dict[str, Any]) -> None:
@@ -109,8 +115,10 @@ def _echo(data: dict[str, Any]) -> None:
 def projection_records(projection: Any) -> list[dict[str, Any]]:
     """One record per op row: the ledger's fields, its predicted time, time_s empty."""
     records = []
+    from ..models.project import is_collective
+
     for row in projection.rows:
-        if row.ledger is None or row.collective_time_s is not None:
+        if row.ledger is None or is_collective(row):
             continue
         one = row.ledger.to_record()
         sol = row.sol_time_s
@@ -139,7 +147,7 @@ def render(projection: Any, out: Console, limit: int | None) -> None:
         cells.append((r.layer, r.op, str(r.count), fmt.count(r.flops), fmt.nbytes(r.bytes),
                       fmt.seconds(r.sol_time_s),
                       fmt.percent(r.sol_time_s / total if r.sol_time_s and total else None),
-                      r.bound, r.binding_pipe if r.price or r.collective_time_s else r.reason,
+                      r.bound, r.binding_pipe if r.sol_time_s is not None else r.reason,
                       floor))
     for k, header in enumerate(headers):
         widest = max([len(header)] + [len(c[k]) for c in cells])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 
 import click
-from rich.table import Table
 
 from ..ops import OPS, op_parameters
+from ..report.layout import Column, fit_table
 from .common import console, echo_json
 
 
@@ -22,13 +22,13 @@ def ops_command(as_json: bool) -> None:
                        "parameters": {p.name: {"kind": p.kind, "default": p.default_text}
                                       for p in params}})
         return
-    table = Table(title="Operators (roofwise price OP -m NAME --shape key=value ...)",
-                  title_justify="left")
-    for col in ("op", "parameters (default)", "what"):
-        table.add_column(col)
-    for name, summary, params in rows:
-        table.add_row(name, " ".join(f"{p.name}={p.default_text}" for p in params), summary)
-    console().print(table)
+    out = console()
+    cells = [[name, " ".join(f"{p.name}={p.default_text}" for p in params), summary]
+             for name, summary, params in rows]
+    fitted = fit_table((Column("op"), Column("parameters (default)", wrap=True, min_width=20),
+                        Column("what", wrap=True, min_width=16)), cells, out.width,
+                       "Operators: roofwise price OP -m NAME --shape key=value")
+    out.print(fitted.table)
 
 
 def _summary(name: str) -> str:

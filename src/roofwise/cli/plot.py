@@ -10,7 +10,7 @@ import numpy as np
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..records import read_records
-from ..report.chart import check_chart_path, roofline_figure, save_figure
+from ..report.chart import LOST_LABELS, roofline_figure, save_figure
 from ..verdict import BLANK
 from .common import (
     all_machines,
@@ -30,8 +30,12 @@ from .common import (
               help="Chart file; the format follows the extension (.png, .svg, .pdf).")
 @click.option("--title", default=None, help="Chart title (default: runs and machines).")
 @click.option("--strict", is_flag=True, help="Fail a file on its first bad record.")
+@click.option("--label", "label_rows", type=click.IntRange(min=0), default=LOST_LABELS,
+              show_default=True,
+              help="Number and name this many rows that lose the most time (measured - SOL).")
 def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regime: str | None,
-                 mix: str | None, output: str, title: str | None, strict: bool) -> None:
+                 mix: str | None, output: str, title: str | None, strict: bool,
+                 label_rows: int = LOST_LABELS) -> None:
     """Draw records against the machine's roofs: one point per record, coloured by verdict.
 
     Several RECORDS files share one chart, one marker shape per run (and per machine).
@@ -39,15 +43,14 @@ def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regim
     check_chart_path(output, "--output")  # before any work
     machine = load_machine_arg(machine_name)
     runs: list[tuple[str, Analysis]] = []
-    loaded = {path: read_records(path, strict=strict) for path in records_paths}
     for path in records_paths:
+        loaded = read_records(path, strict=strict)
+        report_skipped(path, loaded)
         runs.append((_run_label(path, records_paths),
-                     analyze(loaded[path].columns, all_machines(), machine, regime, mix)))
-    if not any(priced_rows(analysis) for _, analysis in runs):  # one line, before any note
+                     analyze(loaded.columns, all_machines(), machine, regime, mix)))
+    if not any(priced_rows(analysis) for _, analysis in runs):
         raise nothing_priced(records_paths[0], runs[0][1])
-    for path in dict.fromkeys(records_paths):
-        report_skipped(path, loaded[path])
-    write_chart(runs, output, title)
+    write_chart(runs, output, title, label_rows)
 
 
 def priced_rows(analysis: Analysis) -> int:
@@ -66,8 +69,9 @@ def nothing_priced(path: str, analysis: Analysis) -> InputError:
     return InputError(path, f"no row could be priced ({every} blank); the first: {first}")
 
 
-def write_chart(runs: list[tuple[str, Analysis]], output: str, title: str | None = None) -> None:
-    save_figure(roofline_figure(runs, title=title), output)
+def write_chart(runs: list[tuple[str, Analysis]], output: str, title: str | None = None,
+                label_rows: int = LOST_LABELS) -> None:
+    save_figure(roofline_figure(runs, title=title, label_rows=label_rows), output)
     console(err=True).print(f"roofwise: wrote {output}", markup=False)
 
 

@@ -176,7 +176,7 @@ def render_cycles(ledger: Ledger, machine: Machine, as_json: bool, gaps: list[st
     for col in ("unit", "ops", "ops/cycle", "cycles"):
         table.add_column(col, justify="left" if col == "unit" else "right")
     for unit, cycles in price.cycles_by_unit.items():
-        table.add_row(escape(unit), fmt.count(ledger.ops_by_unit[unit], "op"),
+        table.add_row(escape(unit), fmt.count(ledger.ops_by_unit[unit], fmt.op_name(unit)),
                       f"{machine.units[unit].ops_per_cycle:g}", f"{cycles:,.1f}")
     out.print(table)
     out.print(f"pipes overlapped: {price.compute_cycles:,.1f} cycles ({price.binding_unit} "

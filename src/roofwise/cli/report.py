@@ -8,7 +8,7 @@ from ..analysis import analyze
 from ..errors import InputError
 from ..ledgerio import load_ledger
 from ..records import read_records
-from ..report.html import check_report_path, write_report
+from ..report.html import DEFAULT_ROWS, check_report_path, write_report
 from ..report.row_ledgers import Reference
 from ..traces.reader import is_trace
 from .common import (
@@ -30,12 +30,16 @@ from .plot import nothing_priced, priced_rows
               help="The HTML file to write (.html or .htm).")
 @click.option("--title", default="roofwise report", show_default=True)
 @click.option("--strict", is_flag=True, help="Fail the file on its first bad record.")
+@click.option("--rows", "table_rows", type=click.IntRange(min=0), default=DEFAULT_ROWS,
+              show_default=True,
+              help="Rows in the verdict table, worst first (0 for all); the summary, the "
+                   "filter counts and the chart cover every row.")
 @click.option("--reference", "reference_paths", multiple=True, metavar="LEDGER.yaml",
               help="A ledger of an op as it should be counted; rows whose op it names show it, "
                    "and lint judges them against it (repeatable).")
 def report_command(records_path: str, machine_name: str | None, regime: str | None,
                    mix: str | None, output: str, title: str, strict: bool,
-                   reference_paths: tuple[str, ...] = ()) -> None:
+                   reference_paths: tuple[str, ...] = (), table_rows: int = DEFAULT_ROWS) -> None:
     """Write an HTML report: the chart, a sortable and filterable verdict table, lint findings,
     the profile with its sources, and each row's ledger and price on demand. Opens offline."""
     check_report_path(output)  # before any work: a wrong name fails at once
@@ -48,12 +52,13 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
         note(f"roofwise: wrote {output}")
         return
     loaded = read_records(records_path, strict=strict)
+    report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
-    if not priced_rows(analysis):  # one line, before any note
+    if not priced_rows(analysis):
         raise nothing_priced(records_path, analysis)
-    report_skipped(records_path, loaded)
-    write_report(analysis, output, title=title, source=records_path, references=references)
+    write_report(analysis, output, title=title, source=records_path, references=references,
+                 rows=table_rows)
     note(f"roofwise: wrote {output}")
 
 

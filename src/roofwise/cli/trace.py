@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 import yaml
-from rich.table import Table
 
 from .. import paths
 from ..errors import InputError
@@ -20,8 +19,10 @@ from ..ledgerio import ledger_to_yaml_data
 from ..measure.inputs import example_inputs, load_function
 from ..recordio import atomic_writer
 from ..report import fmt
+from ..report.layout import Column, fit_table
 from ..text import for_rich
 from .common import console, machine_arg, machine_option
+from .price import TENSOR_COLUMNS
 
 NEEDS_TORCH = "trace needs torch: " + install_hint("gpu")
 
@@ -95,23 +96,16 @@ def _summary(ledger: Ledger, uncounted: tuple[str, ...]) -> None:
     out.print(f"[bold]{for_rich(ledger.name)}[/]: {ledger.calls} call(s), roof "
               f"{for_rich(ledger.roof)}")
     if ledger.calls == 1:
-        tensors = Table(title="Bytes by tensor", title_justify="left")
-        for col in ("tensor", "role", "shape", "dtype", "read", "write"):
-            tensors.add_column(col, justify="right" if col in ("read", "write") else "left")
-        for t in ledger.tensors:
-            tensors.add_row(for_rich(t.name), t.role.value, "x".join(map(str, t.shape)),
-                            for_rich(t.dtype),
-                            fmt.nbytes(t.read_bytes), fmt.nbytes(t.write_bytes))
-        out.print(tensors)
-    work = Table(title="Work by unit and class", title_justify="left")
-    for col in ("unit", "class", "ops"):
-        work.add_column(col, justify="right" if col == "ops" else "left")
+        rows = [[t.name, t.role.value, "x".join(map(str, t.shape)), t.dtype,
+                 fmt.nbytes(t.read_bytes), fmt.nbytes(t.write_bytes)] for t in ledger.tensors]
+        out.print(fit_table(TENSOR_COLUMNS, rows, out.width, "Bytes by tensor").table)
     totals: dict[tuple[str, str], float] = {}
     for w in ledger.work:
         totals[(w.unit, w.op_class)] = totals.get((w.unit, w.op_class), 0.0) + w.ops
-    for (unit, op_class), ops in totals.items():
-        work.add_row(for_rich(unit), op_class, fmt.count(ops, "op"))
-    out.print(work)
+    work = [[unit, op_class, fmt.count(ops, fmt.op_name(unit))]
+            for (unit, op_class), ops in totals.items()]
+    out.print(fit_table((Column("unit"), Column("class"), Column("ops", "right")), work,
+                        out.width, "Work by unit and class").table)
     out.print(f"bytes {ledger.bytes:,} (read {ledger.read_bytes:,}, write "
               f"{ledger.write_bytes:,}, lookups {ledger.lookup_bytes:,}); FLOPs "
               f"{ledger.flops:,.0f}; AI {ledger.intensity_flops_per_byte:.2f} FLOP/B")

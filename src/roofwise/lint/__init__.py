@@ -14,13 +14,42 @@ from .machine_checks import (
     lint_machine,
     sparse_reason,
 )
-from .record_checks import ROW_CHECKS, RowCase, lint_analysis, lint_rows, row_where
-from .stale_checks import ANALYSIS_CHECKS, check_stale_profiles
+from .record_checks import (
+    ROW_CHECKS,
+    RowCase,
+    lint_analysis,
+    lint_findings,
+    lint_rows,
+    row_where,
+)
+from .stale_checks import ANALYSIS_CHECKS, check_stale_profiles, stale_profile_groups
 
 __all__ = [
-    "ANALYSIS_CHECKS", "CODES", "DATASHEET_MARGIN", "ERROR", "KNOWN_DENSE_PEAKS",
-    "LEDGER_CHECKS", "MACHINE_CHECKS", "MAX_STAGES_SPLIT", "ROW_CHECKS", "WARNING", "Finding",
-    "LedgerCase", "Reading", "RowCase", "check_stale_profiles", "decompositions", "has_errors",
-    "is_matrix_unit", "is_sfu_unit", "lint_analysis", "lint_ledger", "lint_machine",
-    "lint_rows", "row_where", "sparse_reason",
+    "ANALYSIS_CHECKS",
+    "CODES",
+    "DATASHEET_MARGIN",
+    "ERROR",
+    "KNOWN_DENSE_PEAKS",
+    "LEDGER_CHECKS",
+    "MACHINE_CHECKS",
+    "MAX_STAGES_SPLIT",
+    "ROW_CHECKS",
+    "WARNING",
+    "Finding",
+    "LedgerCase",
+    "Reading",
+    "RowCase",
+    "check_stale_profiles",
+    "decompositions",
+    "has_errors",
+    "is_matrix_unit",
+    "is_sfu_unit",
+    "lint_analysis",
+    "lint_findings",
+    "lint_ledger",
+    "lint_machine",
+    "lint_rows",
+    "row_where",
+    "sparse_reason",
+    "stale_profile_groups",
 ]

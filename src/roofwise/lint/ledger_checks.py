@@ -359,8 +359,9 @@ def check_ledger_m7(case: LedgerCase) -> list[Finding]:
     return [Finding(
         "M7", WARNING, case.where,
         f"SOL {fmt.seconds(price.sol_time_s)} is below the one-kernel latency floor of every "
-        f"timing method on {machine.name} ({shown}{assumed}): any time will read "
-        "latency_bound, and its efficiency means nothing",
+        f"timing method on {machine.name} ({shown}{assumed}): a time up to twice its "
+        "method's floor reads latency_bound, a longer one is that floor plus the rest, "
+        "and efficiency says nothing about the kernel",
         "judge launches and grid fill at this shape (batch, fuse, graphs), not efficiency")]
 
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from ..machine import ComputeUnit, Machine
+from ..report import fmt
 from .findings import ERROR, WARNING, Finding
 
 # Calibrations on record run 0.63-0.94 of the datasheet, so a datasheet ceiling whose time is
@@ -54,8 +55,9 @@ def sparse_reason(unit: ComputeUnit) -> str | None:
                 if math.isclose(rate, 2 * dense, rel_tol=_SPARSE_TOLERANCE):
                     also = (" or the FP16-accumulate figure, which FP32-accumulate kernels "
                             "never reach" if part in _FP16_ACCUMULATE else "")
-                    return (f"{unit.key} theoretical {rate / 1e12:.1f} TFLOP/s is 2x the dense "
-                            f"{part} datasheet figure {dense / 1e12:.1f} TFLOP/s (a sparse "
+                    return (f"{unit.key} theoretical {fmt.tera_rate(rate, unit.key, '.1f')} is 2x "
+                            f"the dense {part} datasheet figure "
+                            f"{fmt.tera_rate(dense, unit.key, '.1f')} (a sparse "
                             f"peak{also})")
     if _SPARSE_WORDS.search(unit.source) and not _DENSE_WORDS.search(unit.source):
         return f"{unit.key} source says sparse: {unit.source!r}"
@@ -98,8 +100,8 @@ def check_machine_m1(machine: Machine) -> list[Finding]:
         elif unit.theoretical_ops_per_s is not None and not unit.calibrated:
             out.append(Finding(
                 "M1", WARNING, f"{machine.name} {unit.key}",
-                f"{unit.key} {unit.theoretical_ops_per_s / 1e12:.2f} TFLOP/s is the datasheet "
-                f"rate: no regime was measured{_chose(unit.choice)}",
+                f"{unit.key} {fmt.tera_rate(unit.theoretical_ops_per_s, unit.key)} is the "
+                f"datasheet rate: no regime was measured{_chose(unit.choice)}",
                 uncalibrated_unit_fix(unit.key)))
     return out
 

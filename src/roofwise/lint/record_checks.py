@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,8 @@ from ..analysis import Analysis, ceiling_facts, floor_facts
 from ..ledger import Ledger
 from ..machine import Machine
 from ..pricing import pipes_near_binding
-from ..reason_text import above_envelope_text, latency_bound_text, pipes_text
+from ..reason_text import above_envelope_what, latency_bound_what, pipes_text, retime_advice
+from ..reasons import Reason
 from ..report import fmt
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from .findings import (
@@ -45,7 +47,7 @@ from .machine_checks import (
     uncalibrated_unit_fix,
     units_missing_reason,
 )
-from .stale_checks import ANALYSIS_CHECKS
+from .stale_checks import ANALYSIS_CHECKS, stale_profile_groups
 
 
 @dataclass(frozen=True)
@@ -54,10 +56,12 @@ class RowCase:
 
     analysis: Analysis
     references: Mapping[str, Ledger]
-    where: tuple[str, ...]
+    where: RowWhere
 
     def matched(self) -> list[tuple[Ledger, np.ndarray]]:
         """(reference, row indices whose op names it) for each reference ledger."""
+        if not self.references:
+            return []
         ops = np.array([str(o).lower() for o in self.analysis.columns.op], dtype=object)
         out = []
         for name, ledger in self.references.items():
@@ -265,8 +269,17 @@ def check_rows_m5(case: RowCase) -> RowFindings:
     priced = a.priced
     out: RowFindings = []
     binding = priced.binding_unit.astype(str)
+    # Only rows an SFU binds, or that carry a second pipe with SFU work, can be findings:
+    # screened over columns, so that a million rows without one cost no Python loop.
+    sfu_keys = [k for k in {*priced.unit_ops, *np.unique(binding).tolist()} if is_sfu_unit(k)]
+    second = (priced.flags.astype(np.int64) & int(Reason.SECOND_PIPE)) != 0
+    sfu_work = np.zeros(len(binding), dtype=bool)
+    for k in sfu_keys:
+        if k in priced.unit_ops:
+            sfu_work |= priced.unit_ops[k] > 0
+    candidate = np.isin(binding, sfu_keys) | (second & sfu_work)
     for _, rows in _priced_rows(case):
-        for i in rows:
+        for i in rows[candidate[rows]]:
             key = binding[i]
             if not key:
                 continue
@@ -280,8 +293,8 @@ def check_rows_m5(case: RowCase) -> RowFindings:
                                  float(priced.serial_sol_time_s[i]),
                                  float(a.judged.efficiency[i]),
                                  float(a.judged.serial_efficiency[i]))
-                fix = (f"judge this op per pipe, against the band between the overlapped "
-                       f"bound and the serial sum; calibrate {', '.join(sfus or [key])}")
+                fix = (f"calibrate {', '.join(sfus or [key])} on the card (`roofwise "
+                       "calibrate`) and read this op by its band, never by one pipe")
             else:
                 others = {k: float(t[i]) for k, t in priced.unit_time_s.items()
                           if k != key and t[i] > 0}
@@ -303,10 +316,9 @@ def check_rows_m7(case: RowCase) -> RowFindings:
         facts = floor_facts(a, int(i), machine)
         out.append((int(i), Finding(
             "M7", WARNING, case.where[i],
-            latency_bound_text(float(a.priced.sol_time_s[i]), float(a.columns.time_s[i]),
-                               facts, float(a.judged.efficiency[i])),
-            "judge launches and grid fill (batch, fuse, CUDA graphs) or re-time with graph "
-            "replay or kernel durations, never efficiency here")))
+            latency_bound_what(float(a.priced.sol_time_s[i]), float(a.columns.time_s[i]),
+                               facts),
+            retime_advice(facts.timing))))
     return out
 
 
@@ -318,8 +330,8 @@ def check_rows_m8(case: RowCase) -> RowFindings:
     out: RowFindings = []
     fix = ("recount bytes and FLOPs (lookups, scales, intermediates that reach DRAM) and check "
            "the timer; never read it as a fast kernel")
-    stale_fix = ("recount bytes and FLOPs and check the timer; if they hold, the profile is "
-                 "calibrated below this card: run `roofwise calibrate` and read it with that")
+    stale_fix = ("recount bytes and FLOPs and check the timer; if they hold, run `roofwise "
+                 "calibrate` on this card and read the rows with the profile it writes")
     for i in np.flatnonzero((judged.verdict == IMPOSSIBLE) | (judged.verdict == ANOMALY)):
         machine = a.machines[a.machine_name[i]]
         reasons: list[str] = []
@@ -340,7 +352,7 @@ def check_rows_m8(case: RowCase) -> RowFindings:
                                "theoretical "
                                f"{fmt.tera_rate(unit.theoretical_ops_per_s, key)}")
         if judged.verdict[i] == ANOMALY:
-            reasons.append(above_envelope_text(float(judged.envelope_efficiency[i]),
+            reasons.append(above_envelope_what(float(judged.envelope_efficiency[i]),
                                                ceiling_facts(a, int(i), machine)))
             out.append((int(i), Finding("M8", WARNING, case.where[i], "; ".join(reasons),
                                         stale_fix)))
@@ -394,21 +406,49 @@ def _references(ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None) -> dict
     return {ledger.name.lower(): ledger for ledger in values}
 
 
-def row_where(analysis: Analysis, path: str = "") -> tuple[str, ...]:
-    cols = analysis.columns
-    return tuple(f"{path}:{int(line)} ({op})" if path else f"{op} (record {int(line)})"
-                 for op, line in zip(cols.op, cols.line, strict=True))
+class RowWhere:
+    """Where each row is (`path:line (op)`), made only for the rows a finding names."""
+
+    def __init__(self, analysis: Analysis, path: str) -> None:
+        self._cols, self._path = analysis.columns, path
+
+    def __len__(self) -> int:
+        return len(self._cols)
+
+    def __getitem__(self, i: Any) -> str:
+        op, line = self._cols.op[i], int(self._cols.line[i])
+        return f"{self._path}:{line} ({op})" if self._path else f"{op} (record {line})"
+
+
+def row_where(analysis: Analysis, path: str = "") -> RowWhere:
+    return RowWhere(analysis, path)
 
 
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
               path: str = "") -> list[list[Finding]]:
     """Findings per row, in code order; `ledgers` are references matched to rows by op name."""
-    case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
     per_row: list[list[Finding]] = [[] for _ in range(len(analysis))]
+    for i, found in lint_findings(analysis, ledgers, path).items():
+        per_row[i] = found
+    return per_row
+
+
+def lint_findings(analysis: Analysis,
+                  ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
+                  path: str = "", machine_level: bool = False) -> dict[int, list[Finding]]:
+    """Findings by row, for the rows that have any (most have none), in code order.
+    `machine_level`: also each R2 finding, in every row bound by the ceiling it names, after
+    the row's own (so that `analyze --json`, one object per row, carries it)."""
+    case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
+    found: dict[int, list[Finding]] = {}
     for check in ROW_CHECKS.values():
         for i, finding in check(case):
-            per_row[i].append(finding)
-    return per_row
+            found.setdefault(i, []).append(finding)
+    if machine_level:
+        for finding, rows in stale_profile_groups(analysis):
+            for i in rows.tolist():
+                found.setdefault(i, []).append(finding)
+    return found
 
 
 def lint_analysis(analysis: Analysis,

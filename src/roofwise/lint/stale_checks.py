@@ -25,8 +25,14 @@ STALE_MARGIN = 1.02  # their median efficiency against it: beyond run-to-run noi
 
 def check_stale_profiles(analysis: Analysis) -> list[Finding]:
     """One R2 finding per (machine, ceiling) whose rows sit consistently above it."""
+    return [finding for finding, _ in stale_profile_groups(analysis)]
+
+
+def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]:
+    """Each R2 finding with the rows it reads (every readable row bound by that ceiling, the
+    ones above it and the rest): `analyze --json` carries the finding in those rows' `lint`."""
     a = analysis
-    out: list[Finding] = []
+    out: list[tuple[Finding, np.ndarray]] = []
     readable = ((a.judged.verdict != BLANK) & (a.judged.verdict != LATENCY_BOUND)
                 & ((a.judged.flags & np.int32(IMPOSSIBLE_REASONS)) == 0))
     memory = a.priced.bound_memory
@@ -46,14 +52,14 @@ def check_stale_profiles(analysis: Analysis) -> list[Finding]:
                 if ceiling.fraction is None:
                     continue  # an uncalibrated ceiling is M1's business
                 implied = ceiling.fraction * float(np.median(above))
-                out.append(Finding(
+                out.append((Finding(
                     "R2", WARNING, f"{machine.name} {ceiling.name}",
                     f"{len(above)} of {len(group)} rows bound by {ceiling.name} sit above it "
                     f"(median {float(np.median(above)):.1%} of it, below theoretical): they "
                     f"imply {implied:.4f} of theoretical where {machine.name} says "
                     f"{ceiling.fraction:.4f}; the profile looks calibrated below this card",
                     "run `roofwise calibrate` on this card and read its rows with the profile "
-                    "it writes (or recount, if the rows share an accounting slip)"))
+                    "it writes (or recount, if the rows share an accounting slip)"), group))
     return out
 
 

@@ -33,6 +33,7 @@ from ..machine import Machine
 from ..ops._common import CUDA, SFU, contraction_unit
 from .calibration_math import (
     BURST_CALLS,
+    BURST_WAKE_CALLS,
     Clocks,
     FloorMeasurement,
     Measurement,
@@ -121,6 +122,13 @@ def read_clocks() -> Clocks:
         return Clocks()
 
 
+def clocks_record(clocks: Clocks) -> dict[str, Any]:
+    """One clock read as plain YAML/JSON values (the provenance of every window)."""
+    return {"sm_mhz": clocks.sm_mhz, "mem_mhz": clocks.mem_mhz,
+            "power_limit_w": clocks.power_limit_w, "driver": clocks.driver,
+            "throttle": list(clocks.throttle)}
+
+
 def _num(text: str) -> float | None:
     try:
         return float(text)
@@ -143,23 +151,23 @@ def timed_window(call: Callable[[], Any], window_s: float, min_reps: int = 10,
     return timed_calls(call, max(min_reps, math.ceil(window_s / one_s)))
 
 
-def timed_calls(call: Callable[[], Any], reps: int) -> tuple[tuple[float, ...],
-                                                               tuple[Clocks, ...]]:
+def timed_calls(call: Callable[[], Any], reps: int, first_sample: int = 1
+                ) -> tuple[tuple[float, ...], tuple[Clocks, ...]]:
     """`reps` calls back to back, each between its own events (no warm-up: a burst is the
-    first calls after an idle pause), with clocks read after the 2nd call, midway, and after
-    the last is queued (the queue still busy)."""
+    first calls after an idle pause). Clocks are read when call `first_sample`, the middle
+    call and the last but one have finished, so each read falls while a later call runs."""
     import torch
 
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    sample_at = sorted({min(reps - 1, 1), reps // 2, reps - 1})
-    samples: list[Clocks] = []
     for i in range(reps):
         starts[i].record()
         call()
         ends[i].record()
-        if i in sample_at:
-            samples.append(read_clocks())
+    samples: list[Clocks] = []
+    for k in sorted({min(first_sample, reps - 1), reps // 2, max(reps - 2, 0)}):
+        ends[k].synchronize()
+        samples.append(read_clocks())
     torch.cuda.synchronize()
     times = tuple(s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=True))
     return times, tuple(samples)
@@ -174,7 +182,7 @@ def _measure(log: Log, kind: str, key: str, variant: str, amount: float, method:
                     samples)
     log.windows.append({"key": key, "variant": variant, "method": method, "reps": len(times),
                         "time_s": m.time_s, "rate_per_s": m.rate_per_s, "spread": m.spread,
-                        "clocks": [c.__dict__ for c in samples],
+                        "clocks": [clocks_record(c) for c in samples],
                         "regime_from_clocks": regime_from_clocks(m)})
     sm = "->".join(f"{c.sm_mhz:g}" if c.sm_mhz is not None else "?" for c in samples)
     capped = sorted({r for c in samples for r in c.throttle})
@@ -271,7 +279,8 @@ def gemm_measurements(plan: Plan, log: Log) -> list[Measurement]:
             flops = gemm_flops(plan.gemm_n, plan.gemm_n, plan.gemm_n)
             unit = contraction_unit(dtype, "calibrate gemm")  # the operator library's map
             time.sleep(plan.idle_s)  # idle (seconds): the first calls after it are the burst
-            after_idle, samples = timed_calls(call, BURST_CALLS)
+            after_idle, samples = timed_calls(call, BURST_WAKE_CALLS + BURST_CALLS,
+                                              first_sample=BURST_WAKE_CALLS)
             out.append(_measure(log, "unit", unit, "burst", flops, f"torch {dtype} {plan.gemm_n}",
                                 call, 0.0, (burst_times(after_idle), samples)))
             deadline = time.perf_counter() + plan.settle_s

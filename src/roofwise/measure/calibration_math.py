@@ -36,6 +36,7 @@ CLOCK_TOLERANCE_MHZ = 15.0  # "a few MHz": more than this inside a burst is a tr
 THERMAL_REASONS = ("sw_thermal", "hw_thermal", "hw_slowdown")
 POWER_CAP_REASON = "power_cap"
 BURST_CALLS = 5  # a burst is the first few calls after an idle pause (the median of these)
+BURST_WAKE_CALLS = 1  # calls that wake the clocks from idle first, left out of the burst
 # An L2 figure from a call this few launch floors long measures the launch, not L2.
 L2_MIN_FLOORS = 10.0
 MAX_SPREAD = 0.10  # (p90 - p10) / median above this: the median of that window means little
@@ -205,14 +206,15 @@ def regime_from_clocks(m: Measurement, tolerance_mhz: float = CLOCK_TOLERANCE_MH
     return "sustained" if capped or fell else m.variant
 
 
-def burst_times(times_after_idle_s: Sequence[float], calls: int = BURST_CALLS
-                ) -> tuple[float, ...]:
-    """The calls that make a burst: the first `calls` after an idle pause. Taking the median
-    of a longer back-to-back window would mix in the clocks falling toward sustained."""
-    if len(times_after_idle_s) < calls:
-        raise ValueError(f"need at least {calls} timed calls after the idle pause, got "
+def burst_times(times_after_idle_s: Sequence[float], calls: int = BURST_CALLS,
+                wake: int = BURST_WAKE_CALLS) -> tuple[float, ...]:
+    """The calls that make a burst: the first `calls` after an idle pause, after the `wake`
+    call(s) that raise the clocks from idle. Taking the median of a longer back-to-back
+    window would mix in the clocks falling toward sustained."""
+    if len(times_after_idle_s) < wake + calls:
+        raise ValueError(f"need at least {wake + calls} timed calls after the idle pause, got "
                          f"{len(times_after_idle_s)}")
-    return tuple(float(t) for t in times_after_idle_s[:calls])
+    return tuple(float(t) for t in times_after_idle_s[wake:wake + calls])
 
 
 def check_l2(m: Measurement, hbm_bytes_per_s: float | None, launch_floor_s: float) -> None:
@@ -350,7 +352,7 @@ def floors_section(floors: Iterable[FloorMeasurement], stamp: str) -> dict[str, 
     out: dict[str, Any] = {}
     for f in floors:
         out[f.timing] = {
-            "per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s,
+            "per_call_s": f.per_call_s, "per_kernel_s": f.per_kernel_s, "assumed": False,
             "source": f"{stamp}: {f.method or 'tiny kernel'}; median of "
                       f"{len(f.one_kernel_times_s)} one-kernel and "
                       f"{len(f.many_kernel_times_s)} {f.kernels}-kernel calls"}

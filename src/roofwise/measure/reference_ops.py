@@ -15,7 +15,7 @@ def qk_norm_rope_quant_reference(
     q: torch.Tensor, k: torch.Tensor, q_norm_weight: torch.Tensor, k_norm_weight: torch.Tensor,
     cos: torch.Tensor, sin: torch.Tensor, eps: float = 1e-6,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """QK-Norm + RoPE + fp8 quantisation, the seed's case study.
+    """QK-Norm + RoPE + fp8 quantisation, the case study.
 
     q (tokens, q_heads, d) and k (tokens, kv_heads, d) in bf16; norm weights (d,) bf16;
     cos/sin (tokens, d) fp32 (rotate-half RoPE). Returns (q_fp8, q_scale, k_fp8, k_scale):

@@ -154,8 +154,7 @@ class Projection:
                 "weight_bytes": self.capture.weight_bytes,
                 "kv_cache_bytes": self.capture.kv_cache_bytes,
                 "activation_bytes": self.activation_bytes,
-                "collective_bytes": sum(r.bytes for r in self.rows
-                                        if r.collective_time_s is not None),
+                "collective_bytes": sum(r.bytes for r in self.rows if is_collective(r)),
                 "unpriced_ops": sum(r.count for r in unpriced),
                 "notes": list(self.notes)}
 
@@ -199,10 +198,11 @@ def _all_reduce(capture: Capture, machine: Machine, tp: int) -> Row:
     link = machine.interconnect
     ledger = Ledger("all_reduce", "interconnect", (), ())
     shapes = f"{capture.tokens}x{capture.hidden} {capture.dtype}, ring of {tp}"
-    if link is None:
-        return Row("model.layers.*", "tp all-reduce", shapes, count, ledger, None,
-                   f"profile {machine.name} has no interconnect; collectives unpriced")
     wire = 2 * (tp - 1) / tp * message
+    if link is None:
+        return _CollectiveRow("model.layers.*", "tp all-reduce", shapes, count, ledger, None,
+                              f"profile {machine.name} has no interconnect; collectives "
+                              "unpriced", None, wire_bytes=wire)
     time_s = wire / link.one_way_bytes_per_s + 2 * (tp - 1) * link.hop_latency_s
     reason = (f"ring: {wire:.0f} B one way at {link.one_way_bytes_per_s / 1e9:.0f} GB/s "
               f"({link.name}) + {2 * (tp - 1)} hops x {link.hop_latency_s * 1e6:g} us"
@@ -213,9 +213,23 @@ def _all_reduce(capture: Capture, machine: Machine, tp: int) -> Row:
 
 @dataclass(frozen=True)
 class _CollectiveRow(Row):
+    """A collective: its bytes are what crosses the link (ring, one way), its time the link's."""
+
     wire_bytes: float = 0.0
 
     @property
     def bytes(self) -> float:
         return self.count * self.wire_bytes
+
+    @property
+    def bound(self) -> str:
+        return "interconnect"
+
+    @property
+    def binding_pipe(self) -> str:
+        return "interconnect" if self.collective_time_s is not None else "-"
+
+
+def is_collective(row: Row) -> bool:
+    return isinstance(row, _CollectiveRow)
 

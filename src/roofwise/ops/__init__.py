@@ -7,9 +7,10 @@ from .case_study import (
     qk_norm_rope_quant_split,
     qk_norm_rope_quant_stages,
 )
+from .conv import conv
 from .gemm import batched_gemm, gemm
 from .moe import expert_counts, moe
-from .norms import layernorm, rmsnorm, softmax
+from .norms import layernorm, layernorm_backward, rmsnorm, softmax
 from .quant import quant_fp8_per_block, quant_fp8_per_tensor, quant_fp8_per_token
 from .registry import (
     OPS,
@@ -24,7 +25,8 @@ from .rope import rope
 
 __all__ = [
     "OPS", "Param", "add", "attention", "attention_decode", "attention_prefill",
-    "batched_gemm", "build_op", "causal_pairs", "expert_counts", "gelu", "gemm", "layernorm",
+    "batched_gemm", "build_op", "causal_pairs", "conv", "expert_counts", "gelu", "gemm",
+    "layernorm", "layernorm_backward",
     "moe", "mul", "op_function", "op_parameters", "parse_op_params", "parse_shape_args",
     "qk_norm_rope_quant", "qk_norm_rope_quant_split", "qk_norm_rope_quant_stages",
     "quant_fp8_per_block", "quant_fp8_per_tensor", "quant_fp8_per_token", "rmsnorm", "rope",

@@ -32,6 +32,11 @@ OP_CLASS_TABLE: dict[str, dict[str, int]] = {
     "sigmoid_backward": {_A: 3}, "tanh_backward": {_A: 3},
     "threshold_backward": {_C: 1},  # grad where x > threshold, else 0
     "sgn": {_C: 1},
+    "nan_to_num": {_C: 3},  # three tests and selects: NaN, +inf, -inf
+    "logit": {_T: 1, _A: 2},  # log(x / (1 - x))
+    "logit_backward": {_A: 3},  # grad / (x * (1 - x))
+    "_softmax_backward_data": {_A: 4},  # y * (grad - sum(grad * y)): 4 per element
+    "linalg_vector_norm": {_A: 2},  # the 2-norm: square-accumulate per element
 }
 # Tensor inputs of the elementwise ops that take other than two (a profiler records an out=
 # buffer as one more tensor argument; the arity tells it from an input).
@@ -40,11 +45,13 @@ UNARY_OPS = frozenset((
     "sigmoid", "tanh", "erf", "erfc", "erfinv", "sin", "cos", "tan", "atan", "reciprocal",
     "abs", "relu", "sign", "sgn", "logical_not", "isnan", "isinf", "floor", "ceil", "round",
     "trunc", "silu", "gelu", "clamp", "clamp_min", "clamp_max", "clip", "cumsum",
+    "nan_to_num", "logit",
     "_softmax", "_safe_softmax", "_log_softmax"))
 TERNARY_OPS = frozenset(("where", "addcmul", "addcdiv", "lerp"))
 # Reductions: the work runs over the input's elements and the output is smaller.
 REDUCTION_OPS = frozenset((
-    "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "max", "min"))
+    "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "max", "min",
+    "linalg_vector_norm"))
 MOVEMENT_OPS = frozenset((  # a kernel that moves or fills data, no FLOPs
     "clone", "copy", "_to_copy", "_to_dtype", "to", "cat", "stack", "index", "index_select",
     "gather", "scatter", "scatter_add", "index_put", "index_copy", "contiguous", "repeat",

@@ -10,6 +10,14 @@ x is read once):
   FMA (2), times rstd (1), times weight (1, if any), plus bias (1, if any); per row the two
   1/hidden scales and + eps (3 arithmetic) and one rsqrt on sfu.fp32;
 - weight and bias (hidden,) are lookups in the input dtype.
+- LayerNorm backward, from the saved per-row mean and rstd (fp32 inputs, read once): per
+  element x_hat = (x - mean) * rstd (2), g * weight (1, if any), grad_weight += g * x_hat
+  (FMA 2, if weight), grad_bias += g (1, if bias), the two row sums of g*w and g*w*x_hat
+  (1 + FMA 2), dx = rstd * (g*w - x_hat*mean(g*w*x_hat) - mean(g*w)) (FMA 2, 1, 1): 13/elem
+  with weight and bias; per row the two 1/hidden scales (2). No transcendental: rstd is
+  given. grad_input (rows, hidden) and grad_weight / grad_bias (hidden,) are written once
+  each (the cross-row partial sums a kernel keeps on chip or in a small workspace are not
+  counted). The bias itself is never read.
 
 The case study's norm stage (`case_study.py`) keeps the seed's RMSNorm count instead, 3/elem
 and no per-row arithmetic (one FMA and one multiply by rstd*weight); its totals are the
@@ -87,3 +95,28 @@ def layernorm(rows: int = 4096, hidden: int = 4096, dtype: str = "bf16", weight:
              f"sum, centre, square (FMA), times rstd, affine; {per_elem}/elem"),
         Work(c.CUDA, "arithmetic", 3 * rows, "two 1/hidden scales and + eps, 3/row"),
         Work(c.SFU, "transcendental", rows, "rsqrt, 1/row")))
+
+
+def layernorm_backward(rows: int = 4096, hidden: int = 4096, dtype: str = "bf16",
+                       weight: bool = True, bias: bool = True, stats_dtype: str = "fp32"
+                       ) -> Ledger:
+    """LayerNorm backward: grad_input, and grad_weight / grad_bias when the norm has them."""
+    where = "layernorm_backward"
+    in_dtype, _ = _io(where, rows, hidden, dtype, "auto")
+    stats = c.dtype(stats_dtype, f"{where}.stats_dtype")
+    tensors = [Tensor("grad_out", (rows, hidden), in_dtype, Role.INPUT),
+               Tensor("x", (rows, hidden), in_dtype, Role.INPUT),
+               Tensor("mean", (rows,), stats, Role.INPUT),
+               Tensor("rstd", (rows,), stats, Role.INPUT),
+               Tensor("grad_x", (rows, hidden), in_dtype, Role.OUTPUT)]
+    if weight:
+        tensors += [Tensor("weight", (hidden,), in_dtype, Role.LOOKUP),
+                    Tensor("grad_weight", (hidden,), in_dtype, Role.OUTPUT)]
+    if bias:
+        tensors.append(Tensor("grad_bias", (hidden,), in_dtype, Role.OUTPUT))
+    per_elem = 9 + 3 * int(weight) + int(bias)
+    return Ledger(name=where, roof=c.CUDA, tensors=tuple(tensors), work=(
+        Work(c.CUDA, "arithmetic", per_elem * rows * hidden,
+             f"x_hat, row sums, dx{', weight grad' if weight else ''}"
+             f"{', bias grad' if bias else ''}; {per_elem}/elem"),
+        Work(c.CUDA, "arithmetic", 2 * rows, "two 1/hidden scales, 2/row")))

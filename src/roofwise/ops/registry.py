@@ -22,17 +22,19 @@ from ..text import one_line, shown
 from .activations import add, gelu, mul, silu, swiglu
 from .attention import attention, attention_decode, attention_prefill
 from .case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
+from .conv import conv
 from .gemm import batched_gemm, gemm
 from .moe import moe
-from .norms import layernorm, rmsnorm, softmax
+from .norms import layernorm, layernorm_backward, rmsnorm, softmax
 from .quant import quant_fp8_per_block, quant_fp8_per_tensor, quant_fp8_per_token
 from .rope import rope
 
 OPS: dict[str, Callable[..., Ledger]] = {
-    "gemm": gemm, "batched_gemm": batched_gemm,
+    "gemm": gemm, "batched_gemm": batched_gemm, "conv": conv,
     "attention": attention, "attention_prefill": attention_prefill,
     "attention_decode": attention_decode,
-    "softmax": softmax, "rmsnorm": rmsnorm, "layernorm": layernorm, "rope": rope,
+    "softmax": softmax, "rmsnorm": rmsnorm, "layernorm": layernorm,
+    "layernorm_backward": layernorm_backward, "rope": rope,
     "quant_fp8_per_token": quant_fp8_per_token, "quant_fp8_per_tensor": quant_fp8_per_tensor,
     "quant_fp8_per_block": quant_fp8_per_block,
     "silu": silu, "gelu": gelu, "swiglu": swiglu, "add": add, "mul": mul,

@@ -12,16 +12,24 @@ labels through matplotlib's objects instead of pixels:
   `labels.place_roof_labels`); `ridge:<machine>:<key>` balance points
 - `points:<series>:<verdict>` one scatter per run/machine and verdict;
   `annotation:<verdict>:<row>` the callouts on impossible and anomalous rows
-- `latency_floor:<machine>` the latency-floor spans (`...:caps` their end caps,
-  `latency_floor_note:<machine>` the "floor 20 us" notes); `note:blank` the blank-row count
+- `latency_floor:<machine>` the latency-floor bands (`latency_floor_note:<machine>` the
+  "floor 3 us" notes); `note:blank` the blank-row count
+- `lost:<row>` the labels of the rows that lose the most time (measured minus SOL)
+- `density` the binned cloud when there are too many points to draw one by one
 
 The latency floor, faithfully: whether a row is latency-bound depends on its size (its SOL time
 and its measured time against the floor), not on where it sits in this plane, so no single
-region of the plane is "below the floor" for every row. The chart therefore draws, for every
-row whose SOL time is below its own floor (its timing method and kernel count), a vertical span
-with caps at its intensity from `flops / (2 x floor)` (the rate it reaches when the floor is
-half its time) up to its roof. A point between the caps took under two floors: launch and
-scheduling, not the roofs, set its rate, so its distance from the roof is not inefficiency.
+region of the plane is "below the floor" for every row. The chart therefore shades, for every
+row whose SOL time is below its own floor (its timing method and kernel count), a narrow band
+at its intensity from `flops / (2 x floor)` (the rate it reaches when the floor is half its
+time: a horizontal edge, the floor's rate at that intensity) up to its roof. A point inside its
+band took under two floors: launch and scheduling, not the roofs, set its rate, so its distance
+from the roof is not inefficiency. A band is a region, not an error bar on a neighbour, and the
+axes follow the points and roofs, not the bands.
+
+Each run has its own marker shape for every verdict, so two runs of the same records, or a
+point under an impossible one, both stay visible. Beyond `DENSE_POINTS` the cloud is binned
+(hexbin, log counts) and only the impossible and anomalous rows are drawn on top.
 """
 
 from __future__ import annotations
@@ -35,9 +43,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.container import ErrorbarContainer
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from .. import paths
@@ -71,6 +80,11 @@ _MACHINE_COLORS = ("#222222", "#1f4e9e", "#8c564b", "#6a3d9a", "#0b6e4f", "#b159
 MANY_POINTS = 2000  # above this many points: small translucent rasterized markers
 PLOT_RANGE = (1e-100, 1e100)  # intensities and rates outside are counted in the note, not drawn
 MAX_CALLOUTS = 10  # per verdict; beyond, the legend count still tells the whole story
+LOST_LABELS = 5  # the rows losing the most time (measured - SOL) get a numbered label
+DENSE_POINTS = 50_000  # above this many points the cloud is binned, outliers drawn on top
+MAX_LOUD_POINTS = 5_000  # impossible or anomalous points drawn on a binned cloud, per run
+MAX_FLOOR_BANDS = 2_000  # floor bands drawn at most; the legend says when more rows had one
+_BAND_HALF_DECADES = 0.06  # half the width of a floor band, in decades of intensity
 SAVE_FORMATS = ("png", "svg", "pdf")
 _ENVELOPE_ALPHA = 0.35  # the envelope roof, drawn faint when the verdicts used another ceiling
 _FLOOR_COLOR = "#5f6b73"
@@ -89,8 +103,10 @@ class _Series:
 
 
 def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None = None,
-                    width_in: float = 11.5, height_in: float = 6.8) -> Figure:
-    """One log-log roofline chart for several runs (each `(label, Analysis)`), roofs per machine."""
+                    width_in: float = 11.5, height_in: float = 6.8,
+                    label_rows: int = LOST_LABELS) -> Figure:
+    """One log-log roofline chart for several runs (each `(label, Analysis)`), roofs per machine;
+    the `label_rows` rows that lose the most time are numbered and named."""
     fig = Figure(figsize=(width_in, height_in))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -113,7 +129,7 @@ def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None 
     ax.set_ylim(*ylim)
 
     faint = False
-    floors: list[ErrorbarContainer] = []
+    floors: list[Patch] = []
     for k, (name, machine) in enumerate(machines.items()):
         faint |= _draw_roofs(ax, machine, _used_units(analyses, name, machine),
                              _MACHINE_COLORS[k % len(_MACHINE_COLORS)], xlim, ylim,
@@ -122,11 +138,12 @@ def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None 
         if drawn is not None:
             floors.append(drawn)
     counts = _draw_points(ax, series, n_points)
+    lost = _label_lost_time(ax, series, label_rows)
     place_roof_labels(ax)  # after the points and callouts it must avoid
     blank = sum(int(np.count_nonzero(a.judged.verdict == BLANK)) for _, a in analyses)
     unplottable = sum(len(a) for _, a in analyses) - blank - n_points
     _draw_note(ax, blank, unplottable)
-    _draw_legend(fig, ax, counts, series, machines, faint, floors[:1])
+    _draw_legend(fig, ax, counts, series, machines, faint, floors[:1], lost)
     runs = ", ".join(label for label, _ in analyses)
     on = ", ".join(m.display_name for m in machines.values()) or "no machine"
     ax.set_title(for_mpl(title or f"Roofline: {runs} on {on}"), fontsize=11, loc="left")
@@ -189,7 +206,8 @@ def _used_units(analyses: Sequence[tuple[str, Analysis]], name: str,
     used: set[str] = set()
     for _, analysis in analyses:
         mine = analysis.machine_name == name
-        used.update(str(r) for r in np.unique(analysis.columns.roof[mine].astype(str)))
+        codes, names = analysis.columns.roof_categories()  # codes: no string sort of 1M roofs
+        used.update(str(names[int(c)]) for c in np.unique(codes[mine]))
         for key, ops in analysis.priced.unit_ops.items():
             if np.any(mine & (ops > 0)):
                 used.add(key)
@@ -243,8 +261,6 @@ def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
     x_vals = list(xs)
     y_vals = list(ys)
     for name, machine in machines.items():
-        _, floor_low, _, _ = _floor_spans(analyses, name, machine)  # the low caps stay in view
-        y_vals.extend(floor_low)
         bandwidths = [b for b in (ceilings[name].bandwidth(machine),
                                   machine.dram.effective_bytes_per_s()) if b]
         for key in _used_units(analyses, name, machine):
@@ -453,43 +469,57 @@ def _floor_spans(analyses: Sequence[tuple[str, Analysis]], name: str,
 
 
 def _draw_latency_floor(ax: Axes, analyses: Sequence[tuple[str, Analysis]], name: str,
-                        machine: Machine) -> ErrorbarContainer | None:
-    """A capped span per row whose SOL is below the floor: from flops/measured_floor up to
-    its roof. A point between the caps took less than the floor: no traction.
-
-    Returns the drawn container (the legend shows it as it is drawn), or None.
-    """
+                        machine: Machine) -> Patch | None:
+    """A shaded band per row whose SOL is below its floor: at its intensity, from the rate it
+    reaches when the floor is half its time up to its roof. A point inside took under two
+    floors: no traction. Returns the legend patch, or None when no row has one."""
     x, low, high, floors = _floor_spans(analyses, name, machine)
     if not len(x):
         return None
-    many = len(x) > MANY_POINTS
-    drawn = ax.errorbar(x, low, yerr=[np.zeros_like(low), high - low], fmt="none",
-                        ecolor=_FLOOR_COLOR, elinewidth=1.4, capsize=0 if many else 5,
-                        capthick=1.4, alpha=0.35 if many else 0.9, zorder=4)
-    _data_line, caps, (bars,) = drawn.lines
-    bars.set_gid(f"latency_floor:{machine.name}")
-    bars.set_rasterized(many)
-    for cap in caps:
-        cap.set_gid(f"latency_floor:{machine.name}:caps")
+    total = len(x)
+    if total > MAX_FLOOR_BANDS:  # an even sample across the rows, said in the legend
+        pick = np.linspace(0, total - 1, MAX_FLOOR_BANDS).astype(np.int64)
+        x, low, high, floors = x[pick], low[pick], high[pick], floors[pick]
+    half = 10.0 ** _BAND_HALF_DECADES
+    left, right = x / half, x * half
+    boxes = np.stack([np.stack([left, low], 1), np.stack([right, low], 1),
+                      np.stack([right, high], 1), np.stack([left, high], 1)], 1)
+    bands = PolyCollection(list(boxes), facecolors=_FLOOR_COLOR, edgecolors="none",
+                           alpha=0.18, zorder=1, gid=f"latency_floor:{machine.name}",
+                           rasterized=len(x) > MANY_POINTS)
+    ax.add_collection(bands, autolim=False)  # the axes follow the data, not the bands
+    edge = ax.hlines(low, left, right, colors=_FLOOR_COLOR, lw=1.2, alpha=0.7, zorder=1,
+                     gid=f"latency_floor:{machine.name}:rate")
+    edge.set_rasterized(len(x) > MANY_POINTS)
     assumed = ", assumed" if machine.latency_floors.assumed else ""
-    drawn.set_label(f"latency floor (per row's timing{assumed}): a point\n"
-                    "between the caps took under 2 floors; no traction")
+    sampled = f" ({len(x):,} of {total:,} rows shown)" if total > len(x) else ""
     if len(x) <= _FLOOR_NOTES:
         for xi, lo, fl in zip(x, low, floors, strict=True):
-            ax.annotate(f"floor {fmt.seconds(fl, 0)}", (xi, lo),
-                        textcoords="offset points", xytext=(6, 0), ha="left", va="center",
-                        fontsize=7, color=_FLOOR_COLOR, zorder=4,
+            ax.annotate(f"floor {fmt.seconds(fl, 0)}", (xi * half, lo),
+                        textcoords="offset points", xytext=(4, 0), ha="left", va="center",
+                        fontsize=7, color=_FLOOR_COLOR, zorder=4, annotation_clip=True,
                         gid=f"latency_floor_note:{machine.name}")
-    return drawn
+    return Patch(facecolor=_FLOOR_COLOR, alpha=0.3, edgecolor=_FLOOR_COLOR,
+                 label=f"latency floor (per row's timing{assumed}){sampled}:\n"
+                       "a point in its band took under 2 floors;\nno traction")
 
 
 # ----------------------------------------------------------------------------- points
 
 def _draw_points(ax: Axes, series: Sequence[_Series], n_points: int) -> dict[str, int]:
+    """One scatter per run and verdict, the run's own marker for every verdict (loud verdicts
+    larger, with a black edge, on top). Beyond DENSE_POINTS, a binned cloud and the loud rows."""
     many = n_points > MANY_POINTS
+    dense = n_points > DENSE_POINTS
     counts = {name: 0 for name in VERDICTS}
     callouts = {IMPOSSIBLE: 0, ANOMALY: 0}
-    for s in series:
+    if dense:
+        xs, ys = _point_coords(series)
+        ax.hexbin(xs, ys, xscale="log", yscale="log", gridsize=90, bins="log", mincnt=1,
+                  cmap="Greys", linewidths=0, zorder=5, gid="density",
+                  extent=tuple(np.log10([*ax.get_xlim(), *ax.get_ylim()])))
+    for k, s in enumerate(series):
+        hollow = k > 0  # a later run's markers are outlines: the run beneath stays visible
         verdicts = s.analysis.judged.verdict[s.rows]
         for code in _DRAW_ORDER:
             rows = s.rows[verdicts == code]
@@ -497,16 +527,21 @@ def _draw_points(ax: Axes, series: Sequence[_Series], n_points: int) -> dict[str
                 continue
             name = VERDICTS[code]
             counts[name] += len(rows)
-            x, y = _coords(s.analysis, rows)
             loud = code in (IMPOSSIBLE, ANOMALY)
-            marker = "X" if code == IMPOSSIBLE else ("D" if code == ANOMALY else s.marker)
+            if dense and not loud:
+                continue  # in the binned cloud
+            if dense and len(rows) > MAX_LOUD_POINTS:  # an even sample; the legend counts all
+                rows = rows[np.linspace(0, len(rows) - 1, MAX_LOUD_POINTS).astype(np.int64)]
+            x, y = _coords(s.analysis, rows)
             size = (150 if code == IMPOSSIBLE else 80) if loud else (9 if many else 42)
-            ax.scatter(x, y, s=size, c=VERDICT_COLOR[name], marker=marker,
-                       alpha=1.0 if loud else (0.35 if many else 0.9),
-                       edgecolors="black" if loud else ("none" if many else "white"),
-                       linewidths=1.0 if loud else 0.5, zorder=7 if loud else 6,
-                       rasterized=many, gid=f"points:{s.label}:{name}",
-                       label=f"{s.label}: {name}")
+            color = VERDICT_COLOR[name]
+            edge = color if hollow else ("black" if loud else ("none" if many else "white"))
+            ax.scatter(x, y, s=size * (1.5 if hollow else 1.0), marker=s.marker,
+                       facecolors="none" if hollow else color, edgecolors=edge,
+                       alpha=0.9 if loud else (0.35 if many else 0.85),
+                       linewidths=(2.0 if loud else 1.3) if hollow else (1.3 if loud else 0.5),
+                       zorder=7 if loud else 6, rasterized=many,
+                       gid=f"points:{s.label}:{name}", label=f"{s.label}: {name}")
             if loud:
                 for i, xi, yi in zip(rows, x, y, strict=True):
                     if callouts[code] >= MAX_CALLOUTS:
@@ -522,6 +557,56 @@ def _draw_points(ax: Axes, series: Sequence[_Series], n_points: int) -> dict[str
                                 bbox={"boxstyle": "round,pad=0.2", "fc": "white",
                                       "ec": VERDICT_COLOR[name], "alpha": 0.85})
     return counts
+
+
+def lost_time_s(analysis: Analysis, rows: np.ndarray) -> np.ndarray:
+    """Seconds each row loses against its speed of light (measured - SOL); NaN where the row
+    was not priced, and never a reading for impossible rows (their time is wrong)."""
+    lost = analysis.columns.time_s[rows] - analysis.priced.sol_time_s[rows]
+    readable = analysis.judged.verdict[rows] != IMPOSSIBLE
+    return np.where(readable, lost, np.nan)
+
+
+def _label_lost_time(ax: Axes, series: Sequence[_Series], n: int) -> list[str]:
+    """Number the `n` rows that lose the most time, across every run (the ones a person should
+    look at first, whatever their verdict), beside their points; returns the key's lines
+    (number, op, workload, time lost) for the legend, where they never cover a point."""
+    if n <= 0:
+        return []
+    candidates = [(s, s.rows, lost_time_s(s.analysis, s.rows)) for s in series if len(s.rows)]
+    if not candidates:
+        return []
+    lost = np.concatenate([c[2] for c in candidates])
+    owner = np.concatenate([np.full(len(c[1]), k) for k, c in enumerate(candidates)])
+    index = np.concatenate([c[1] for c in candidates])
+    finite = np.flatnonzero(np.isfinite(lost) & (lost > 0))
+    if not len(finite):
+        return []
+    top = finite[np.argsort(-lost[finite], kind="stable")[:n]]
+    key: list[str] = []
+    placed: dict[tuple[int, int], int] = {}  # point (rounded, log space) -> numbers beside it
+    for rank, k in enumerate(top, 1):
+        s = candidates[int(owner[k])][0]
+        i = int(index[k])
+        (x,), (y,) = _coords(s.analysis, np.array([i]))
+        row = s.analysis.columns.rows[i] if s.analysis.columns.rows is not None else {}
+        workload = fmt.workload(row.get("workload")) if isinstance(row, Mapping) else ""
+        short = workload if len(workload) <= 34 else workload[:33] + "…"
+        key.append(for_mpl(f"{rank}. {s.analysis.columns.op[i]}, lost "
+                           f"{fmt.seconds(float(lost[k]), significant=3)}"
+                           f"{chr(10) + '    ' + short if short else ''}"))
+        spot = (round(math.log10(x) * 20), round(math.log10(y) * 20))
+        nth = placed.get(spot, 0)
+        placed[spot] = nth + 1
+        right = _axes_fraction(ax, x) > 0.9
+        shift = 7 + 13 * nth  # two rows at one spot (the same records twice) side by side
+        ax.annotate(str(rank), (x, y), textcoords="offset points",
+                    xytext=(-shift if right else shift, 5), ha="right" if right else "left",
+                    fontsize=8, fontweight="bold", color="#222222", zorder=8, gid=f"lost:{i}",
+                    bbox={"boxstyle": "circle,pad=0.12", "fc": "white", "ec": "#555555",
+                          "lw": 0.6, "alpha": 0.9})
+        ax.texts[-1].set_label(key[-1])  # the whole line, for tools reading the figure
+    return key
 
 
 def _axes_fraction(ax: Axes, x: float) -> float:
@@ -546,18 +631,19 @@ def _draw_note(ax: Axes, blank: int, unplottable: int) -> None:
 def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
                  series: Sequence[_Series], machines: Mapping[str, Machine],
                  faint_envelope: bool = False,
-                 floors: Sequence[ErrorbarContainer] = ()) -> None:
+                 floors: Sequence[Patch] = (), lost: Sequence[str] = ()) -> None:
     handles: list[object] = []
     for name in ("impossible", "anomaly", "below", "latency_bound", "at_ceiling"):
         if counts.get(name):
-            marker = {"impossible": "X", "anomaly": "D"}.get(name, "o")
-            handles.append(Line2D([], [], ls="none", marker=marker, ms=8 if marker != "o" else 6,
-                                  color=VERDICT_COLOR[name], mec="black" if marker != "o"
-                                  else "white", label=f"{name} ({counts[name]})"))
+            loud = name in ("impossible", "anomaly")
+            handles.append(Line2D([], [], ls="none", marker="o", ms=9 if loud else 6,
+                                  color=VERDICT_COLOR[name], mec="black" if loud else "white",
+                                  mew=1.3 if loud else 0.5,
+                                  label=f"{name} ({counts[name]:,})"))
     if len(series) > 1:
-        for s in series:
+        for k, s in enumerate(series):
             handles.append(Line2D([], [], ls="none", marker=s.marker, color="#777777",
-                                  label=s.label))
+                                  mfc="none" if k else "#777777", label=s.label))
     for k, machine in enumerate(machines.values()):
         color = _MACHINE_COLORS[k % len(_MACHINE_COLORS)]
         who = f"{for_mpl(machine.name)} " if len(machines) > 1 else ""
@@ -571,7 +657,10 @@ def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
         if machine.dram.calibration_by_mix:
             handles.append(Line2D([], [], color=color, lw=0.9, alpha=0.3,
                                   label=f"{who}other access mixes"))
-    handles.extend(floors)  # drawn as on the chart: a span with caps
+    handles.extend(floors)  # drawn as on the chart: a shaded band
+    if lost:
+        handles.append(Line2D([], [], ls="none", label="most time lost (measured - SOL):"))
+        handles.extend(Line2D([], [], ls="none", label=line) for line in lost)
     legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                        fontsize=8, frameon=False, borderaxespad=0)
     legend.set_gid("legend")

@@ -9,6 +9,11 @@ price (bytes, FLOPs, memory and per-unit compute time, SOL) in words and numbers
 findings, and the verdict JSON. A ledger shared by many rows is written once, in a
 `<template>`, and copied into a row's details when they open: ten thousand rows of one op
 cost one ledger, not ten thousand.
+
+Layout: the page never scrolls sideways at 1280 px. Reasons (the most useful column) wrap, and
+each row's details open full width in a row of their own below it. The table holds the worst
+`DEFAULT_ROWS` rows (a million-row file reports in seconds); the summary, the verdict filter and
+the chart count every row.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import paths
 from ..analysis import Analysis
 from ..errors import InputError
 from ..ledger import Ledger, Role
-from ..lint import Finding, lint_rows
+from ..lint import Finding, check_stale_profiles, lint_rows
 from ..machine import Machine
+from ..mismatch import mismatch_summary
 from ..reason_text import bound_label, efficiency_band_text, floor_line
 from ..recordio import atomic_writer
 from ..text import encodable
@@ -36,7 +44,8 @@ from .row_ledgers import LedgerFinder, NoLedger, Reference, RowLedger
 from .table import NO_EFFICIENCY, worst_first
 
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1d2125}
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1d2125;
+max-width:100%;overflow-wrap:anywhere} *{box-sizing:border-box}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
 .muted{color:#66707a} .chart svg{width:100%;max-width:1300px;height:auto}
 table{border-collapse:collapse;width:100%;font-size:13px}
@@ -45,9 +54,13 @@ th{background:#f4f6f8;position:sticky;top:0} th.sortable{cursor:pointer;user-sel
 th.sortable:after{content:" \\2195";color:#aab} th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-#verdicts>tbody>tr>td:nth-child(11){min-width:340px}
-#verdicts>tbody>tr>td:nth-child(3){min-width:220px;max-width:320px;overflow-wrap:anywhere}
-details pre{max-width:520px} details{max-width:560px}
+#verdicts{table-layout:auto} #verdicts td{overflow-wrap:anywhere}
+#verdicts>tbody>tr.row>td:nth-child(11){min-width:16em;width:40%}
+#verdicts>tbody>tr.row>td:nth-child(3){max-width:16em}
+#verdicts>tbody>tr.details-row>td{padding:0 8px 6px 32px;border-bottom:2px solid #e3e6e9}
+#verdicts>tbody>tr.row>td{border-bottom:none}
+details pre{max-width:100%;overflow-x:auto} .row-ledger,.price{max-width:100%;overflow-x:auto}
+table.profile td:last-child{min-width:14em}
 table.ledger{width:auto;font-size:12px;margin:4px 0} table.ledger th{position:static;
 background:none;font-weight:600;white-space:nowrap} table.ledger td{white-space:nowrap}
 tr.binding td{font-weight:600}
@@ -71,16 +84,14 @@ _JS = """
   var table=document.getElementById('verdicts'), body=table.tBodies[0];
   var filter=document.getElementById('filter'), pick=document.getElementById('verdict-filter');
   var shown=document.getElementById('shown');
-  function visible(r){  // the row's own cells, not its details
-    var t='';
-    for(var i=0;i<r.cells.length-1;i++)t+=r.cells[i].textContent+' ';
-    return t.toLowerCase();
-  }
-  function apply(){
+  function rows(){return Array.prototype.filter.call(body.rows,function(r){
+    return r.classList.contains('row');});}
+  function apply(){  // a row and its details row show and hide together
     var text=filter.value.toLowerCase(), want=pick.value, n=0;
-    Array.prototype.forEach.call(body.rows,function(r){
-      var ok=(!want||r.dataset.verdict===want)&&(!text||visible(r).indexOf(text)>=0);
-      r.style.display=ok?'':'none'; if(ok)n++;});
+    rows().forEach(function(r){
+      var ok=(!want||r.dataset.verdict===want)&&
+             (!text||r.textContent.toLowerCase().indexOf(text)>=0);
+      r.style.display=ok?'':'none'; r.nextElementSibling.style.display=ok?'':'none'; if(ok)n++;});
     shown.textContent=n;
   }
   filter.addEventListener('input',apply); pick.addEventListener('change',apply);
@@ -90,14 +101,15 @@ _JS = """
       var asc=!th.classList.contains('asc');
       Array.prototype.forEach.call(table.tHead.rows[0].cells,function(c){c.classList.remove('asc','desc');});
       th.classList.add(asc?'asc':'desc');
-      var rows=Array.prototype.slice.call(body.rows);
-      rows.sort(function(a,b){
+      var sorted=rows();
+      sorted.sort(function(a,b){
         var x=a.cells[col].dataset.sort, y=b.cells[col].dataset.sort;
         var fx=parseFloat(x), fy=parseFloat(y), c;
         if(x===''&&y==='')c=0; else if(x==='')return 1; else if(y==='')return -1;
         else if(!isNaN(fx)&&!isNaN(fy))c=fx-fy; else c=x<y?-1:(x>y?1:0);
         return asc?c:-c;});
-      rows.forEach(function(r){body.appendChild(r);});
+      sorted.forEach(function(r){var d=r.nextElementSibling; body.appendChild(r);
+        body.appendChild(d);});
     });
   });
   // a row's ledger lives once in a <template>; copy it in when its details first open
@@ -111,9 +123,10 @@ _JS = """
 })();
 """
 
-# table order; every column but reasons and details sorts
+# table order; every column but reasons sorts. Each row's details sit in a row of their own.
 _HEADERS = ("#", "op", "workload", "machine", "verdict", "efficiency", "time", "SOL", "bound",
-            "AI (FLOP/B)", "reasons", "details")
+            "AI (FLOP/B)", "reasons")
+DEFAULT_ROWS = 2000  # rows in the table, worst first; the summary counts every row
 
 
 REPORT_SUFFIXES = (".html", ".htm")
@@ -127,22 +140,30 @@ def check_report_path(path: str | Path) -> None:
 
 
 def report_html(analysis: Analysis, title: str = "roofwise report", source: str = "",
-                references: Sequence[Reference] = ()) -> str:
-    """The whole report as one HTML string; `references` are ledgers matched to rows by op."""
+                references: Sequence[Reference] = (), rows: int = DEFAULT_ROWS) -> str:
+    """The whole report as one HTML string; `references` are ledgers matched to rows by op.
+    The table holds the `rows` worst rows (0: all); counts and the chart cover every row."""
     fig = roofline_figure([(Path(source).stem or "records", analysis)])
-    findings = lint_rows(analysis, [r.ledger for r in references], path=source)
+    order = worst_first(analysis)
+    shown = order if rows <= 0 else order[:rows]
+    # lint reads only the rows the table holds: a million rows cost their counts, not their
+    # sentences (the lint section says so when rows were left out)
+    findings = lint_rows(analysis.take(shown), [r.ledger for r in references], path=source)
     templates: dict[int, tuple[str, Ledger]] = {}
-    counts = ", ".join(f"{n} {name}" for name, n in analysis.counts().items() if n)
+    counts = ", ".join(f"{n:,} {name}" for name, n in analysis.counts().items() if n)
+    mismatch = mismatch_summary(analysis)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        f'<p class="muted">{_e(source)} — {len(analysis)} records: {_e(counts)}</p>',
+        f'<p class="muted" id="summary">{_e(source)} — {len(analysis):,} records: '
+        f"{_e(counts)}</p>",
+        f'<p class="warning" id="mismatch">{_e(mismatch)}</p>' if mismatch else "",
         '<h2>Roofline</h2><div class="chart" id="chart">', figure_svg(fig), "</div>",
-        _table(analysis, LedgerFinder(references), findings, templates),
+        _table(analysis, shown, LedgerFinder(references), findings, templates),
         *(f'<template id="{key}">{_ledger_view(ledger)}</template>'
           for key, ledger in templates.values()),
-        _lint([f for row in findings for f in row]),
+        _lint([*(f for row in findings for f in row), *check_stale_profiles(analysis)]),
         _profiles(analysis.machines.values()),
         f"<script>{_JS}</script></body></html>",
     ]
@@ -150,9 +171,11 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
 
 
 def write_report(analysis: Analysis, path: str | Path, title: str = "roofwise report",
-                 source: str = "", references: Sequence[Reference] = ()) -> None:
+                 source: str = "", references: Sequence[Reference] = (),
+                 rows: int = DEFAULT_ROWS) -> None:
+    """Write `report_html` atomically to `path` (.html or .htm)."""
     check_report_path(path)
-    text = report_html(analysis, title, source, references)
+    text = report_html(analysis, title, source, references, rows)
     with atomic_writer(path, "w") as handle:
         handle.write(encodable(text))  # a lone surrogate in a name (a JSON escape) as \udc80
 
@@ -161,22 +184,26 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _table(analysis: Analysis, finder: LedgerFinder, findings: Sequence[Sequence[Finding]],
+def _table(analysis: Analysis, shown: np.ndarray, finder: LedgerFinder,
+           findings: Sequence[Sequence[Finding]],
            templates: dict[int, tuple[str, Ledger]]) -> str:
+    """The verdict table over the `shown` rows (worst first); `findings` are theirs, in order."""
     out = ['<h2>Verdicts</h2><div class="controls">',
            '<input type="search" id="filter" placeholder="filter rows (any text)">',
            '<select id="verdict-filter"><option value="">all verdicts</option>']
     out += [f'<option value="{_e(name)}">{_e(name)} ({n})</option>'
             for name, n in analysis.counts().items() if n]
-    out += ['</select><span class="muted"><span id="shown"></span> rows shown; click a header '
-            "to sort</span></div>", '<table id="verdicts"><thead><tr>']
-    out += [f'<th class="{"" if h in ("details", "reasons") else "sortable"}">{_e(h)}</th>'
+    held = (f"the worst {len(shown):,} of {len(analysis):,} rows are in the table (--rows "
+            "sets how many); " if len(shown) < len(analysis) else "")
+    out += [f'</select><span class="muted">{_e(held)}<span id="shown"></span> rows shown; '
+            "click a header to sort</span></div>", '<table id="verdicts"><thead><tr>']
+    out += [f'<th class="{"" if h == "reasons" else "sortable"}">{_e(h)}</th>'
             for h in _HEADERS]
     out.append("</tr></thead><tbody>")
-    for rank, i in enumerate(worst_first(analysis)):
+    for rank, i in enumerate(shown):
         row = analysis.row(int(i))
         out.append(_row(analysis, int(i), rank, row,
-                        _row_ledger(finder.find(row), findings[int(i)], templates)))
+                        _row_ledger(finder.find(row), findings[rank], templates)))
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -184,9 +211,7 @@ def _table(analysis: Analysis, finder: LedgerFinder, findings: Sequence[Sequence
 def _row(analysis: Analysis, i: int, rank: int, row: Mapping[str, Any], ledger: str) -> str:
     verdict = row["verdict"]
     efficiency = _shown_efficiency(analysis, i, row)
-    workload = row.get("workload")
-    workload_text = "" if workload is None else (
-        workload if isinstance(workload, str) else json.dumps(workload, separators=(",", ":")))
+    workload_text = fmt.workload(row.get("workload"))
     ai = row["intensity_flops_per_byte"]
     cells = [
         (str(rank), str(rank + 1), "num"),
@@ -205,10 +230,11 @@ def _row(analysis: Analysis, i: int, rank: int, row: Mapping[str, Any], ledger: 
     reasons = "".join(f"<li>{_e(r)}</li>" for r in row["reasons"])
     tds.append(f'<td data-sort=""><ul class="reasons">{reasons}</ul></td>')
     details = json.dumps(row, indent=2, default=str)
-    tds.append(f'<td data-sort=""><details><summary>ledger and price</summary>{ledger}'
-               f"<h4>price</h4>{_ledger(analysis, i, row, efficiency)}"
-               f"<pre>{_e(details)}</pre></details></td>")
-    return f'<tr data-verdict="{_e(verdict)}">{"".join(tds)}</tr>'
+    below = (f'<tr class="details-row"><td colspan="{len(_HEADERS)}"><details>'
+             f"<summary>ledger and price</summary>{ledger}"
+             f'<h4>price</h4><div class="price">{_ledger(analysis, i, row, efficiency)}</div>'
+             f"<pre>{_e(details)}</pre></details></td></tr>")
+    return f'<tr class="row" data-verdict="{_e(verdict)}">{"".join(tds)}</tr>{below}'
 
 
 def _shown_efficiency(analysis: Analysis, i: int, row: Mapping[str, Any]) -> float | None:
@@ -420,13 +446,23 @@ def _balance(machine: Machine, key: str, regime: str | None) -> float | None:
     return machine.balance_flops_per_byte(key, regime)
 
 
+def _where(machine: Machine) -> str:
+    """Where the profile came from, never as a local absolute path: a built-in by name, a
+    file by its name (a path on one machine means nothing on another, and exposes it)."""
+    if not machine.path:
+        return "built in to the code"
+    path = Path(machine.path)
+    if path.parent.name == "machines" and path.parent.parent.name == "roofwise":
+        return f"built-in profile {machine.name}"
+    return f"loaded from {path.name}"
+
+
 def _profiles(machines: Iterable[Machine]) -> str:
     out = ["<h2>Machine profiles and their sources</h2>"]
     common = ("theoretical", "calibration", "effective")
     for m in machines:
         out.append(f"<h3>{_e(m.display_name)} ({_e(m.name)})</h3>"
-                   f'<p class="muted">source: {_e(m.source or "—")}'
-                   f'{" — loaded from " + _e(m.path) if m.path else ""}</p>')
+                   f'<p class="muted">source: {_e(m.source or "—")} — {_e(_where(m))}</p>')
         memory = (row for level in m.memory.values() for row in _ceiling_rows(
             level.name, level.theoretical_bytes_per_s, level.calibration_by_mix,
             level.envelope_mix, "B/s", 2, level.source))
@@ -434,7 +470,8 @@ def _profiles(machines: Iterable[Machine]) -> str:
                                'class="profile"'))
         units = (row for unit in m.units.values() for row in _ceiling_rows(
             unit.key, unit.theoretical_ops_per_s, unit.calibration_by_regime,
-            unit.envelope_regime, "op/s", 1, unit.source, partial(_balance, m, unit.key)))
+            unit.envelope_regime, fmt.op_name(unit.key) + "/s", 1, unit.source,
+            partial(_balance, m, unit.key)))
         out.append(_html_table(("unit", "regime", *common, "balance", "source"), units,
                                'class="profile"'))
         lines = (floor_line(t, f.per_call_s, f.per_kernel_s, f.assumed, f.source)

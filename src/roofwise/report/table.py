@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 
 import numpy as np
 from rich.console import Console
@@ -48,7 +49,8 @@ LEGEND = ("eff. = SOL / time; SOL = the speed-of-light time on the profile; AI i
           "under each row its workload and why")
 
 
-def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50) -> None:
+def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50,
+                    counts: Mapping[str, int] | None = None) -> None:
     """Print the verdicts, worst first, designed for 80 columns: one line of numbers per row
     (never cut; the least useful columns drop on narrow consoles), then the row's workload
     (key=value, with its input line where two rows would read alike) and every reason,
@@ -61,7 +63,10 @@ def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50
     rows = [_cells(analysis, int(i)) for i in shown]
     labels = _workload_labels(analysis, shown)
     keep, sizes = fit_widths(columns, [[r[c.header] for c in columns] for r in rows], width)
-    console.print(escape(_title(analysis)), style="bold")
+    console.print(escape(_title(analysis, counts)), style="bold")
+    if counts is not None and sum(counts.values()) > len(analysis):
+        console.print(f"(read in batches: every record counted, the worst {len(shown):,} "
+                      "shown)", style="dim")
     summary = mismatch_summary(analysis)
     if summary:
         console.print(escape(summary), style="yellow")
@@ -143,9 +148,11 @@ def _cells(analysis: Analysis, i: int) -> dict[str, str]:
     }
 
 
-def _title(analysis: Analysis) -> str:
-    counts = ", ".join(f"{n} {name}" for name, n in analysis.counts().items() if n)
-    return f"{len(analysis)} records: {counts}"
+def _title(analysis: Analysis, counts: Mapping[str, int] | None = None) -> str:
+    """`N records: n verdict, ...`; `counts` are every row's when the table holds a part."""
+    found = analysis.counts() if counts is None else counts
+    listed = ", ".join(f"{n} {name}" for name, n in found.items() if n)
+    return f"{sum(found.values())} records: {listed}"
 
 
 def _workload(analysis: Analysis, i: int) -> object:

@@ -72,6 +72,7 @@ class Group:
     verdicts: Mapping[str, int]
     priced_by: str
     reason: str  # why unpriced, or the ledger's caveat
+    unpriced: int = 0  # calls with no ledger (counted among the blanks)
 
     @property
     def time_lost_s(self) -> float | None:
@@ -87,6 +88,7 @@ class Group:
                 "time_s": self.time_s, "sol_time_s": self.sol_time_s,
                 "time_lost_s": self.time_lost_s, "efficiency": self.efficiency,
                 "share_of_gpu_time": self.share, "verdicts": dict(self.verdicts),
+                "unpriced": self.unpriced,
                 "priced_by": self.priced_by or None, "reason": self.reason or None}
 
 
@@ -123,8 +125,9 @@ def groups(result: TraceAnalysis) -> list[Group]:
         rows = [int(result.record_of_op[i]) for i in index if result.record_of_op[i] >= 0]
         sols = [float(sol[r]) for r in rows if np.isfinite(sol[r])]
         verdicts = Counter(verdict_names[r] for r in rows)
-        if len(rows) < len(index):
-            verdicts["unpriced"] += len(index) - len(rows)
+        unpriced = len(index) - len(rows)
+        if unpriced:  # no ledger: blank, as any row that cannot be priced, with its reason
+            verdicts["blank"] += unpriced
         first = result.ops[index[0]]
         total = float(sum(times))
         reason = first.price.reason
@@ -133,7 +136,7 @@ def groups(result: TraceAnalysis) -> list[Group]:
         found.append(Group(name, shapes, len(index), total,
                            float(sum(sols)) if sols and len(sols) == len(index) else None,
                            total / gpu_time if gpu_time > 0 else 0.0, dict(verdicts),
-                           first.price.source, reason))
+                           first.price.source, reason, unpriced))
     return sorted(found, key=lambda g: (g.time_lost_s is None,
                                         -(g.time_lost_s if g.time_lost_s is not None
                                           else g.time_s)))

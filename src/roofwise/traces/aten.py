@@ -2,7 +2,8 @@
 
 In order of preference:
 1. the operator library, for the ops it knows (mm, addmm, bmm, baddbmm, linear, matmul,
-   `_scaled_mm`, scaled-dot-product attention, layer and RMS norm, softmax): the same counts
+   `_scaled_mm`, scaled-dot-product attention, convolution, layer norm and its backward,
+   RMS norm, softmax, MSE loss and its backward, a 1-D index_select): the same counts
    `roofwise price` uses;
 2. elementwise ops and reductions by class (`ops/classes.py`), torch-free: inputs read once,
    the (broadcast) output written once, work per element;
@@ -37,8 +38,9 @@ from ..ops.classes import (
     UNARY_OPS,
     VIEW_OPS,
 )
+from ..ops.conv import conv
 from ..ops.gemm import batched_gemm
-from ..ops.norms import layernorm, rmsnorm, softmax
+from ..ops.norms import layernorm, layernorm_backward, rmsnorm, softmax
 
 # The profiler's `Input type` strings -> roofwise dtypes (anything else is not a tensor).
 TRACE_DTYPES = {
@@ -57,8 +59,45 @@ _ATTENTION_CAUSAL_ARG = {
     "_scaled_dot_product_flash_attention_for_cpu": 4,
 }
 _LAYER_NORMS = frozenset(("layer_norm", "native_layer_norm"))
+# Ops whose bytes depend on values a trace never records: said, not guessed (nor replayed).
+_UNPRICEABLE = {
+    "repeat_interleave": "its output size depends on the repeat counts' values, which a trace "
+                         "does not record",
+    "_index_put_impl_": "its indices come as a list of tensors, for which the profiler records "
+                        "no shapes or dtypes",
+    "index_put_": "its indices come as a list of tensors, for which the profiler records no "
+                  "shapes or dtypes",
+    "nonzero": "its output size depends on the input's values, which a trace does not record",
+}
+_MSE_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # at::Reduction
 _RMS_NORMS = frozenset(("rms_norm", "_fused_rms_norm"))
 _SOFTMAXES = frozenset(("softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax"))
+
+
+@dataclass(frozen=True)
+class _ConvArgs:
+    """Where a convolution op keeps its arguments (None: the op has no such argument)."""
+
+    bias: int | None
+    stride: int
+    padding: int
+    dilation: int
+    groups: int
+    transposed: int | None = None
+    allow_tf32: int | None = None
+
+
+# aten's signatures: convolution(input, weight, bias, stride, padding, dilation, transposed,
+# output_padding, groups); _convolution adds benchmark, deterministic, cudnn_enabled,
+# allow_tf32; convNd(input, weight, bias, stride, padding, dilation, groups);
+# cudnn_convolution(self, weight, padding, stride, dilation, groups, benchmark, deterministic,
+# allow_tf32) (its bias is a separate add op).
+_CONV_ARGS = {
+    "convolution": _ConvArgs(2, 3, 4, 5, 8, 6),
+    "_convolution": _ConvArgs(2, 3, 4, 5, 8, 6, 12),
+    **{f"conv{n}d": _ConvArgs(2, 3, 4, 5, 6) for n in (1, 2, 3)},
+    "cudnn_convolution": _ConvArgs(None, 3, 2, 4, 5, None, 8),
+}
 
 
 @dataclass(frozen=True)
@@ -145,8 +184,13 @@ def price_call(call: Call, allow_tf32: bool = False, replay: bool = True) -> OpP
 @lru_cache(maxsize=65536)
 def _price(call: Call, allow_tf32: bool, replay: bool) -> OpPrice:
     if not call.tensor_positions():
+        if "TensorList" in call.types:
+            return unpriced("its tensors come as a TensorList, for which the profiler records "
+                            "no shapes or dtypes")
         return unpriced("no input shapes recorded (profile with record_shapes=True)"
                         if not call.types else "no tensor inputs with known dtypes recorded")
+    if call.base in _UNPRICEABLE:
+        return unpriced(_UNPRICEABLE[call.base])
     try:
         found = _library(call, allow_tf32) or _by_class(call)
     except InputError as exc:
@@ -211,6 +255,14 @@ def _library(call: Call, allow_tf32: bool) -> OpPrice | None:
         return OpPrice(replace(ledger, name="_scaled_mm"), "library")
     if base in _ATTENTION_CAUSAL_ARG and t[:3] == [0, 1, 2]:
         return _attention(call)
+    if base in _CONV_ARGS and t[:2] == [0, 1]:
+        return _convolution(call, _CONV_ARGS[base], allow_tf32)
+    if base == "native_layer_norm_backward" and t[:2] == [0, 1] and {3, 4} <= set(t):
+        return _layernorm_backward(call)
+    if base in ("mse_loss", "mse_loss_backward"):
+        return _mse_loss(call)
+    if base == "index_select" and t[:1] == [0] and 2 in t:
+        return _index_select(call)
     if base in _LAYER_NORMS and t[:1] == [0] and shape(0):
         x = shape(0)
         ledger = layernorm(rows=max(1, math.prod(x[:-1])), hidden=x[-1], dtype=dtype(0),
@@ -227,6 +279,130 @@ def _library(call: Call, allow_tf32: bool) -> OpPrice | None:
         return OpPrice(replace(softmax(rows=max(1, math.prod(x) // cols), cols=cols,
                                        dtype=dtype(0)), name=base), "library")
     return None
+
+
+def _convolution(call: Call, where: _ConvArgs, allow_tf32: bool) -> OpPrice:
+    """A forward convolution from x (batch, c_in, *spatial) and weight (c_out, c_in/groups,
+    *kernel); groups from the shapes, stride/padding/dilation from Concrete Inputs where the
+    profiler kept them, else PyTorch's defaults (stride 1, padding 0, dilation 1), said."""
+    x, w = call.shape(0), call.shape(1)
+    dims = len(x) - 2
+    if dims not in (1, 2, 3) or len(w) != len(x) or w[1] == 0 or x[1] % w[1]:
+        return unpriced(f"convolution shapes {list(x)} and {list(w)} are not "
+                        "(batch, c_in, *spatial) and (c_out, c_in/groups, *kernel)")
+    if where.transposed is not None and call.value(where.transposed) is True:
+        return unpriced("transposed convolution: the operator library has no ledger for it")
+    kernel = tuple(w[2:])
+    defaults = {"stride": (1,), "padding": (0,), "dilation": (1,)}
+    settings: dict[str, tuple[int, ...]] = {}
+    guessed = []
+    for name in defaults:
+        value = call.value(getattr(where, name))
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if name == "padding" and value == "valid":
+            value = [0]
+        if name == "padding" and value == "same":
+            dilation = call.value(where.dilation)
+            dilation = dilation if isinstance(dilation, (list, int)) else 1
+            d = [dilation] if isinstance(dilation, int) else list(dilation)
+            d = d * dims if len(d) == 1 else d
+            if len(d) != dims or not all(isinstance(di, int) for di in d):
+                return unpriced(f"padding='same' with dilation {dilation!r}: not one size "
+                                f"per spatial dim")
+            totals = [di * (k - 1) for di, k in zip(d, kernel, strict=True)]
+            if any(total % 2 for total in totals):
+                return unpriced("padding='same' with an odd total padding (asymmetric): "
+                                "the operator library pads symmetrically")
+            value = [total // 2 for total in totals]
+        if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+            settings[name] = tuple(value)
+        else:
+            settings[name] = defaults[name]
+            guessed.append(name)
+    groups = x[1] // w[1]
+    recorded_groups = call.value(where.groups)
+    if isinstance(recorded_groups, int) and recorded_groups != groups:
+        return unpriced(f"groups={recorded_groups} disagrees with the shapes (c_in {x[1]}, "
+                        f"weight c_in/groups {w[1]})")
+    has_bias = where.bias is not None and call.is_tensor(where.bias)
+    tf32 = call.value(where.allow_tf32) if where.allow_tf32 is not None else None
+    ledger = conv(batch=x[0], c_in=x[1], c_out=w[0], spatial=tuple(x[2:]), kernel=kernel,
+                  groups=groups, bias=has_bias, dtype=call.dtype(0),
+                  allow_tf32=tf32 if isinstance(tf32, bool) else allow_tf32,
+                  stride=settings["stride"], padding=settings["padding"],
+                  dilation=settings["dilation"])
+    note = (f"{', '.join(guessed)} not recorded: counted as PyTorch's default"
+            f"{'s' if len(guessed) > 1 else ''} (stride 1, padding 0, dilation 1); the count "
+            "may be off either way" if guessed else "")
+    return OpPrice(replace(ledger, name=call.base), "library", note)
+
+
+def _layernorm_backward(call: Call) -> OpPrice | None:
+    """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+    output_mask): rows from the saved mean's size, the normalized width from the input's."""
+    x, rows = call.shape(1), math.prod(call.shape(3))
+    if not x or rows == 0 or math.prod(x) % rows or call.shape(0) != x:
+        return None
+    mask = call.value(7)
+    wants = mask if isinstance(mask, list) and len(mask) == 3 else [True, True, True]
+    ledger = layernorm_backward(rows=rows, hidden=math.prod(x) // rows, dtype=call.dtype(1),
+                                weight=call.is_tensor(5) and bool(wants[1]),
+                                bias=call.is_tensor(6) and bool(wants[2]),
+                                stats_dtype=call.dtype(3))
+    note = "" if wants is mask else ("output_mask not recorded: grad_weight and grad_bias "
+                                     "counted as written wherever weight and bias are given")
+    return OpPrice(replace(ledger, name=call.base), "library", note)
+
+
+def _mse_loss(call: Call) -> OpPrice | None:
+    """mse_loss(self, target, reduction): per element a subtract and a square-accumulate (FMA)
+    (a subtract and a square with reduction none); mse_loss_backward(grad, self, target,
+    reduction): grad_input = scale * (self - target) * grad, 3 per element."""
+    backward = call.base == "mse_loss_backward"
+    first = 1 if backward else 0
+    if [i for i in call.tensor_positions() if i <= first + 1][-2:] != [first, first + 1]:
+        return None
+    x, target = call.shape(first), call.shape(first + 1)
+    if x != target:
+        return None  # broadcasting losses are left to the tracer
+    reduction = _MSE_REDUCTIONS.get(call.value(first + 2), "")
+    note = "" if reduction else "reduction not recorded: counted as mean, PyTorch's default"
+    reduction = reduction or "mean"
+    dtype = call.dtype(first)
+    tensors = [Tensor("self", x, dtype, Role.INPUT), Tensor("target", x, dtype, Role.INPUT)]
+    if backward:
+        grad = call.shape(0) if call.is_tensor(0) else ()
+        tensors += [Tensor("grad_out", grad, call.dtype(0) if call.is_tensor(0) else dtype,
+                           Role.INPUT), Tensor("grad_input", x, dtype, Role.OUTPUT)]
+        per_elem, what = 3, "subtract, times scale*grad; 3/elem"
+    else:
+        tensors.append(Tensor("out", x if reduction == "none" else (), dtype, Role.OUTPUT))
+        per_elem = 2 if reduction == "none" else 3
+        what = ("subtract, square; 2/elem" if reduction == "none"
+                else "subtract, square-accumulate (FMA); 3/elem")
+    work = (Work(c.CUDA, "arithmetic", per_elem * math.prod(x), what),)
+    return OpPrice(Ledger(call.base, c.CUDA, tuple(tensors), work), "library", note)
+
+
+def _index_select(call: Call) -> OpPrice | None:
+    """index_select(self, dim, index): reads the index and the selected slices of self (never
+    more than all of self), writes them. The dim comes from Concrete Inputs, or is 0 for a 1-D
+    self; otherwise the op goes to the tracer."""
+    x, index = call.shape(0), call.shape(2)
+    dim = call.value(1)
+    if len(x) == 1 and dim is None:
+        dim = 0
+    if not isinstance(dim, int) or not -len(x) <= dim < len(x) or len(index) > 1:
+        return None
+    dim %= len(x)
+    out = (*x[:dim], math.prod(index), *x[dim + 1:])
+    gathered = min(math.prod(x), math.prod(out))
+    tensors = (Tensor("index", index, call.dtype(2), Role.INPUT),
+               Tensor("self_selected", (gathered,), call.dtype(0), Role.INPUT),
+               Tensor("out", out, call.dtype(0), Role.OUTPUT))
+    return OpPrice(Ledger("index_select", c.CUDA, tensors, ()), "library",
+                   "self counted as read once per selected element, at most all of self")
 
 
 def _matmul(a: tuple[int, ...], b: tuple[int, ...], dtype: str,
@@ -278,7 +454,9 @@ def _by_class(call: Call) -> OpPrice | None:
     try:
         out_shape = tuple(int(x) for x in np.broadcast_shapes(*(call.shape(i) for i in inputs)))
     except ValueError:
-        return None  # a shape the tracer must see
+        shapes = ", ".join(str(list(call.shape(i))) for i in t)
+        return unpriced(f"its {len(t)} tensor arguments ({shapes}) do not broadcast as one "
+                        f"{base} call; the record does not say how they pair")
     tensors = [Tensor(f"in{j}", call.shape(i), call.dtype(i),
                       Role.INOUT if in_place and j == 0 else Role.INPUT)
                for j, i in enumerate(inputs)]

@@ -1,0 +1,110 @@
+"""Trace ops priced from their recorded arguments: convolution, layer-norm backward, MSE loss,
+index_select; and the ops a trace cannot price say exactly why. Counts by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofwise.traces.aten import make_call, price_call
+
+BF16 = "c10::BFloat16"
+
+
+def test_cudnn_convolution_with_recorded_stride_and_padding() -> None:
+    # cudnn_convolution(self, weight, padding, stride, dilation, groups, benchmark,
+    # deterministic, allow_tf32): x (8, 3, 224, 224), w (64, 3, 7, 7), padding 3, stride 2
+    call = make_call("aten::cudnn_convolution",
+                     [[8, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []],
+                     [BF16, BF16, "ScalarList", "ScalarList", "ScalarList", "Scalar",
+                      "Scalar", "Scalar", "Scalar"],
+                     ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    price = price_call(call)
+    ledger = price.ledger
+    assert ledger is not None and price.source == "library" and price.reason == ""
+    # out (224 + 6 - 6 - 1)//2 + 1 = 112; FLOPs 2 * 8*64*112*112 * 3*49
+    assert ledger.flops == 2 * 8 * 64 * 112 * 112 * 3 * 49
+    assert ledger.read_bytes == (np.empty((8, 3, 224, 224), np.float16).nbytes
+                                 + np.empty((64, 3, 7, 7), np.float16).nbytes)
+    assert ledger.write_bytes == np.empty((8, 64, 112, 112), np.float16).nbytes
+
+
+def test_conv2d_without_concrete_inputs_uses_defaults_and_says_so() -> None:
+    # depthwise: x (2, 32, 10, 10), w (32, 1, 3, 3) -> groups 32 from the shapes; bias given.
+    # Defaults stride 1, padding 0: out 8x8
+    call = make_call("aten::conv2d", [[2, 32, 10, 10], [32, 1, 3, 3], [32], [], [], [], []],
+                     ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList",
+                      "Scalar"])
+    price = price_call(call)
+    assert price.ledger is not None
+    assert "stride, padding, dilation not recorded" in price.reason
+    outputs = 2 * 32 * 8 * 8
+    # fp32 without TF32: contraction on the CUDA cores, 2*outputs*(1*9), plus bias adds
+    assert price.ledger.ops_by_unit == {"cuda_core.fp32": 2 * outputs * 9 + outputs}
+    assert price.ledger.write_bytes == outputs * 4
+    assert price.ledger.read_bytes == (2 * 32 * 100 + 32 * 9 + 32) * 4
+
+
+def test_transposed_convolution_is_blank_with_the_reason() -> None:
+    call = make_call("aten::convolution",
+                     [[1, 4, 8, 8], [4, 4, 3, 3], [], [], [], [], [], [], []],
+                     ["float", "float", "", "ScalarList", "ScalarList", "ScalarList",
+                      "Scalar", "ScalarList", "Scalar"],
+                     ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "True", "[0, 0]", "1"])
+    price = price_call(call, replay=False)
+    assert price.ledger is None and "transposed" in price.reason
+
+
+def test_layer_norm_backward_from_the_shipped_trace_shapes() -> None:
+    # as recorded in hta_sampled_rank1: grad (2048, 160), input (2048, 160), mean and rstd
+    # (2048, 1), weight and bias (160,), output_mask not recorded
+    call = make_call("aten::native_layer_norm_backward",
+                     [[2048, 160], [2048, 160], [], [2048, 1], [2048, 1], [160], [160], []],
+                     ["float", "float", "", "float", "float", "float", "float", ""])
+    price = price_call(call, replay=False)
+    ledger = price.ledger
+    assert ledger is not None and "output_mask not recorded" in price.reason
+    rows, hidden = 2048, 160
+    x = np.empty((rows, hidden), np.float32)
+    stats = np.empty((rows,), np.float32)
+    vec = np.empty((hidden,), np.float32)
+    # read grad, x, mean, rstd, weight (the bias is never read); write dx, dw, db
+    assert ledger.read_bytes == 2 * x.nbytes + 2 * stats.nbytes + vec.nbytes
+    assert ledger.write_bytes == x.nbytes + 2 * vec.nbytes
+    # 13/elem with weight and bias (see ops/norms.py) + 2/row
+    assert ledger.flops == 13 * rows * hidden + 2 * rows
+
+
+def test_mse_loss_and_backward_from_the_mi250_trace_shapes() -> None:
+    fwd = price_call(make_call("aten::mse_loss", [[5, 128], [5, 128], []],
+                               ["float", "float", "Scalar"], ["", "", "1"]), replay=False)
+    assert fwd.ledger is not None and fwd.reason == ""
+    assert (fwd.ledger.read_bytes, fwd.ledger.write_bytes) == (2 * 640 * 4, 4)  # mean: 1 out
+    assert fwd.ledger.flops == 3 * 640
+    bwd = price_call(make_call("aten::mse_loss_backward", [[], [5, 128], [5, 128], [], [5, 128]],
+                               ["float", "float", "float", "Scalar", "float"],
+                               ["", "", "", "1", ""]), replay=False)
+    assert bwd.ledger is not None
+    # read grad (a 0-d scalar, 4 bytes), self, target; write grad_input
+    assert (bwd.ledger.read_bytes, bwd.ledger.write_bytes) == (4 + 2 * 640 * 4, 640 * 4)
+    assert bwd.ledger.flops == 3 * 640
+
+
+def test_index_select_1d_reads_at_most_the_source() -> None:
+    # recorded: self (2048,) int64, dim not kept, index (6744,) int64 -> out (6744,)
+    price = price_call(make_call("aten::index_select", [[2048], [], [6744]],
+                                 ["long", "Scalar", "long"]), replay=False)
+    assert price.ledger is not None
+    assert price.ledger.read_bytes == 6744 * 8 + 2048 * 8  # index + all of self, once
+    assert price.ledger.write_bytes == 6744 * 8
+
+
+@pytest.mark.parametrize("name, dims, types, words", [
+    ("aten::cat", [[], []], ["TensorList", "Scalar"], "TensorList"),
+    ("aten::repeat_interleave", [[2048], []], ["long", "Scalar"], "repeat counts"),
+    ("aten::pow", [[512, 2842], [512], [2048, 1421], [2048, 1421], []],
+     ["float"] * 4 + ["Scalar"], "do not broadcast"),
+])
+def test_unpriceable_ops_say_exactly_why(name, dims, types, words) -> None:
+    price = price_call(make_call(name, dims, types))
+    assert price.ledger is None and words in price.reason
