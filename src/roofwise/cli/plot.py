@@ -10,7 +10,7 @@ import numpy as np
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..records import read_records
-from ..report.chart import LOST_LABELS, roofline_figure, save_figure
+from ..report.chart import LOST_LABELS, check_chart_path, roofline_figure, save_figure
 from ..verdict import BLANK
 from .common import (
     all_machines,
