@@ -105,7 +105,7 @@ def names(surrogates: bool = False) -> st.SearchStrategy[str]:
     """Op names and such: ordinary, nasty or random text (never empty, never only white
     space). Lone surrogates (a JSON escape such as \\ud800) are left out by default: the
     record reader turns them into an empty name (tests/contract/test_reader_findings.py)."""
-    # NUL is left out too: polars reads a CSV cell holding it as empty (the same file)
+    # NUL is left out too (tests/contract/test_reader_findings.py reads it in a CSV cell)
     chars = (st.characters(blacklist_characters="\x00") if surrogates
              else st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
     return st.one_of(st.sampled_from(("gemm", "rmsnorm", "silu", "attention")),
