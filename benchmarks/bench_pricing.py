@@ -1,8 +1,9 @@
 """Pricing and judging a million records: vectorised roofwise against a plain per-row loop.
 
 Prints both times and their ratio (measured in the same run), and how long reading a million
-records from disk takes in each supported format: the columnar path (pyarrow) and, for
-comparison, the per-row fallback. Run: python benchmarks/bench_pricing.py
+records from disk takes in each supported format: the columnar path (polars, see
+docs/columnar-engine.md) and, for comparison, the per-row reader.
+Run: python benchmarks/bench_pricing.py
 """
 
 from __future__ import annotations
@@ -106,11 +107,7 @@ def main() -> None:
     rows = [{"op": "op", "flops": float(source.flops[i]), "bytes": float(source.bytes[i]),
              "roof": str(source.roof[i]), "time_s": float(source.time_s[i]),
              "device": "NVIDIA H200", "timing": "device"} for i in range(args.read_rows)]
-    try:
-        import pyarrow  # noqa: F401
-        paths = ((True, "columnar (pyarrow)"), (False, "per-row fallback"))
-    except ImportError:
-        paths = ((False, "per-row (no pyarrow)"),)
+    paths = ((True, "columnar (polars)"), (False, "per-row reader"))
     print(f"read {args.read_rows:,} records from disk (parse + validate into columns):")
     with tempfile.TemporaryDirectory() as folder:
         for suffix in ("jsonl", "csv", "parquet"):

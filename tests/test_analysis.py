@@ -55,9 +55,9 @@ def test_latency_row_says_floor_was_assumed(example):
     # overlapped, so the row is read against the kernel floor, 3 us; 4 / 3 = 1.33 floors
     assert row["reasons"][0] == (
         "the 4.000 us measured is 1.33 x the kernel floor 3.000 us (assumed; the time is under "
-        "the events floor, so launches overlapped) and SOL is 3.788 ns: launches, not the "
-        "kernel, set the time, so efficiency is no reading; give each launch more work "
-        "(batch, fuse)")
+        "the events floor, so launches overlapped) and SOL is 3.788 ns: a kernel's fixed "
+        "cost, not its work, sets the time, so efficiency is no reading; give each launch "
+        "more work (batch, fuse)")
     assert row["timing_method"] == "events" and row["floor_s"] == 3e-6
 
 

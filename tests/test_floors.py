@@ -245,3 +245,16 @@ def test_a_split_under_a_profiler_names_the_rest_as_the_kernels_own_time() -> No
         "SOL 10.000 us is under the kernel floor 25.000 us for 12 kernels (3.000 us + 11 x "
         "2.000 us, assumed), yet the 1.000 ms measured is that floor plus 975.000 us more, "
         "1.0% of SOL net of the floor; the rest is the kernels' own time: fuse them")
+
+
+def test_kernel_durations_under_their_floor_are_not_called_overlapped_launches() -> None:
+    # a profiler's duration has no host launch in it: 1.8 us under the assumed 3 us kernel
+    # floor is a kernel cheaper than the assumed floor, not launches that overlapped
+    # (SOL 8192 B / 4502.4 GB/s = 1.819 ns; 1.8 / 3 = 0.60 floors)
+    row = one({"op": "tiny", "flops": 1024, "bytes": 8192, "roof": "cuda_core.fp32",
+               "time_s": 1.8e-6, "timing": "kernel"})
+    assert row["verdict"] == "latency_bound" and row["floor_s"] == 3e-6
+    assert row["reasons"][0] == (
+        "the 1.800 us measured is 0.60 x the kernel floor 3.000 us (assumed) and SOL is "
+        "1.819 ns: a kernel's fixed cost, not its work, sets the time, so efficiency is no "
+        "reading; give each launch more work (batch, fuse)")

@@ -105,3 +105,24 @@ def test_judge_batches_as_a_spark_worker_runs_it(records):
     # batch, and it is the one missing
     rows_seen = np.array(out.column("row").to_pylist())
     assert rows_seen.tolist() == [1, 2, 3, 4, 5, 1, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2]
+
+
+def test_csv_batches_keep_the_first_header(capsys, monkeypatch, tmp_path):
+    """A field first met in a later batch has no column; a field a later batch lacks is an
+    empty cell under its column, never a shifted row."""
+    rows = [{k: v for k, v in r.items() if k != "workload"} for r in ROWS[:6]]
+    rows[0]["note"] = "first"
+    rows[4]["late"] = "only here"
+    path = tmp_path / "r.jsonl"
+    write_records(path, rows)
+    monkeypatch.setattr(analyze_cli, "BATCH_ROWS", 2)
+    code, out, _ = _run(capsys, "analyze", str(path), "-m", "h200", "--csv")
+    assert code == 0
+    import csv
+    import io
+
+    read = list(csv.reader(io.StringIO(out)))
+    header = read[0]
+    assert "note" in header and "late" not in header
+    assert all(len(row) == len(header) for row in read[1:]) and len(read) == 7
+    assert [row[header.index("note")] for row in read[1:]] == ["first", "", "", "", "", ""]

@@ -20,7 +20,7 @@ import polars as pl
 
 from .machine import timing_method
 from .pricing import pipes_near_binding
-from .reasons import Reason
+from .reasons import IMPOSSIBLE_REASONS, Reason
 from .report import fmt
 from .text import encodable
 from .verdict import AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
@@ -232,8 +232,8 @@ def _floor_and_pipes(analysis: Analysis, blank: np.ndarray, no_reading: np.ndarr
 # parts, the units over their rates): those rows are explained one by one
 # (`analysis.explain`); every other row's sentences are built per template over columns.
 _ONE_BY_ONE = (Reason.UNKNOWN_UNIT | Reason.BAD_TIME | Reason.ABOVE_THEORETICAL_RATE
-               | Reason.BELOW_LATENCY_FLOOR | Reason.ANOMALY | Reason.FLOOR_SPLIT
-               | Reason.FLOOR_SHARE | Reason.SECOND_PIPE)
+               | Reason.BELOW_LATENCY_FLOOR | Reason.FLOOR_SPLIT | Reason.FLOOR_SHARE
+               | Reason.SECOND_PIPE)
 
 
 def reasons_column(analysis: Analysis) -> pl.Series:
@@ -307,6 +307,10 @@ def reasons_column(analysis: Analysis) -> pl.Series:
                 "bytes/time {} exceeds {} theoretical {} GB/s: physically impossible, so the "
                 "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
                 pl.lit(f"{theory / 1e9:.0f}")))
+    # an impossible row's anomaly is said by its impossible sentence
+    anomaly = rows_with(Reason.ANOMALY) & ((flags & int(IMPOSSIBLE_REASONS)) == 0)
+    if anomaly.any():
+        when(anomaly, column("anomaly", anomaly_texts(analysis, np.flatnonzero(anomaly))))
     for name, m in analysis.machines.items():
         used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
             "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
@@ -359,6 +363,35 @@ def reasons_column(analysis: Analysis) -> pl.Series:
                .join(alone_rows, on="i", how="left", maintain_order="left")
                .select(pl.coalesce("alone", "reasons")).to_series())
     return out.alias("reasons")
+
+
+def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
+    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, the
+    ceiling looked up once per (machine, bound, unit), numbers formatted per row."""
+    from .reason_text import CeilingFacts, above_envelope_text
+
+    n = len(analysis)
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    ratio = judged.envelope_efficiency.astype(np.float64)
+    memory = np.asarray(priced.bound_memory, dtype=bool)
+    binding = np.asarray(priced.binding_unit).astype(object)
+    texts: list[str] = []
+    ceilings: dict[tuple[str, bool, str], Any] = {}
+    for i in at.tolist():
+        name = str(analysis.machine_name[i])
+        key = (name, bool(memory[i]), str(binding[i]))
+        if key not in ceilings:
+            ceilings[key] = analysis.machines[name].ceiling(key[1], key[2])
+        ceiling = ceilings[key]
+        time_s = float(cols.time_s[i])
+        facts = None
+        if ceiling.theoretical_per_s is not None and time_s > 0:
+            done = float(cols.bytes[i]) if key[1] else float(priced.binding_ops[i])
+            facts = CeilingFacts(ceiling.name, done / time_s / ceiling.theoretical_per_s,
+                                 ceiling.fraction)
+        texts.append(above_envelope_text(float(ratio[i]), facts))
+    column = pl.Series([None] * n, dtype=pl.String)
+    return column.scatter(at, pl.Series(texts, dtype=pl.String)) if len(at) else column
 
 
 _UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
@@ -442,21 +475,32 @@ def json_lines(analysis: Analysis, lint: Lint | None = None) -> pl.Series:
     if lint is None:
         tail = judged.str.slice(1)  # '"machine":...}'
     else:
-        frame = frame.with_columns(_lint_texts(len(analysis), lint))
-        tail = pl.concat_str([judged.str.slice(1).str.strip_suffix("}"), pl.lit(',"lint":'),
-                              pl.col("lint"), pl.lit("}")])
+        frame = frame.with_columns(_lint_column(len(analysis), lint))
+        tail = pl.struct([*(c for c in frame.columns if c in VERDICT_FIELDS), "lint"]
+                         ).struct.json_encode().str.slice(1)
     return frame.select(
         (pl.lit("{") + pl.concat_str([*fragments, tail], separator=",", ignore_nulls=True))
         .alias("line")).to_series()
 
 
-def _lint_texts(n: int, lint: Lint) -> pl.Series:
-    """Each row's findings as JSON text: "[]" for most, json.dumps for the rows with any."""
-    texts = np.full(n, "[]", dtype=object)
-    for i, found in (lint.items() if isinstance(lint, Mapping) else enumerate(lint)):
-        if found:
-            texts[i] = json.dumps([_brief(f) for f in found], separators=(",", ":"))
-    return strings("lint", texts)
+def _lint_column(n: int, lint: Lint) -> pl.Series:
+    """Each row's findings as a list of {code, reason, fix}: an empty list for most rows, the
+    findings of the rest gathered by the engine (one flat column per key, grouped by row)."""
+    found = lint.items() if isinstance(lint, Mapping) else enumerate(lint)
+    rows: list[int] = []
+    briefs: list[Any] = []
+    for i, findings in found:
+        for finding in findings:
+            rows.append(i)
+            briefs.append(_brief(finding))
+    flat = pl.DataFrame({"i": pl.Series(rows, dtype=pl.Int64),
+                         **{k: nested(k, [b[k] for b in briefs], pl.String())
+                            for k in ("code", "reason", "fix")}})
+    grouped = flat.group_by("i", maintain_order=True).agg(
+        pl.struct("code", "reason", "fix").alias("lint"))
+    return (pl.DataFrame({"i": np.arange(n)})
+            .join(grouped, on="i", how="left", maintain_order="left")
+            .select(pl.col("lint").fill_null(pl.lit([], dtype=_BRIEF))).to_series())
 
 
 def _brief(finding: Any) -> Any:
@@ -476,7 +520,7 @@ def write_json_lines(analysis: Analysis, out: TextIO,
         _write_lines(json_lines(analysis, lint), out)
         return
     if lint is not None:
-        frame = frame.with_columns(_lint_texts(len(analysis), lint).str.json_decode(_BRIEF))
+        frame = frame.with_columns(_lint_column(len(analysis), lint))
     _write_target(out, frame.write_ndjson)
 
 
@@ -496,10 +540,17 @@ def csv_frame(analysis: Analysis) -> pl.DataFrame:
     return frame.select(cells)
 
 
-def write_csv(analysis: Analysis, out: TextIO, header: bool = True) -> None:
-    """The verdicts as CSV (`header`: the first batch writes it; later batches of a stream
-    add rows only)."""
-    out.write(csv_frame(analysis).write_csv(include_header=header, line_terminator="\n"))
+def write_csv(analysis: Analysis, out: TextIO, header: bool = True,
+              columns: Sequence[str] | None = None) -> list[str]:
+    """The verdicts as CSV; returns the columns written. A later batch of a stream passes
+    the first batch's `columns` (and no header): its cells go under them, empty where the
+    batch lacks a field; a field the header lacks cannot be added and is left out."""
+    frame = csv_frame(analysis)
+    if columns is not None:
+        frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None).alias(c)
+                              for c in columns])
+    out.write(frame.write_csv(include_header=header, line_terminator="\n"))
+    return frame.columns
 
 
 def _write_lines(lines: pl.Series, out: TextIO) -> None:

@@ -56,9 +56,10 @@ def retime_advice(timing: str) -> str:
 def latency_bound_what(sol_s: float, time_s: float, floor: FloorFacts) -> str:
     """SOL under the floor and the floor most of the time: what the time is made of."""
     spans = time_s / floor.floor_s if floor.floor_s > 0 else math.inf
+    cause = ("a kernel's fixed cost, not its work, sets the time" if floor.timing == "kernel"
+             else "launches, not the kernel, set the time")
     return (f"the {fmt.seconds(time_s)} measured is {spans:.2f} x {floor.describe()} and "
-            f"SOL is {fmt.seconds(sol_s)}: launches, not the kernel, set the time, so "
-            "efficiency is no reading")
+            f"SOL is {fmt.seconds(sol_s)}: {cause}, so efficiency is no reading")
 
 
 def latency_bound_text(sol_s: float, time_s: float, floor: FloorFacts) -> str:

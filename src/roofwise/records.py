@@ -48,7 +48,7 @@ NUMBER_FIELDS = ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_
                  "time_p90_s", "kernels")
 TEXT_FIELDS = ("op", "roof", "timing", "device")
 FORMATS = ("jsonl", "csv", "parquet")
-BATCH_ROWS = 1_000_000  # rows per batch when streaming: ~200 MB of raw text per batch
+BATCH_ROWS = 200_000  # at most this many rows per batch (and 16 MiB of text, CHUNK_BYTES)
 
 
 def format_of(path: str | Path) -> str:
@@ -377,7 +377,7 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 200 else f"{text[:120]} ... {text[-60:]}"
 
 
-CHUNK_BYTES = 1 << 26  # when streaming, read text files 64 MiB at a time
+CHUNK_BYTES = 1 << 24  # when streaming, read text files 16 MiB at a time (memory stays bounded)
 
 
 def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,

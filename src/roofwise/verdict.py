@@ -78,7 +78,9 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
         # calls): only the kernels' own floor, a profiler's, still holds for it
         kernel_floor_s, kernel_assumed = row_floors(
             machine.latency_floors, uniform("kernel", len(time_s)), kernels, len(time_s))
-        overlapped = time_high < floor_s
+        # (a profiler's kernel durations have no launches to overlap: under their floor,
+        # the assumed floor is only above this kernel's fixed cost)
+        overlapped = (time_high < floor_s) & ~kernel_timing(timing, len(time_s))
         floor_s = np.where(overlapped, kernel_floor_s, floor_s)
         floor_assumed = np.where(overlapped, kernel_assumed, floor_assumed)
         sol_under_floor = priced.sol_time_s < floor_s
@@ -132,6 +134,12 @@ def row_floors(floors: LatencyFloors, timing: np.ndarray, kernels: np.ndarray | 
     assumed = np.array([f.assumed for f in chosen])[codes]
     extra = 0.0 if kernels is None else np.maximum(kernels, 1.0) - 1.0
     return per_call + extra * per_kernel, assumed
+
+
+def kernel_timing(timing: np.ndarray, n: int) -> np.ndarray:
+    """Rows timed as a profiler's kernel durations (no host launch in the time)."""
+    codes, names = _timing_codes(timing, n)
+    return np.array([name == "kernel" for name in names], dtype=bool)[codes]
 
 
 def _timing_codes(timing: np.ndarray, n: int) -> tuple[np.ndarray, list[str]]:

@@ -143,15 +143,20 @@ def test_mla_deepseek_v2_lite(capsys, tmp_path, phase, batch, seq, context, tp):
         LAYERS * batch * (rank + rope) * (context + seq) * BF16, rel=0.01)
 
 
-def test_decode_of_a_long_context_is_memory_bound_and_weights_plus_cache_bound_it(capsys,
-                                                                                  tmp_path):
+@pytest.mark.parametrize(("batch", "tp"), [(1, 1), (8, 2)])
+def test_decode_of_a_long_context_is_memory_bound_and_weights_plus_cache_bound_it(
+        capsys, tmp_path, batch, tp):
     """Physics: one decode token reads every weight and the whole cache; the step can be no
-    faster than those bytes at the H200's envelope bandwidth (4.8e12 x 0.938)."""
+    faster than those bytes at the H200's envelope bandwidth (4.8e12 x 0.938), per device
+    under --tp; and the tokens per second are the step's tokens over the step's time."""
     path, _ = reduced(tmp_path, "llama-3.2-1b")
-    rows, total = project(capsys, path, "decode", 1, 1, 8192, 1)
+    rows, total = project(capsys, path, "decode", batch, 1, 8192, tp)
     assert len(rows) > 10
     floor = (total["weight_bytes"] + total["kv_cache_bytes"]) / (4.8e12 * 0.9380)
     assert total["sol_time_s"] >= floor * 0.99
+    assert total["sol_time_s"] <= floor * 1.10  # nothing else of weight at a long context
+    assert total["tokens"] == batch
+    assert total["tokens_per_s"] == pytest.approx(batch / total["sol_time_s"], rel=1e-9)
     mm = [r for r in rows if r["op"] == "aten::mm"]
     assert mm and all(r["bound"] == "memory" for r in mm)
 

@@ -183,3 +183,18 @@ def test_reading_reports_progress_up_to_the_file_size(tmp_path):
     read = read_trace(path, progress=done.append, total=sizes.append)
     assert sizes == [path.stat().st_size] and len(read.ops) == 2000
     assert done == sorted(done) and done[-1] == path.stat().st_size
+
+
+def test_repeated_names_and_shapes_are_kept_once(tmp_path):
+    """Memory: a million calls of a few distinct ops keep one copy of each name and shape
+    list (the same object), not one per event; distinct shapes stay distinct."""
+    other = dict(dims=[[64, 32], [32, 8]], types=["float", "float"])
+    events = [op("aten::mm", 0, 10, 1, **MM), op("aten::mm", 20, 10, 2, **MM),
+              op("aten::mm", 40, 10, 3, **other),
+              kernel(100, 1, corr=1, name="gemm_k"), kernel(110, 1, corr=2, name="gemm_k")]
+    read = read_trace(write(tmp_path, events))
+    first, second, third = read.ops
+    assert first.dims is second.dims and first.types is second.types
+    assert first.name is second.name
+    assert third.dims == ((64, 32), (32, 8)) and third.dims is not first.dims
+    assert read.gpu[0].name is read.gpu[1].name

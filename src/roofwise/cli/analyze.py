@@ -117,7 +117,8 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
                 continue
             analysis = analyze(loaded.columns, machines, machine, regime, mix)
             if as_json or as_csv:
-                _write(analysis, as_json, as_csv, stream.first, references, records_path)
+                stream.columns = _write(analysis, as_json, as_csv, stream.first, references,
+                                        records_path, stream.columns)
             else:
                 stream.keep_worst(analysis, None if limit == 0 else limit, references)
             stream.first = False
@@ -132,7 +133,9 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
 
 
 def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,
-           references: list[Ledger], path: str) -> None:
+           references: list[Ledger], path: str, columns: list[str] | None = None
+           ) -> list[str] | None:
+    """Write one batch's verdicts; returns the CSV columns (the first batch's header)."""
     summary = mismatch_summary(analysis)
     if summary and first and (as_json or as_csv):  # the table says it in its summary
         note(f"roofwise: {summary}")
@@ -140,7 +143,8 @@ def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,
         write_json(analysis, lint_findings(analysis, references, path=path,
                                              machine_level=True))
     elif as_csv:
-        write_verdicts_csv(analysis, sys.stdout, header=first)
+        return write_verdicts_csv(analysis, sys.stdout, header=first, columns=columns)
+    return columns
 
 
 class _Stream:
@@ -156,6 +160,7 @@ class _Stream:
         self.verdicts: dict[str, int] = {}
         self.kept: list[Loaded] = []
         self.findings: list[Finding] = []
+        self.columns: list[str] | None = None  # the CSV header, once the first batch wrote it
         self.batches = 0
         self.last: Analysis | None = None
 

@@ -38,8 +38,8 @@ def analyze_trace(path: str | Path, machines: Mapping[str, Machine],
                   on_bytes: Callable[[int], None] | None = None,
                   on_size: Callable[[int], None] | None = None) -> TraceAnalysis:
     """Read and judge a trace; `machine` overrides the devices the trace names."""
-    events = read_trace(path, progress=on_bytes, total=on_size)
-    built = build_ops(events, allow_tf32=allow_tf32)
+    built = build_ops(read_trace(path, progress=on_bytes, total=on_size),
+                      allow_tf32=allow_tf32)  # the raw events are freed before judging
     return judge_ops(str(path), built, machines, machine, regime, mix)
 
 

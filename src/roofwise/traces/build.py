@@ -29,7 +29,7 @@ def is_communication(kernel_name: str) -> bool:
     return any(word in lowered for word in _COMMUNICATION)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a trace can hold a million of these
 class TraceOp:
     """One host op that launched kernels, with its price (or why it has none)."""
 

@@ -84,6 +84,15 @@ class TraceEvents:
     flow_starts: list[Flow] = field(default_factory=list)
     flow_ends: list[Flow] = field(default_factory=list)
     device_names: dict[Any, str] = field(default_factory=dict)  # device id -> name
+    # one shared copy of each distinct name, shape list, type list: a million calls of a few
+    # hundred distinct ops keep a few hundred tuples, not a million
+    shared: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    def share(self, value: Any) -> Any:
+        try:
+            return self.shared.setdefault(value, value)
+        except TypeError:  # something unhashable in the record: keep its own copy
+            return value
 
 
 _GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
@@ -239,18 +248,21 @@ def _keep(e: dict[str, Any], events: TraceEvents) -> None:
         args = e.get("args") or {}
         ts = _number(e.get("ts"))
         if cat == "cpu_op":
+            share = events.share
             events.ops.append(CpuOp(
                 len(events.ops), e.get("pid"), e.get("tid"), ts, ts + _number(e.get("dur")),
-                str(e.get("name", "")), args.get("External id"),
-                _frozen(args.get("Input Dims") or ()), tuple(args.get("Input type") or ()),
-                tuple(str(c) for c in (args.get("Concrete Inputs") or ()))))
+                share(str(e.get("name", ""))), args.get("External id"),
+                share(_frozen(args.get("Input Dims") or ())),
+                share(tuple(args.get("Input type") or ())),
+                share(tuple(str(c) for c in (args.get("Concrete Inputs") or ())))))
         elif cat in _CALL_CATEGORIES:
             if args.get("correlation") is not None:
                 events.calls.append(RuntimeCall(e.get("pid"), e.get("tid"), ts,
                                                 args.get("correlation"),
                                                 args.get("External id")))
         elif cat in _GPU_KINDS:
-            events.gpu.append(GpuEvent(_GPU_KINDS[cat], str(e.get("name", "")), e.get("pid"),
+            events.gpu.append(GpuEvent(_GPU_KINDS[cat], events.share(str(e.get("name", ""))),
+                                       e.get("pid"),
                                        e.get("tid"), ts, _number(e.get("dur")),
                                        args.get("correlation"), args.get("device")))
     elif cat == "ac2g" and ph in ("s", "f"):
