@@ -33,6 +33,56 @@ def elide(text: str, limit: int) -> str:
     return f"{text[:head]}...{text[len(text) - tail:]}" if tail else f"{text[:head]}..."
 
 
+def _outer_brackets(text: str, opening: str, closing: str) -> str:
+    """`text` with every outermost `opening ... closing` span written `opening...closing`."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == opening:
+            if depth == 0:
+                out.append(opening + "...")
+            depth += 1
+        elif ch == closing and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(closing)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_kernel(name: str, limit: int) -> str:
+    """A kernel name that fits `limit` characters, shortened by rule and never folded:
+    the `void ` return type and the parameter list go first, then the template arguments
+    (`kernel<...>`), then the middle of the namespace path (`at::...::kernel<...>`), so that
+    the function's own name, at the end, stays whole as long as it fits."""
+    if len(name) <= limit:
+        return name
+    text = name.removeprefix("void ")
+    if text.endswith(")") and "(" in text:  # the parameter list of a demangled name
+        text = _outer_brackets(text, "(", ")").removesuffix("(...)")
+    if len(text) > limit:
+        text = _outer_brackets(text, "<", ">")
+    if len(text) > limit and "::" in text:
+        head, _, last = text.rpartition("::")
+        first = head.split("::")[0]
+        text = f"{first}::...::{last}" if len(first) + len(last) + 7 <= limit else last
+    return elide(text, limit)
+
+
+def short_kernels(names: list[str], limit: int) -> dict[str, str]:
+    """A label per distinct kernel name that fits `limit` and tells it from the others:
+    `short_kernel`, and where two names would read alike (they differ only in template
+    arguments) each of them numbered, `kernel<...> [1]`, for a caller that lists the numbered
+    names in full."""
+    short = {n: short_kernel(n, limit - 4) for n in dict.fromkeys(names)}
+    count: dict[str, int] = {}
+    for text in short.values():
+        count[text] = count.get(text, 0) + 1
+    numbered = [n for n, text in short.items() if count[text] > 1]
+    return {n: f"{text} [{numbered.index(n) + 1}]" if n in numbered else short_kernel(n, limit)
+            for n, text in short.items()}
+
+
 def shown(value: Any, limit: int = _SHOWN) -> str:
     """`value` as a message quotes it: its repr, elided in the middle beyond `limit`."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 13000:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -436,3 +437,27 @@ def test_plot_label_option_sets_how_many_rows_are_numbered(tmp_path):
     assert text.count('id="lost:') == 2
     assert main(["plot", str(EXAMPLES), "-o", str(chart), "--label", "0"]) == 0
     assert 'id="lost:' not in chart.read_text()
+
+
+def test_numbers_never_hide_another_rows_point(example_analysis):
+    # the rmsnorm (AI 1.00) and the split qk op (AI 1.25) sit 0.1 decade apart: a number put
+    # at one fixed offset from the first covered the second
+    fig = roofline_figure([("examples", example_analysis)], label_rows=4)
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    centres = np.vstack([ax.transData.transform(np.asarray(c.get_offsets(), dtype=float))
+                         for c in ax.collections if (c.get_gid() or "").startswith("points:")])
+    marks = [t for t in ax.texts if (t.get_gid() or "").startswith("lost:")]
+    assert len(marks) == 4
+    boxes = [t.get_window_extent(renderer) for t in marks]
+    for mark, box in zip(marks, boxes, strict=True):
+        own = ax.transData.transform(np.array([mark.xy], dtype=float))[0]
+        others = centres[np.hypot(*(centres - own).T) > 1.0]
+        inside = ((others[:, 0] >= box.x0) & (others[:, 0] <= box.x1)
+                  & (others[:, 1] >= box.y0) & (others[:, 1] <= box.y1))
+        assert not inside.any(), mark.get_text()
+        # beside its own point: its centre within 25 points of it
+        centre = np.array([(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2])
+        assert np.hypot(*(centre - own)) <= 25 * fig.dpi / 72
+    for a, b in itertools.combinations(boxes, 2):  # no number on another
+        assert a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0

@@ -70,6 +70,23 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             reasons = page.locator("#verdicts > tbody > tr.row > td:nth-child(11)").first
             cell = reasons.bounding_box()
             assert cell is not None and cell["x"] + cell["width"] <= 1280
+            assert cell["width"] >= 14 * 13  # the reasons keep at least 14em of 13 px
+            # names and headers never break inside a word: an op name, a profile name and
+            # "compute (tensor_core.bf16)" wrap only at spaces (or not at all)
+            one_line = page.evaluate("""() => {
+                const words = [];
+                for (const sel of ['td:nth-child(2)', 'td:nth-child(4)', 'td:nth-child(9)']) {
+                  const cells = '#verdicts > tbody > tr.row > ' + sel;
+                  for (const td of document.querySelectorAll(cells)) {
+                    const range = document.createRange();
+                    range.selectNodeContents(td);
+                    const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                    words.push([td.innerText, lines.size, td.innerText.split(/\\s+/).length]);
+                  }
+                }
+                return words; }""")
+            assert one_line and all(lines <= words for _, lines, words in one_line), one_line
+            assert all(t.strip() != "" for t, _, _ in one_line[:3])
             box = page.locator("#chart svg").bounding_box()
             assert box is not None and box["width"] > 300 and box["height"] > 200
             rows = page.locator("#verdicts > tbody > tr.row")

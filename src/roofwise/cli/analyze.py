@@ -98,9 +98,9 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         analysis = analyze(loaded.columns, machines, machine, regime, mix)
         _write(analysis, as_json, as_csv, True, references, records_path)
         if not (as_json or as_csv):
-            render_analysis(analysis, console(), None if limit == 0 else limit)
+            shown = render_analysis(analysis, console(), None if limit == 0 else limit)
             render_findings_brief(lint_analysis(analysis, references, path=records_path),
-                                  console())
+                                  console(), shown=shown)
         from .plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
         return
@@ -125,11 +125,11 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     stream.finish(as_json or as_csv)
     if not (as_json or as_csv):
         if stream.batches == 1 and stream.last is not None:  # the whole input at once
-            render_analysis(stream.last, console(), None if limit == 0 else limit)
+            shown = render_analysis(stream.last, console(), None if limit == 0 else limit)
         else:
-            render_analysis(stream.worst(machines, machine, regime, mix), console(),
-                            None if limit == 0 else limit, counts=stream.verdicts)
-        render_findings_brief(stream.findings, console())
+            shown = render_analysis(stream.worst(machines, machine, regime, mix), console(),
+                                    None if limit == 0 else limit, counts=stream.verdicts)
+        render_findings_brief(stream.findings, console(), shown=shown)
 
 
 def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,

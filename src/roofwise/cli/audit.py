@@ -24,7 +24,8 @@ from ..measure.audit import (
 from ..ops import build_op, parse_shape_args
 from ..report import fmt
 from ..report.layout import Column, fit_table
-from .common import console, echo_json
+from ..text import short_kernels
+from .common import console, echo_json, print_hanging
 
 STYLE = {"PASS": "green", "FAIL": "red", "WARN": "yellow", "UNJUDGED": "dim"}
 
@@ -67,12 +68,15 @@ def exit_code(rows: Sequence[AuditRow]) -> int:
     return 1 if any(row.verdict == FAIL for row in rows) else 0
 
 
-# designed for 80 columns: kernel names and reasons wrap, the unjudged write columns drop first
-AUDIT_COLUMNS = (Column("kernel", wrap=True, min_width=16), Column("ledger read", "right"),
+# designed for 80 columns: kernel names are shortened by rule (`text.short_kernels`), never
+# folded; the unjudged write columns drop first, then the reasons, which are then printed
+# beneath the table, one wrapped paragraph per row
+AUDIT_COLUMNS = (Column("kernel"), Column("ledger read", "right"),
                  Column("DRAM read", "right"), Column("ratio", "right"), Column("verdict"),
-                 Column("ledger write", "right", drop=2),
-                 Column("DRAM write (not judged)", "right", drop=1),
-                 Column("why", wrap=True, min_width=18))
+                 Column("ledger write", "right", drop=3),
+                 Column("DRAM write (not judged)", "right", drop=2),
+                 Column("why", wrap=True, drop=1, min_width=24))
+KERNEL_ROOM = 48  # columns the numbers and verdict of an audit table take (why printed beneath)
 
 
 @click.command("audit")
@@ -121,26 +125,43 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
         for row in rows:
             echo_json({"op": ledger.name, **row.to_dict()})
         click.get_current_context().exit(exit_code(rows))
+    out = console()
+    labels = short_kernels([row.kernel for row in rows if not row.parts]
+                           + [part.kernel for row in rows for part in row.parts],
+                           max(32, out.width - KERNEL_ROOM))
     cells: list[list[str | Text]] = []
+    reasons: list[tuple[str, str]] = []
     for row in rows:
-        cells.append([row.kernel, fmt.nbytes(row.ledger_read_bytes),
+        label = (f"call of {len(row.parts)} kernels" if row.parts else labels[row.kernel])
+        cells.append([label, fmt.nbytes(row.ledger_read_bytes),
                       "—" if row.dram_read_bytes is None else fmt.nbytes(row.dram_read_bytes),
                       "—" if row.read_ratio is None else f"{row.read_ratio:.3f}",
                       Text(row.verdict, style=STYLE[row.verdict]),
                       "—" if row.ledger_write_bytes is None else fmt.nbytes(row.ledger_write_bytes),
                       "—" if row.dram_write_bytes is None else fmt.nbytes(row.dram_write_bytes),
                       row.reason])
-        for part in row.parts:
-            cells.append([f"  └ {part.kernel} (launch {part.launch_id})", "",
+        reasons.append((label, row.reason))
+        for part in row.parts:  # its reason is the call's: the └ says whose part it is
+            cells.append([f" └ #{part.launch_id} {labels[part.kernel]}", "",
                           "—" if part.dram_read_bytes is None else fmt.nbytes(part.dram_read_bytes),
                           "", "", "",
                           "—" if part.dram_write_bytes is None
-                          else fmt.nbytes(part.dram_write_bytes), "part of the call above"])
-    out = console()
-    fitted = fit_table(AUDIT_COLUMNS, cells, out.width,
-                       f"Bytes audit: {ledger.name} (FAIL < {FAIL_BELOW}x, WARN > {WARN_ABOVE}x "
-                       "of the ledger's reads)")
+                          else fmt.nbytes(part.dram_write_bytes), ""])
+    fitted = fit_table(AUDIT_COLUMNS, cells, out.width)
+    print_hanging(out, f"Bytes audit: {ledger.name} (FAIL < {FAIL_BELOW}x, WARN > "
+                       f"{WARN_ABOVE}x of the ledger's reads"
+                       + ("; └ #N: launch N of the call above)" if any(r.parts for r in rows)
+                          else ")"))
     out.print(fitted.table)
-    if fitted.note():
-        out.print(fitted.note() or "", style="dim", markup=False)
+    for name, label in labels.items():  # names told apart only by a number, in full
+        if label.endswith("]"):
+            print_hanging(out, f"{label[label.rindex('['):]} {name}")
+    if "why" in fitted.dropped:
+        for label, reason in reasons:
+            print_hanging(out, f"{label}: {reason}")
+    quiet = fitted.dropped != ("why",) and fitted.note()
+    if quiet:
+        out.print(f"(left out at this width: "
+                  f"{', '.join(d for d in fitted.dropped if d != 'why')}; "
+                  "a wider terminal or --json shows them)", style="dim", markup=False)
     click.get_current_context().exit(exit_code(rows))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
+from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from .. import paths
 from ..errors import InputError
@@ -15,7 +18,44 @@ from ..install import install_hint
 from ..measure.calibration_math import choose_theoretical, resolve_theoretical
 from ..profiles import builtin_machines, parse_machine
 from ..recordio import atomic_writer
-from .common import console
+from ..report import fmt
+from ..report.layout import Column, fit_table
+from .common import console, print_hanging
+
+# designed for 80 columns: what was measured, its rate and its spread always; the clocks and
+# the method (in the --log file and the profile's windows) drop first
+WINDOW_COLUMNS = (Column("measured"), Column("variant"), Column("method", wrap=True, drop=3),
+                  Column("rate", "right"), Column("median", "right", drop=1),
+                  Column("spread", "right"), Column("SM MHz", wrap=True, drop=4),
+                  Column("mem MHz", drop=5), Column("throttle", wrap=True, drop=2))
+
+
+def window_rate(window: dict[str, Any]) -> str:
+    """A window's rate from the one formatter: B/s for memory, FLOP/s or op/s for a unit."""
+    if window.get("kind") == "memory":
+        return fmt.rate(window["rate_per_s"], "B/s", 2)
+    return fmt.unit_rate(window["rate_per_s"], window["key"])
+
+
+def render_windows(out: Console, windows: list[dict[str, Any]]) -> None:
+    """The measured windows as one table fitted to the console (the --log file and the
+    profile keep every figure)."""
+    if not windows:
+        return
+    rows: list[list[str | Text]] = []
+    for w in windows:
+        clocks = w.get("clocks") or [{}]
+        sm = " -> ".join("?" if c.get("sm_mhz") is None else f"{c['sm_mhz']:g}"
+                         for c in clocks)
+        mem = " -> ".join(str(c.get("mem_mhz", "?")) for c in (clocks[0], clocks[-1]))
+        throttle = ", ".join(sorted({t for c in clocks for t in c.get("throttle", [])}))
+        rows.append([w["key"], w["variant"], w["method"], window_rate(w),
+                     fmt.seconds(w["time_s"]), f"{w['spread']:.3f}", sm, mem, throttle or "none"])
+    fitted = fit_table(WINDOW_COLUMNS, rows, out.width, "Measured windows")
+    out.print(fitted.table)
+    if fitted.dropped:
+        print_hanging(out, f"(left out at this width: {', '.join(fitted.dropped)}; a wider "
+                           "terminal or the --log file shows them)")
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 LOG_SUFFIXES = (".txt", ".log")
@@ -94,8 +134,10 @@ def calibrate_command(out: str, quick: bool, theoretical_from: str | None, force
     if log_path is not None:
         with atomic_writer(log_path) as handle:
             handle.write("\n".join(log.lines) + "\n")
-    for line in log.lines:
-        click.echo(line, err=True)
+    err = console(err=True)
+    render_windows(err, log.windows)
+    for line in log.events:
+        print_hanging(err, line)
     for note in profile.get("notes", []):
-        click.echo(f"note: {note}", err=True)
+        print_hanging(err, f"note: {note}")
     click.echo(f"wrote {out}")

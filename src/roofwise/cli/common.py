@@ -6,6 +6,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -124,3 +125,10 @@ def reading_progress(path: str) -> Iterator[Callable[[int], None]]:
             progress.update(task, description=f"judging {path}: {done[0]:,} records")
 
         yield advance
+
+
+def print_hanging(out: Console, text: str, indent: str = "  ") -> None:
+    """One sentence wrapped at word boundaries to the console, later lines indented."""
+    for part in textwrap.wrap(text, max(20, out.width - 1), subsequent_indent=indent,
+                              break_on_hyphens=False, break_long_words=False):
+        out.print(part, markup=False, highlight=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import click
@@ -108,8 +108,12 @@ def render_findings(findings: Sequence[Finding], out: Console, files: int) -> No
               markup=False)
 
 
-def render_findings_brief(findings: Sequence[Finding], out: Console, limit: int = 20) -> None:
-    """`code where: reason — fix`, one line per distinct finding (repeats folded), for analyze."""
+def render_findings_brief(findings: Sequence[Finding], out: Console, limit: int = 20,
+                          shown: Collection[str] = frozenset()) -> None:
+    """`code where: reason — fix`, one line per distinct finding (repeats folded), wrapped
+    with a hanging indent, for analyze. A finding whose reason is already printed under its
+    row (`shown`: the reasons the verdict table printed) is named by its code's meaning
+    instead, so that the same sentence is not read twice."""
     if not findings:
         return
     groups: dict[tuple[str, str, str], list[Finding]] = {}
@@ -118,9 +122,11 @@ def render_findings_brief(findings: Sequence[Finding], out: Console, limit: int 
     out.print(f"lint: {len(findings)} finding(s)", style="bold", markup=False)
     for (code, reason, fix), members in list(groups.items())[:limit]:
         more = f" (+{len(members) - 1} more)" if len(members) > 1 else ""
-        text = f"{code} {members[0].where}{more}: {reason} — {fix}"
+        said = any(reason in text for text in shown)
+        body = (f"{CODES[code]} (why: under its row above)" if said else f"{reason} — {fix}")
+        text = f"{code} {members[0].where}{more}: {body}"
         for k, line in enumerate(textwrap.wrap(text, max(20, out.width - 4),
                                                break_on_hyphens=False)):
             out.print(("  " if k == 0 else "    ") + line, markup=False, highlight=False)
     if len(groups) > limit:
-        out.print(f"  … {len(groups) - limit} more (roofwise lint for all)", markup=False)
+        out.print(f"  and {len(groups) - limit} more (roofwise lint for all)", markup=False)

@@ -12,7 +12,7 @@ from ..machine import Machine
 from ..reason_text import floor_line
 from ..report import fmt
 from ..report.layout import Column, Fitted, fit_table
-from .common import all_machines, console, echo_json, machine_arg
+from .common import all_machines, console, echo_json, machine_arg, print_hanging
 
 
 @click.command("machines")
@@ -61,7 +61,7 @@ def machine_command(name: str, as_json: bool) -> None:
         return
     out = console()
     out.print(f"[bold]{escape(m.display_name)}[/] ({escape(m.name)})")
-    out.print(f"source: {escape(m.source or '—')}")
+    print_hanging(out, f"source: {m.source or '—'}")
     sources: list[tuple[str, str]] = []
     mem_rows = []
     for level in m.memory.values():
@@ -77,7 +77,6 @@ def machine_command(name: str, as_json: bool) -> None:
                 fmt.rate(theory * (frac or 1.0), "B/s") if theory else "—",
                 _sourced(level.source, level.choice) if i == 0 else ""])
         sources.append((level.name, _sourced(level.source, level.choice)))
-    dropped = print_fitted(out, fit_table(MEMORY_COLUMNS, mem_rows, out.width, "Memory"))
     unit_rows = []
     for unit in m.units.values():
         theory_ops = unit.theoretical_ops_per_s
@@ -92,16 +91,23 @@ def machine_command(name: str, as_json: bool) -> None:
                  if unit.ops_per_cycle else "gap"),
                 regime + mark, "—" if fraction is None else f"{fraction:.4f}",
                 fmt.unit_rate(theory_ops * (fraction or 1.0), unit.key) if theory_ops else "—",
-                f"{balance:.2f} FLOP/B" if balance else "—",
+                f"{balance:.2f} {fmt.op_name(unit.key)}/B" if balance else "—",
                 _sourced(unit.source, unit.choice) if i == 0 else ""])
         sources.append((unit.key, _sourced(unit.source, unit.choice)))
-    dropped |= print_fitted(out, fit_table(UNIT_COLUMNS, unit_rows, out.width,
-                                           "Compute units"), quiet={"source"})
+    units = fit_table(UNIT_COLUMNS, unit_rows, out.width, "Compute units")
+    memory = fit_table(MEMORY_COLUMNS, mem_rows, out.width, "Memory")
+    if "source" in units.dropped and "source" not in memory.dropped:
+        # one place for every source: listed beneath, not some in a column and all again below
+        memory = fit_table(MEMORY_COLUMNS[:-1], [r[:-1] for r in mem_rows], out.width, "Memory")
+        memory = Fitted(memory.table, (*memory.dropped, "source"))
+    dropped = print_fitted(out, memory, quiet={"source"})
+    dropped |= print_fitted(out, units, quiet={"source"})
     out.print(f"[dim]{LEGEND}[/]")
     if "source" in dropped:
         out.print("[bold]Sources[/]")
-        for key, text in sources:
-            out.print(f"  {key}: {escape(text)}")
+        listed = sources if "source" in units.dropped else sources[:len(m.memory)]
+        for key, text in listed:
+            print_hanging(out, f"  {key}: {text}", indent="    ")
     out.print("Latency floors per timing method (a call of k kernels pays per call + (k - 1) "
               "x per kernel):")
     for timing, floor in m.latency_floors.by_timing.items():

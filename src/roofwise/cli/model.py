@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from ..errors import InputError
 from ..machine import Machine
 from ..recordio import format_of, write_records
 from ..report import fmt
-from .common import console, finite, load_machine_arg, note
+from ..report.layout import Column, fit_table
+from .common import console, finite, load_machine_arg, note, print_hanging
+from .machines import print_fitted
 
 
 @click.command("model")
@@ -130,45 +132,72 @@ def projection_records(projection: Any) -> list[dict[str, Any]]:
     return records
 
 
+# designed for 80 columns: layer, op, SOL and what binds always; FLOP, bytes, count and share
+# drop first (--json has them); "compute: tensor_core.bf16" wraps after the colon, and an
+# unpriced row's reason wraps as prose
+OP_COLUMNS = (Column("layer"), Column("op"), Column("n", "right", drop=2),
+              Column("FLOP", "right", drop=4), Column("bytes", "right", drop=3),
+              Column("SOL", "right"), Column("share", "right", drop=1),
+              Column("bound by", wrap=True, min_width=25))
+LAYER_STACK = ".*."  # where a layer path names every layer of the stack at once
+
+
+def layer_prefix(layers: Sequence[str]) -> str | None:
+    """The one layer-stack path (`model.layers.*`) that the layer names share, or None.
+
+    Rows of a model are mostly under it, so the table writes `*.mlp.up_proj` for
+    `model.layers.*.mlp.up_proj` and says so once; with two stacks (encoder and decoder)
+    nothing is shortened, since `*` would then be ambiguous."""
+    stacks = {name[:name.index(LAYER_STACK) + 2] for name in layers if LAYER_STACK in name}
+    stacks |= {name for name in layers if name.endswith(".*") and "*" not in name[:-1]}
+    return next(iter(stacks)) if len(stacks) == 1 else None
+
+
+def short_layer(name: str, prefix: str | None) -> str:
+    """`name` with the shared layer-stack path written as `*` (see `layer_prefix`)."""
+    if prefix is None or not (name == prefix or name.startswith(prefix + ".")):
+        return name
+    return "*" + name[len(prefix):]
+
+
 def render(projection: Any, out: Console, limit: int | None) -> None:
     cap = projection.capture
     rows = sorted(projection.rows, key=lambda r: -(r.sol_time_s or 0.0))
     shown = rows if limit is None else rows[:limit]
-    table = Table(box=box.SIMPLE_HEAD, title_justify="left", title=(
-        f"{projection.phase} on {projection.machine.name}: batch {projection.batch}, "
-        f"seq {projection.seq}, context {projection.context}"
-        + (f", tp {projection.tp} (per device)" if projection.tp > 1 else "")))
-    headers = ("layer", "op", "n", "FLOP", "bytes", "SOL", "share", "bound", "pipe", "floor")
     total = projection.step_time_s
-    cells = []
+    prefix = layer_prefix([r.layer for r in shown])
+    cells: list[list[str | Text]] = []
+    floored = False
     for r in shown:
         per_call = None if r.sol_time_s is None else r.sol_time_s / r.count
-        floor = ("binds" if per_call is not None and per_call < projection.floor_s else "")
-        cells.append((r.layer, r.op, str(r.count), fmt.count(r.flops), fmt.nbytes(r.bytes),
-                      fmt.seconds(r.sol_time_s),
+        binds = per_call is not None and per_call < projection.floor_s
+        floored |= binds
+        cells.append([short_layer(r.layer, prefix), r.op, str(r.count), fmt.count(r.flops),
+                      fmt.nbytes(r.bytes), fmt.seconds(r.sol_time_s) + ("*" if binds else " "),
                       fmt.percent(r.sol_time_s / total if r.sol_time_s and total else None),
-                      r.bound, r.binding_pipe if r.sol_time_s is not None else r.reason,
-                      floor))
-    for k, header in enumerate(headers):
-        widest = max([len(header)] + [len(c[k]) for c in cells])
-        table.add_column(header, justify="right" if header in ("n", "FLOP", "bytes", "SOL",
-                                                               "share") else "left",
-                         no_wrap=True, overflow="ellipsis",
-                         min_width=None if header in ("layer", "pipe") else widest)
-    for c in cells:
-        table.add_row(*c)
-    out.print(table)
+                      bound_by(r)])
+    title = (f"{projection.phase} on {projection.machine.name}: batch {projection.batch}, "
+             f"seq {projection.seq}, context {projection.context}"
+             + (f", tp {projection.tp} (per device)" if projection.tp > 1 else ""))
+    print_fitted(out, fit_table(OP_COLUMNS, cells, out.width, title))
+    floor = projection.floor
+    floor_text = (f"the kernel latency floor of {fmt.seconds(floor.per_call_s)}"
+                  + (" (assumed)" if floor.assumed else ""))
+    notes = []
     if len(shown) < len(rows):
-        out.print(f"{len(rows) - len(shown)} more row(s); --limit 0 shows all")
+        notes.append(f"{len(rows) - len(shown)} more row(s); --limit 0 shows all")
+    if prefix is not None:
+        notes.append(f"layer *: {prefix}; n: calls per step; SOL: all n calls")
+    if floored:
+        notes.append(f"*: each call is under {floor_text}: the floor, not SOL, sets its time")
     totals = projection.total_json()
     units = ", ".join(f"{fmt.count(v, fmt.op_name(u))} {u}"
                       for u, v in sorted(totals["flops_by_unit"].items(), key=lambda kv: -kv[1]))
-    floor = projection.floor
     for line in (
+        *notes,
         f"time per step {fmt.seconds(total)} (sum of SOL); "
-        f"{fmt.seconds(totals['time_with_latency_floor_s'])} with each kernel held to the "
-        f"kernel latency floor of {fmt.seconds(floor.per_call_s)}"
-        + (" (assumed)" if floor.assumed else ""),
+        f"{fmt.seconds(totals['time_with_latency_floor_s'])} with each kernel held to "
+        + floor_text,
         f"tokens/s {totals['tokens_per_s']:,.0f} ({cap.tokens} new token(s) per step)",
         f"work {fmt.count(totals['flops'])}: {units}",
         f"weights {fmt.nbytes(cap.weight_bytes)}, KV cache {fmt.nbytes(cap.kv_cache_bytes)} "
@@ -176,10 +205,18 @@ def render(projection: Any, out: Console, limit: int | None) -> None:
         + (f", all-reduce traffic {fmt.nbytes(totals['collective_bytes'])}"
            if projection.tp > 1 else ""),
         *(f"note: {n}" for n in projection.notes),
-        *([f"{totals['unpriced_ops']} op(s) unpriced (see the pipe column)"]
+        *([f"{totals['unpriced_ops']} op(s) unpriced (see the bound by column)"]
           if totals["unpriced_ops"] else []),
     ):
-        out.print(line)
+        print_hanging(out, line)
+
+
+def bound_by(row: Any) -> str:
+    """What sets an op's time: `memory: hbm`, `compute: tensor_core.bf16`, `interconnect`,
+    or why it is unpriced."""
+    if row.sol_time_s is None:
+        return f"unpriced: {row.reason}"
+    return row.bound if row.binding_pipe == row.bound else f"{row.bound}: {row.binding_pipe}"
 
 
 def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
@@ -212,29 +249,34 @@ def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str
                    "first_compute_bound_point": dict(c.first_point_by_regime)})
         return
     out = console()
-    table = Table(box=box.SIMPLE_HEAD, title=f"{options['phase']} on {machine.name}",
-                  title_justify="left")
-    for header in ("#", "batch", "seq", "context", "step (sustained)", "tokens/s",
-                   "step (burst)", "tokens/s "):
-        table.add_column(header, justify="right", no_wrap=True)
-    for i, point in enumerate(points):
-        s, b = by_regime["sustained"][i], by_regime["burst"][i]
-        table.add_row(str(i), str(point["batch"]), str(point["seq"]), str(point["context"]),
-                      fmt.seconds(s.step_time_s), f"{s.tokens_per_s:,.0f}",
-                      fmt.seconds(b.step_time_s), f"{b.tokens_per_s:,.0f}")
-    out.print(table)
-    gemms = Table(box=box.SIMPLE_HEAD, title="where each GEMM turns compute-bound "
-                                             "(tokens per step = m)", title_justify="left")
-    for header in ("layer", "n x k", "sustained: m >=", "first point", "burst: m >=",
-                   "first point "):
-        gemms.add_column(header, justify="left" if header == "layer" else "right",
-                         no_wrap=True)
-    for c in found:
-        gemms.add_row(c.layer, f"{c.n} x {c.k}", _tokens(c.tokens_by_regime["sustained"]),
-                      _point(c.first_point_by_regime["sustained"]),
-                      _tokens(c.tokens_by_regime["burst"]),
-                      _point(c.first_point_by_regime["burst"]))
-    out.print(gemms)
+    cells = [[str(i), str(point["batch"]), str(point["seq"]), str(point["context"]),
+              fmt.seconds(s.step_time_s), f"{s.tokens_per_s:,.0f}",
+              fmt.seconds(b.step_time_s), f"{b.tokens_per_s:,.0f}"]
+             for i, point in enumerate(points)
+             for s, b in [(by_regime["sustained"][i], by_regime["burst"][i])]]
+    print_fitted(out, fit_table(SWEEP_COLUMNS, cells, out.width,
+                                f"{options['phase']} on {machine.name}"))
+    prefix = layer_prefix([c.layer for c in found])
+    gemm_cells: list[list[str | Text]] = [
+        [short_layer(c.layer, prefix), f"{c.n} x {c.k}",
+         _tokens(c.tokens_by_regime["sustained"]), _point(c.first_point_by_regime["sustained"]),
+         _tokens(c.tokens_by_regime["burst"]), _point(c.first_point_by_regime["burst"])]
+        for c in found]
+    print_fitted(out, fit_table(GEMM_COLUMNS, gemm_cells, out.width,
+                                "where each GEMM turns compute-bound (m = tokens per step)"))
+    print_hanging(out, "m >=: the fewest tokens per step at which the GEMM is compute-bound "
+                       "(never: not at any m); at point: the first point # of the grid above "
+                       "that reaches it (none: no point does)"
+                       + (f"; layer *: {prefix}" if prefix is not None else ""))
+
+
+SWEEP_COLUMNS = (Column("#", "right"), Column("batch", "right"), Column("seq", "right"),
+                 Column("context", "right"), Column("sustained\nstep", "right"),
+                 Column("\ntokens/s", "right"), Column("burst\nstep", "right"),
+                 Column("\ntokens/s ", "right"))
+GEMM_COLUMNS = (Column("layer"), Column("n x k", "right"),
+                Column("sustained\nm >=", "right"), Column("\nat point", "right"),
+                Column("burst\nm >=", "right"), Column("\nat point ", "right"))
 
 
 def _tokens(value: int | None) -> str:
@@ -242,4 +284,4 @@ def _tokens(value: int | None) -> str:
 
 
 def _point(value: int | None) -> str:
-    return "none in grid" if value is None else f"#{value}"
+    return "none" if value is None else f"#{value}"

@@ -5,25 +5,27 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from ..errors import InputError
 from ..machine import Machine
 from ..recordio import atomic_writer, format_of, write_records
 from ..report import fmt
+from ..report.layout import Column, fit_table
 from ..report.row_ledgers import Reference
 from ..traces.analysis import Group, TraceAnalysis, analyze_trace, groups, summary_json
 from ..traces.projection import LinedUp, line_up, read_projection
-from .common import all_machines, console, finite, note
+from .common import all_machines, console, finite, note, print_hanging
+from .machines import print_fitted
 
 RECORD_OUT_FORMATS = ("jsonl", "parquet")
 
@@ -81,35 +83,50 @@ def write_trace_records(result: TraceAnalysis, path: str) -> None:
             if skipped else ""))
 
 
+# designed for 80 columns: op, time lost and efficiency always; shapes (which tell the groups
+# of one op apart) and verdicts wrap; the time and SOL behind "lost" drop first, then the note,
+# which is then printed beneath, once per distinct note
+GROUP_COLUMNS = (Column("op"), Column("shapes", drop=1),
+                 Column("n", "right", drop=4), Column("time", "right", drop=6),
+                 Column("SOL", "right", drop=7), Column("lost", "right"),
+                 Column("share", "right", drop=3), Column("eff.", "right"),
+                 Column("verdicts", wrap=True, min_width=14, drop=2),
+                 Column("note", wrap=True, min_width=24, drop=5))
+_IN_BRACKETS = re.compile(r",\s+(?=[^\[\]]*\])")
+
+
+def compact_shapes(shapes: str, one_line: int = 24) -> str:
+    """`[4, 4096] fp32, [1] fp64` as `[4,4096] fp32, [1] fp64`, and beyond `one_line`
+    characters one tensor a line: a shape is never split inside its brackets or from its
+    dtype."""
+    text = _IN_BRACKETS.sub(",", shapes)
+    return text if len(text) <= one_line else text.replace(", ", ",\n")
+
+
 def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
                   limit: int | None) -> None:
     shown = found if limit is None else found[:limit]
-    table = Table(box=box.SIMPLE_HEAD, title=f"{result.path}: ops by shape, most time lost first",
-                  title_justify="left")
-    rows = [(_cut(g.op, 36), _cut(g.shapes, 40), str(g.count), fmt.seconds(g.time_s),
-             fmt.seconds(g.sol_time_s), fmt.seconds(g.time_lost_s), fmt.percent(g.share),
-             fmt.percent(g.efficiency), _verdicts(g), g.reason) for g in shown]
-    for k, (header, justify) in enumerate((
-            ("op", "left"), ("shapes", "left"), ("n", "right"), ("time", "right"),
-            ("SOL", "right"), ("lost", "right"), ("share", "right"), ("eff.", "right"),
-            ("verdicts", "left"), ("note", "left"))):
-        widest = max([len(header)] + [len(r[k]) for r in rows])
-        # shapes and the note give way to the numbers on a narrow console
-        table.add_column(header, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=True, overflow="ellipsis",
-                         min_width=None if header in ("shapes", "note") else widest,
-                         max_width=36 if header == "note" else None)
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
+    rows: list[list[str | Text]] = [
+        [g.op, compact_shapes(g.shapes), str(g.count), fmt.seconds(g.time_s),
+         fmt.seconds(g.sol_time_s),
+         fmt.seconds(g.time_lost_s), fmt.percent(g.share), fmt.percent(g.efficiency),
+         _verdicts(g), g.reason] for g in shown]
+    print_hanging(out, f"{result.path}: ops by shape, most time lost first")
+    fitted = fit_table(GROUP_COLUMNS, rows, out.width)
+    print_fitted(out, fitted, quiet={"note"})
+    if "note" in fitted.dropped:
+        notes: dict[str, list[str]] = {}
+        for g in shown:
+            if g.reason:
+                notes.setdefault(g.reason, []).append(g.op)
+        for reason, ops in notes.items():
+            names = ", ".join(dict.fromkeys(ops))
+            many = f" ({len(ops)} groups)" if len(ops) > 1 else ""
+            print_hanging(out, f"note, {names}{many}: {reason}")
     if len(shown) < len(found):
         out.print(f"{len(found) - len(shown)} more group(s); --limit 0 shows all")
     for line in summary_lines(result):
-        out.print(line)
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+        print_hanging(out, line.strip(), indent="  ")
 
 
 def _verdicts(group: Group) -> str:
@@ -169,6 +186,12 @@ def write_trace_report(path: str, machine: Machine | None, regime: str | None, m
         handle.write(text)
 
 
+LINE_UP_COLUMNS = (Column("op"), Column("shapes"),
+                   Column("projected\nn", "right", drop=2), Column("measured\nn", "right", drop=1),
+                   Column("predicted\n(SOL)", "right"), Column("\nmeasured", "right"),
+                   Column("measured/\npredicted", "right"))
+
+
 def render_line_up(rows: list[LinedUp], as_json: bool, out: Console,
                    limit: int | None) -> None:
     """Predicted vs measured per op and shapes; rows on one side only come last."""
@@ -176,18 +199,12 @@ def render_line_up(rows: list[LinedUp], as_json: bool, out: Console,
         for row in rows:
             sys.stdout.write(json.dumps(finite(row.as_json())) + "\n")
         return
-    table = Table(box=box.SIMPLE_HEAD, title="measured trace vs projection, per call",
-                  title_justify="left")
-    for header in ("op", "shapes", "projected n", "measured n", "predicted (SOL)",
-                   "measured", "measured/predicted"):
-        table.add_column(header, justify="left" if header in ("op", "shapes") else "right",
-                         no_wrap=True, overflow="ellipsis")
     shown = rows if limit is None else rows[:limit]
-    for r in shown:
-        table.add_row(_cut(r.op, 40), _cut(r.shapes, 44), str(r.predicted_calls),
-                      str(r.measured_calls), fmt.seconds(r.predicted_per_call_s),
-                      fmt.seconds(r.measured_per_call_s),
-                      "-" if r.ratio is None else f"{r.ratio:.2f}x")
-    out.print(table)
+    cells: list[list[str | Text]] = [
+        [r.op, compact_shapes(r.shapes), str(r.predicted_calls), str(r.measured_calls),
+         fmt.seconds(r.predicted_per_call_s), fmt.seconds(r.measured_per_call_s),
+         "-" if r.ratio is None else f"{r.ratio:.2f}x"] for r in shown]
+    print_fitted(out, fit_table(LINE_UP_COLUMNS, cells, out.width,
+                                "measured trace vs projection, per call"))
     if len(shown) < len(rows):
         out.print(f"{len(rows) - len(shown)} more row(s); --limit 0 shows all")

@@ -70,11 +70,16 @@ class Plan:
 
 @dataclass
 class Log:
+    """What a calibration saw: `lines` for the --log file (every window and event), `windows`
+    as data (the table a person reads), `events` the lines that are not a window."""
+
     lines: list[str] = field(default_factory=list)
     windows: list[dict[str, Any]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
 
     def say(self, text: str) -> None:
         self.lines.append(text)
+        self.events.append(text)
 
 
 # NVML clock-event ("throttle") reason bits (nvml.h, nvmlClocksThrottleReason*), by name.
@@ -180,13 +185,14 @@ def _measure(log: Log, kind: str, key: str, variant: str, amount: float, method:
     times, samples = timed if timed is not None else timed_window(call, window_s)
     m = Measurement(kind, key, variant, amount, times, samples[0], samples[-1], method,
                     samples)
-    log.windows.append({"key": key, "variant": variant, "method": method, "reps": len(times),
+    log.windows.append({"kind": kind, "key": key, "variant": variant, "method": method,
+                        "reps": len(times),
                         "time_s": m.time_s, "rate_per_s": m.rate_per_s, "spread": m.spread,
                         "clocks": [clocks_record(c) for c in samples],
                         "regime_from_clocks": regime_from_clocks(m)})
     sm = "->".join(f"{c.sm_mhz:g}" if c.sm_mhz is not None else "?" for c in samples)
     capped = sorted({r for c in samples for r in c.throttle})
-    log.say(f"{key:18s} {variant:9s} {method:28s} {m.rate_per_s:12.4g}/s  "
+    log.lines.append(f"{key:18s} {variant:9s} {method:28s} {m.rate_per_s:12.4g}/s  "
             f"median {m.time_s * 1e3:9.4f} ms  spread {m.spread:.3f}  SM {sm} MHz  "
             f"mem {samples[0].mem_mhz}->{samples[-1].mem_mhz} MHz"
             + (f"  throttle {','.join(capped)}" if capped else ""))

@@ -47,7 +47,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.text import Text
+from matplotlib.text import Annotation, Text
 
 from .. import paths
 from ..analysis import Analysis
@@ -67,7 +67,7 @@ from ..verdict import (
     VERDICTS,
 )
 from . import fmt
-from .labels import LABEL_GAP, place_roof_labels
+from .labels import LABEL_GAP, obstacle_boxes, overlap_area, place_roof_labels
 
 VERDICT_COLOR = {
     "at_ceiling": "#2ca02c", "below": "#f0a202", "latency_bound": "#17a2b8",
@@ -584,7 +584,7 @@ def _label_lost_time(ax: Axes, series: Sequence[_Series], n: int) -> list[str]:
         return []
     top = finite[np.argsort(-lost[finite], kind="stable")[:n]]
     key: list[str] = []
-    placed: dict[tuple[int, int], int] = {}  # point (rounded, log space) -> numbers beside it
+    badges: list[Annotation] = []
     for rank, k in enumerate(top, 1):
         s = candidates[int(owner[k])][0]
         i = int(index[k])
@@ -595,18 +595,52 @@ def _label_lost_time(ax: Axes, series: Sequence[_Series], n: int) -> list[str]:
         key.append(for_mpl(f"{rank}. {s.analysis.columns.op[i]}, lost "
                            f"{fmt.seconds(float(lost[k]), significant=3)}"
                            f"{chr(10) + '    ' + short if short else ''}"))
-        spot = (round(math.log10(x) * 20), round(math.log10(y) * 20))
-        nth = placed.get(spot, 0)
-        placed[spot] = nth + 1
-        right = _axes_fraction(ax, x) > 0.9
-        shift = 7 + 13 * nth  # two rows at one spot (the same records twice) side by side
-        ax.annotate(str(rank), (x, y), textcoords="offset points",
-                    xytext=(-shift if right else shift, 5), ha="right" if right else "left",
-                    fontsize=8, fontweight="bold", color="#222222", zorder=8, gid=f"lost:{i}",
-                    bbox={"boxstyle": "circle,pad=0.12", "fc": "white", "ec": "#555555",
-                          "lw": 0.6, "alpha": 0.9})
+        badges.append(ax.annotate(
+            str(rank), (x, y), textcoords="offset points", xytext=BADGE_OFFSETS_PT[0],
+            ha="center", va="center", fontsize=8, fontweight="bold", color="#222222", zorder=8,
+            gid=f"lost:{i}", bbox={"boxstyle": "circle,pad=0.12", "fc": "white",
+                                   "ec": "#555555", "lw": 0.6, "alpha": 0.9}))
         ax.texts[-1].set_label(key[-1])  # the whole line, for tools reading the figure
+    _place_badges(ax, badges)
     return key
+
+
+# where a number may sit around its point, in points from the point's centre, best first
+BADGE_OFFSETS_PT = ((10, 7), (10, -7), (-10, 7), (-10, -7), (0, 12), (0, -12), (17, 0),
+                    (-17, 0), (20, 14), (-20, 14), (20, -14), (-20, -14))
+
+
+def _place_badges(ax: Axes, badges: Sequence[Annotation]) -> None:
+    """Move each number to the first spot around its point that covers no other point, no
+    callout and no number already placed (its own point excepted), inside the axes; where
+    none is free, to the spot that covers least. So a number never hides the point of
+    another row it might be read as."""
+    if not badges:
+        return
+    canvas = ax.get_figure(root=True).canvas  # type: ignore[union-attr]
+    renderer = canvas.get_renderer()  # type: ignore[union-attr]
+    obstacles = obstacle_boxes(ax, renderer)
+    points = obstacles[:0]
+    frame = ax.get_window_extent(renderer)
+    for badge in badges:
+        centre = ax.transData.transform(np.array([badge.xy], dtype=np.float64))[0]
+        own = ((obstacles[:, 0] <= centre[0]) & (centre[0] <= obstacles[:, 2])
+               & (obstacles[:, 1] <= centre[1]) & (centre[1] <= obstacles[:, 3]))
+        avoid = np.vstack([obstacles[~own], points])
+        best: tuple[float, tuple[int, int]] | None = None
+        for offset in BADGE_OFFSETS_PT:
+            badge.xyann = offset
+            box = badge.get_window_extent(renderer)
+            if box.x0 < frame.x0 or box.x1 > frame.x1 or box.y0 < frame.y0 or box.y1 > frame.y1:
+                continue
+            covered = overlap_area(np.array([box.x0, box.y0, box.x1, box.y1]), avoid)
+            if best is None or covered < best[0]:
+                best = (covered, offset)
+            if covered == 0.0:
+                break
+        badge.xyann = best[1] if best is not None else BADGE_OFFSETS_PT[0]
+        box = badge.get_window_extent(renderer)
+        points = np.vstack([points, [[box.x0, box.y0, box.x1, box.y1]]])
 
 
 def _axes_fraction(ax: Axes, x: float) -> float:

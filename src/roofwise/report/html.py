@@ -55,8 +55,12 @@ th.sortable:after{content:" \\2195";color:#aab} th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 #verdicts{table-layout:auto} #verdicts td{overflow-wrap:anywhere}
-#verdicts>tbody>tr.row>td:nth-child(11){min-width:16em;width:40%}
-#verdicts>tbody>tr.row>td:nth-child(3){max-width:16em}
+#verdicts th{overflow-wrap:normal}
+#verdicts>tbody>tr.row>td:nth-child(11){min-width:14em;width:40%}
+#verdicts>tbody>tr.row>td:nth-child(2){min-width:12em}
+#verdicts>tbody>tr.row>td:nth-child(3){min-width:9em;max-width:16em}
+#verdicts>tbody>tr.row>td:nth-child(4){white-space:nowrap}
+#verdicts>tbody>tr.row>td:nth-child(9){min-width:10.5em}
 #verdicts>tbody>tr.details-row>td{padding:0 8px 6px 32px;border-bottom:2px solid #e3e6e9}
 #verdicts>tbody>tr.row>td{border-bottom:none}
 details pre{max-width:100%;overflow-x:auto} .row-ledger,.price{max-width:100%;overflow-x:auto}

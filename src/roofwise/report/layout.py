@@ -56,7 +56,7 @@ def cell_width(cell: str | Text) -> int:
 def fit_widths(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int
                ) -> tuple[list[int], dict[int, int]]:
     """The columns kept (indices) and each one's width, so the row fits `width` when it can."""
-    natural = [max([len(c.header)] + [cell_width(r[k]) for r in rows])
+    natural = [max([cell_width(c.header)] + [cell_width(r[k]) for r in rows])
                for k, c in enumerate(columns)]
     keep = list(range(len(columns)))
 

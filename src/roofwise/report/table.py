@@ -50,11 +50,12 @@ LEGEND = ("eff. = SOL / time; SOL = the speed-of-light time on the profile; AI i
 
 
 def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50,
-                    counts: Mapping[str, int] | None = None) -> None:
+                    counts: Mapping[str, int] | None = None) -> frozenset[str]:
     """Print the verdicts, worst first, designed for 80 columns: one line of numbers per row
     (never cut; the least useful columns drop on narrow consoles), then the row's workload
     (key=value, with its input line where two rows would read alike) and every reason,
-    wrapped at word boundaries across the whole width."""
+    wrapped at word boundaries across the whole width. Returns the reasons printed, so that
+    what follows (lint findings) need not print them again."""
     order = worst_first(analysis)
     shown = order if limit is None else order[:limit]
     width = console.width
@@ -74,6 +75,7 @@ def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50
     console.print(_line([c.header for c in kept], kept, [sizes[k] for k in keep]), style="bold")
     console.print("─" * min(width, sum(sizes[k] for k in keep) + GAP * (len(keep) - 1)))
     body = max(20, width - len(INDENT))
+    printed: set[str] = set()
     for cells, label, i in zip(rows, labels, shown, strict=True):
         line = _line([cells[c.header] for c in kept], kept, [sizes[k] for k in keep])
         console.print(_styled(line, cells["verdict"]))
@@ -82,6 +84,7 @@ def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50
                                       break_on_hyphens=False):
                 console.print(INDENT + escape(part), style="dim", highlight=False)
         for reason in analysis.reasons(int(i)):
+            printed.add(reason)
             for part in textwrap.wrap(reason, body, break_long_words=True,
                                       break_on_hyphens=False):
                 console.print(INDENT + escape(part), highlight=False)
@@ -91,8 +94,9 @@ def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50
                       "field)[/]")
     console.print(f"[dim]{escape(LEGEND)}[/]")
     if limit is not None and len(order) > limit:
-        console.print(f"[dim]… {len(order) - limit} more rows (use --limit 0 for all, "
+        console.print(f"[dim]{len(order) - limit} more rows (use --limit 0 for all, "
                       "--json or --csv for machines)[/]")
+    return frozenset(printed)
 
 
 def _line(cells: list[str], columns: list[Column], sizes: list[int]) -> str:
