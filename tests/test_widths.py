@@ -300,3 +300,13 @@ def test_calibrate_windows_table_fits_with_units_from_the_one_formatter(width):
         assert "1980 -> 1755" in out and "power_cap" in out and "left out" not in out
     if width == 80:
         assert "(left out at this width:" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("width", (80, 160))
+def test_compare_shows_workloads_as_key_value(capsys, monkeypatch, width):
+    out = run_at(capsys, monkeypatch, width, "compare", "examples/records.jsonl",
+                 "examples/records.jsonl")
+    joined = " ".join(out.split())
+    assert '{"' not in out and '":' not in out  # no JSON
+    assert re.search(r"gemm_bf16\s+k=8192 m=8192\s", out) and "n=8192" in out
+    assert "tokens=16384" in joined

@@ -456,9 +456,9 @@ def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
 def json_lines(analysis: Analysis, lint: Lint | None = None) -> pl.Series:
     """One JSON object per record, as text: the --json contract (`lint`: brief findings per
     row, added as a `lint` list)."""
-    frame = verdict_frame(analysis)
-    _, json_text = _input_columns(analysis)
-    inputs = [c for c in frame.columns if c not in VERDICT_FIELDS]
+    inputs_frame, json_text = _input_columns(analysis)  # once: verdict_frame's own part
+    frame = pl.concat([inputs_frame, _judgement(analysis)], how="horizontal")
+    inputs = [c for c in inputs_frame.columns if c not in VERDICT_FIELDS]
     fragments: list[pl.Expr] = []
     run: list[str] = []  # neighbouring fields every row has: encoded together
     for name in [*inputs, ""]:
@@ -513,9 +513,9 @@ def write_json_lines(analysis: Analysis, out: TextIO,
     """The --json lines. Where every record has every field and none is JSON text (CSV,
     Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is built
     from its fields (`json_lines`) so that a field a record lacks is left out."""
-    frame = verdict_frame(analysis)
-    _, json_text = _input_columns(analysis)
-    inputs = [c for c in frame.columns if c not in VERDICT_FIELDS]
+    inputs_frame, json_text = _input_columns(analysis)  # once: verdict_frame's own part
+    frame = pl.concat([inputs_frame, _judgement(analysis)], how="horizontal")
+    inputs = [c for c in inputs_frame.columns if c not in VERDICT_FIELDS]
     if json_text or any(frame[c].null_count() for c in inputs):
         _write_lines(json_lines(analysis, lint), out)
         return

@@ -211,15 +211,16 @@ def builtin_paths() -> list[Path]:
 
 
 def builtin_machines() -> dict[str, Machine]:
-    """Every built-in profile by name (rates in bytes or operations per second, each sourced)."""
+    """Every built-in profile by name (rates in bytes or operations per second, each sourced).
+    A new dict each call (callers may change it); the profiles, frozen, are parsed once per
+    process: the packaged YAML cannot change under a running process, and parsing all of it
+    costs a command a sizeable share of its time."""
     return dict(_builtin_machines())
 
 
 @functools.cache
-def _builtin_machines() -> dict[str, Machine]:
-    """Parsed once per process: the files ship with the package and Machines are frozen; the
-    YAML parse of all of them costs more than judging a small record file."""
-    return {m.name: m for m in (load_machine(p) for p in builtin_paths())}
+def _builtin_machines() -> tuple[tuple[str, Machine], ...]:
+    return tuple((m.name, m) for m in (load_machine(p) for p in builtin_paths()))
 
 
 @dataclass(frozen=True)

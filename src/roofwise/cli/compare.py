@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 
@@ -133,7 +134,7 @@ def render_comparison(result: Comparison, limit: int | None = None) -> None:
     for c in shown:
         op, workload, _device = c.key
         rows.append([
-            Text(c.status, style=_STATUS_STYLE[c.status]), op, workload,
+            Text(c.status, style=_STATUS_STYLE[c.status]), op, _key_value(workload),
             fmt.seconds(c.base.time_s, significant=3) if c.base else "—",
             fmt.seconds(c.new.time_s, significant=3) if c.new else "—",
             _signed_percent(c.time_change, c.status in (REGRESSION, IMPROVEMENT)),
@@ -178,3 +179,11 @@ def _signed_percent(value: float, loud: bool) -> str:
     text = ("+" if value >= 0 else "") + fmt.percent(value)
     return f"[bold]{text}[/]" if loud else text
 
+
+def _key_value(workload_key: str) -> str:
+    """The matching key's workload (canonical JSON) as a person reads it: `m=512 k=512`."""
+    try:
+        value = json.loads(workload_key)
+    except ValueError:
+        return workload_key
+    return fmt.workload(value)
