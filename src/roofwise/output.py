@@ -83,10 +83,32 @@ def _input_columns(analysis: Analysis) -> tuple[pl.DataFrame, set[str]]:
             data[name] = extras[name]
             if name in cols.extras_json:
                 json_text.add(name)
+                data[name] = _valid_json_text(extras[name])
     if cols.extras is None and extras is not None:
         data.update({name: extras[name] for name in extras.columns if name not in data})
     order = [*(f for f in cols.fields if f in data), *(f for f in data if f not in cols.fields)]
     return pl.DataFrame({name: data[name] for name in order}, height=n), json_text
+
+
+def _valid_json_text(texts: pl.Series) -> pl.Series:
+    """A column of JSON text, each value valid JSON: the reader gives a field that is an object
+    in one row and a string in another as one text column, the string without its quotes
+    (`gemm`); such a value is written back as the JSON string it was. Checked once per
+    distinct value."""
+    if texts.dtype != pl.String:
+        return texts
+    bad = [v for v in texts.drop_nulls().unique().to_list() if v and not _is_json(v)]
+    if not bad:
+        return texts
+    return texts.replace(bad, [json.dumps(v) for v in bad])
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]:
@@ -424,7 +446,11 @@ def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
         value = (pl.struct(column.alias("v")).struct.json_encode()
                  .str.slice(5).str.strip_suffix("}"))
     fragment = pl.lit(key) + value
-    return pl.when(column.is_null()).then(None).otherwise(fragment) if omit_null else fragment
+    # empty JSON text is no value: "" in an optional field means absent, and `"k":` is not JSON
+    missing = column.is_null() | (column == "") if json_text else column.is_null()
+    if omit_null:
+        return pl.when(missing).then(None).otherwise(fragment)
+    return pl.when(missing).then(pl.lit(key + "null")).otherwise(fragment)
 
 
 def json_lines(analysis: Analysis, lint: Lint | None = None) -> pl.Series:

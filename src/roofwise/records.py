@@ -438,11 +438,14 @@ def _per_row(path: Path, kind: str, header: bytes, data: bytes, first_line: int,
 
 def _per_row_pairs(path: Path, kind: str, header: bytes, data: bytes, first_line: int
                    ) -> list[tuple[str, Any]]:
-    text, bad = _utf8_lines(path, data, first_line)
     if kind == "jsonl":
+        text, bad = _utf8_lines(path, data, first_line)
         pairs = list(_jsonl_lines(path, text, first_line))
-    else:
-        pairs = list(_csv_rows(path, header.decode("utf-8", "replace") + text, first_line - 1))
+    else:  # a quoted cell may span lines: a bad byte costs its record, however many lines
+        bad = []
+        text = data.decode("utf-8", errors="surrogateescape")
+        pairs = [(where, _utf8_record(record)) for where, record in
+                 _csv_rows(path, header.decode("utf-8", "replace") + text, first_line - 1)]
     pairs += [(f"{path}:{line}", Unreadable(problem)) for line, problem in bad]
     pairs.sort(key=lambda pair: _line_number(pair[0]))
     return pairs
@@ -469,6 +472,26 @@ def _utf8_lines(path: Path, data: bytes, first_line: int) -> tuple[str, list[tup
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _utf8_record(record: Any) -> Any:
+    """A CSV record whose cells hold a byte that is not UTF-8 (decoded as a surrogate escape)
+    is unreadable as a whole."""
+    if isinstance(record, dict):
+        for value in record.values():
+            found = _NOT_UTF8.search(value) if isinstance(value, str) else None
+            if found:
+                return Unreadable(f"not UTF-8 text (at character {found.start() + 1}); "
+                                  "expected UTF-8 records")
+    return record
+
+
 _WHITE = np.frombuffer(b" \t\r\n\x0b\x0c", dtype=np.uint8)
 
 
@@ -490,10 +513,9 @@ def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
     batch (one line of broken JSON, a NaN), the batch is halved until the culprit lines stand
     alone, and only those are parsed by Python to name what is wrong with them.
     """
-    text, bad = _utf8_lines(path, data, first_line)
-    if bad:
-        data = text.encode("utf-8")
-    refused: list[tuple[int, Any]] = [(line, Unreadable(problem)) for line, problem in bad]
+    if not _is_utf8(data):
+        return None  # bad bytes cost their record, which may span lines: the csv reader knows
+    refused: list[tuple[int, Any]] = []
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None  # a lone CR ends a line for Python, not for the engine
     starts, ends = _lines(data)
@@ -627,10 +649,9 @@ def _csv_header(line: bytes) -> list[str]:
 def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch | None:
     """Whole lines of CSV through polars, every cell as text (as the csv module reads it), so
     that one bad cell flags its row instead of failing the file."""
-    text, bad = _utf8_lines(path, data, first_line)
-    if bad:
-        data = text.encode("utf-8")
-    refused: list[tuple[int, Any]] = [(line, Unreadable(problem)) for line, problem in bad]
+    if not _is_utf8(data):
+        return None  # bad bytes cost their record, which may span lines: the csv reader knows
+    refused: list[tuple[int, Any]] = []
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
     names = _csv_header(header)
@@ -937,7 +958,11 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
     clean: dict[str, Any] = {k: v for k, v in record.items()
                              if k in REQUIRED_FIELDS or v not in (None, "")}
     clean["op"] = str(record["op"])
-    clean["roof"] = _text(record["roof"], f"{where}: roof")
+    # as the columnar screen reads it: a roof that is not a string is its JSON text, an
+    # unknown unit (a blank row), never a row the screen kept and the validator refuses
+    roof = record["roof"]
+    clean["roof"] = _text(roof if isinstance(roof, str) else
+                          json.dumps(roof, separators=(",", ":")), f"{where}: roof")
     for name in NUMBER_FIELDS:
         if name in clean:
             check = _kernel_count if name == "kernels" else _number
@@ -1129,7 +1154,16 @@ class Unreadable(str):
 
 def _csv_rows(path: Path, text: str, header_line: int) -> Iterator[tuple[str, Any]]:
     """Rows of CSV text (its header first) by Python's csv module, numbered from the header's
-    line; a cell over the csv module's field limit fails the file in one line."""
+    line. The csv module's 131,072-character cell limit is lifted while reading: a long cell
+    (a long op name) is a good row, read whole like the columnar reader reads it."""
+    limit = csv.field_size_limit(2**31 - 1)
+    try:
+        yield from _csv_dict_rows(path, text, header_line)
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _csv_dict_rows(path: Path, text: str, header_line: int) -> Iterator[tuple[str, Any]]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = list(reader.fieldnames or [])
@@ -1143,8 +1177,7 @@ def _csv_rows(path: Path, text: str, header_line: int) -> Iterator[tuple[str, An
             yield where, {k: v for k, v in row.items() if v not in (None, "")}
     except csv.Error as exc:
         line = reader.line_num + header_line  # the row being read when it failed
-        raise InputError(f"{path}:{line}", f"unreadable CSV ({_one_line(exc)}); expected "
-                                           "cells under 131,072 characters") from None
+        raise InputError(f"{path}:{line}", f"unreadable CSV ({_one_line(exc)})") from None
 
 
 def _check_header(path: Path, header: list[str]) -> None:

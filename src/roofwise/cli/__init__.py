@@ -14,6 +14,7 @@ import click
 
 from ..errors import InputError
 from ..text import one_line
+from . import notes
 
 # In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement. Each
 # command's module is imported only when that command runs (matplotlib, torch and polars load
@@ -75,7 +76,19 @@ def cli(ctx: click.Context) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; its exit code. Bad input (exit 2) prints one line and nothing else on
+    stderr: the notes written before the fault was found are dropped (`notes`)."""
     _writable_streams()
+    code = 2
+    notes.hold()
+    try:
+        code = _main(argv)
+    finally:
+        notes.release(show=code != 2)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         result = cli.main(args=argv, prog_name="roofwise", standalone_mode=False)
     except InputError as exc:

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import click
 
-from .. import paths
 from ..analysis import Analysis, analyze
-from ..errors import InputError
 from ..ledger import Ledger
 from ..ledgerio import load_ledger
 from ..lint import Finding, lint_analysis, lint_findings
@@ -89,12 +87,9 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive; choose one")
     if plot_path is not None:
-        from ..report.chart import SAVE_FORMATS  # matplotlib only when a chart is asked for
+        from ..report.chart import check_chart_path  # matplotlib only for a chart
 
-        if Path(plot_path).suffix.lower().lstrip(".") not in SAVE_FORMATS:
-            raise InputError("--plot", f"expected a path ending in .{', .'.join(SAVE_FORMATS)}, "
-                                       f"got {plot_path!r}")
-        paths.check_output(plot_path, "--plot")  # before any row is printed
+        check_chart_path(plot_path, "--plot")  # before any row is printed
     references = [load_ledger(p) for p in reference_paths]
     machine, machines = load_machine_arg(machine_name), all_machines()
     if plot_path is not None:  # the chart draws every row at once

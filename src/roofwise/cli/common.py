@@ -17,6 +17,7 @@ from rich.console import Console
 
 from ..machine import Machine
 from ..profiles import builtin_machines, choose_machine
+from . import notes
 
 if TYPE_CHECKING:
     from ..records import Loaded
@@ -91,8 +92,8 @@ MAX_SKIPPED_LINES = 20  # per file; the count that follows covers the rest
 
 
 def note(line: str) -> None:
-    """One line on stderr, never wrapped: CI logs and grep read it whole."""
-    click.echo(line, err=True)
+    """One line on stderr, never wrapped (held until the command ends: `notes`)."""
+    notes.note(line)
 
 
 def report_skipped(path: str, loaded: Loaded) -> int:

@@ -93,7 +93,7 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     if fail_on_regression:
         failures = gate_failures(result, skipped)
         if failures:
-            click.echo(f"roofwise: compare failed: {'; '.join(failures)}", err=True)
+            note(f"roofwise: compare failed: {'; '.join(failures)}")
             ctx.exit(1)
 
 

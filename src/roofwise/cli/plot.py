@@ -7,11 +7,10 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .. import paths
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..records import read_records
-from ..report.chart import LOST_LABELS, roofline_figure, save_figure
+from ..report.chart import LOST_LABELS, check_chart_path, roofline_figure, save_figure
 from ..verdict import BLANK
 from .common import (
     all_machines,
@@ -41,7 +40,7 @@ def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regim
 
     Several RECORDS files share one chart, one marker shape per run (and per machine).
     """
-    paths.check_output(output, "--output")  # before any work
+    check_chart_path(output, "--output")  # before any work
     machine = load_machine_arg(machine_name)
     runs: list[tuple[str, Analysis]] = []
     for path in records_paths:

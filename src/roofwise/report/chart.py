@@ -49,12 +49,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Annotation, Text
 
+from .. import paths
 from ..analysis import Analysis
 from ..errors import InputError
 from ..machine import Machine
 from ..pricing import AUTO_MIX
 from ..recordio import atomic_writer
-from ..text import encodable, for_mpl
+from ..text import encodable, for_mpl, shown
 from ..verdict import (
     ANOMALY,
     AT_CEILING,
@@ -160,6 +161,15 @@ def _encodable(fig: Figure) -> None:
             artist.set_gid(encodable(gid))
         if isinstance(artist, Text):
             artist.set_text(encodable(artist.get_text()))
+
+
+def check_chart_path(path: str, option: str) -> None:
+    """Refuse, before any work, a chart path with a format we cannot write, or that cannot
+    be written."""
+    if Path(path).suffix.lower().lstrip(".") not in SAVE_FORMATS:
+        raise InputError(option, f"expected a path ending in .{', .'.join(SAVE_FORMATS)}, "
+                                 f"got {shown(path, 60)}")
+    paths.check_output(path, option)
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> None:
