@@ -189,3 +189,18 @@ def test_extras_pass_through_as_read(tmp_path):
     assert [json.loads(w) for w in extras["workload"]] == [{"n": 1, "m": [1, 2]}, {"k": "v"}]
     assert extras["note"].to_list() == ["x", None] and "kernels" not in extras.columns
     assert read_records(path).columns.kernel_counts().tolist() == [3.0, 1.0]
+
+
+def test_an_empty_object_among_refused_lines_never_shifts_rows(tmp_path):
+    """Found by the long fuzz run: `{}` read alone is a frame of no columns, which a concat
+    dropped, so every later row took the previous line's place (a good row twice, two bad
+    lines never named)."""
+    huge = (b'{"op": "x", "flops": ' + b"9" * 5000
+            + b', "bytes": 1, "roof": "cuda_core.fp32", "time_s": 1}')
+    no_op = json.dumps({k: v for k, v in GOOD.items() if k != "op"}).encode()
+    path = _jsonl(tmp_path, [b"{}", _line(op="b"), huge, _line(op="c", workload=None), no_op])
+    loaded = read_records(path)
+    assert loaded.columns.op.tolist() == ["b", "c"]
+    assert loaded.columns.line.tolist() == [2, 4]
+    named = [str(s).split(": ")[0] for s in loaded.skipped]
+    assert named == [f"{path}:1", f"{path}:3", f"{path}:5"]

@@ -546,6 +546,8 @@ def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
     frame = (pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else
              frames[0] if frames else pl.DataFrame())
     index = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+    if frame.height != len(index):  # never pair a row with another line's number
+        return None
 
     def raw_rows(at: np.ndarray) -> list[Any]:
         return [_json_line(data[starts[p]:ends[p]].decode("utf-8"))
@@ -593,6 +595,8 @@ def _read_ndjson(piece: bytes, json_columns: set[str], sample: bytes | None = No
         return None
     # a contract field no row names is no column (as if read without a schema)
     empty = [c for c in _JSON_TEXT if c not in inferred and frame[c].null_count() == frame.height]
+    if len(empty) == frame.width:  # keep one column: a frame of no columns loses its rows in
+        empty = empty[1:]          # a concat, and every later row would shift onto a wrong line
     return frame.drop(empty) if empty else frame
 
 
