@@ -7,7 +7,6 @@ import pytest
 from roofwise.profiles import builtin_machines
 
 ROOT = Path(__file__).resolve().parents[1]
-SEED = ROOT.parent / "shared" / "seed"
 
 
 @pytest.fixture(scope="session")
