@@ -51,13 +51,13 @@ def at(where: str, key: str) -> str:
 
 def expect_mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise InputError(where, f"expected a mapping, got {_kind(value)}")
+        raise InputError(where, f"expected a mapping, got {numbers.kind(value)}")
     return value
 
 
 def expect_list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
-        raise InputError(where, f"expected a list, got {_kind(value)}")
+        raise InputError(where, f"expected a list, got {numbers.kind(value)}")
     return value
 
 
@@ -79,7 +79,7 @@ def require(mapping: Mapping[str, Any], key: str, where: str) -> Any:
 
 def expect_positive(value: Any, where: str) -> float:
     """A finite number above zero; numeric strings such as '4800e9' are accepted."""
-    number = _as_number(value, where, "a positive number")
+    number = numbers.to_float(value, where, "a positive number")
     if not number > 0:
         raise InputError(where, f"expected a positive number, got {shown(value)}")
     return number
@@ -96,7 +96,7 @@ def expect_positive_int(value: Any, where: str) -> int:
 
 
 def expect_non_negative(value: Any, where: str) -> float:
-    number = _as_number(value, where, "a non-negative number")
+    number = numbers.to_float(value, where, "a non-negative number")
     if number < 0:
         raise InputError(where, f"expected a non-negative number, got {shown(value)}")
     return number
@@ -113,19 +113,5 @@ def expect_fraction(value: Any, where: str) -> float:
 
 def expect_str(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InputError(where, f"expected a non-empty string, got {_kind(value)}")
+        raise InputError(where, f"expected a non-empty string, got {numbers.kind(value)}")
     return value
-
-
-def _as_number(value: Any, where: str, expected: str) -> float:
-    if isinstance(value, (int, float, str)):  # bools are refused by the parser
-        return numbers.to_float(value, where, expected)
-    raise InputError(where, f"expected {expected}, got {_kind(value)}")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, str):
-        return f"the string {shown(value)}"
-    return type(value).__name__
