@@ -523,17 +523,24 @@ def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
     first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else buffer[:0]
     empty = ends == starts
     candidate = ~empty & (first == ord("{"))
+    # the engine reads a lone surrogate escape as some other character: Python says which
+    escaped = np.zeros(len(starts), dtype=bool)
+    at = [m.start() for m in _SURROGATE_ESCAPE.finditer(data)]
+    if at:
+        escaped[np.searchsorted(starts, np.array(at), side="right") - 1] = True
     blank = np.zeros(len(starts), dtype=bool)
-    edited = bytearray(data) if (~candidate & ~empty).any() else None
-    for k in np.flatnonzero(~candidate & ~empty).tolist():
+    edited = bytearray(data) if (~candidate & ~empty | escaped).any() else None
+    for k in np.flatnonzero(~candidate & ~empty | escaped).tolist():
         text = data[starts[k]:ends[k]].decode("utf-8")
         if not text.strip():
             blank[k] = True
-        elif text.lstrip().startswith("{"):
-            candidate[k] = True
-            continue
         else:
-            refused.append((first_line + k, _json_line(text)))
+            record = _json_line(text)
+            if isinstance(record, Mapping):
+                candidate[k] = True
+                continue
+            candidate[k] = False
+            refused.append((first_line + k, record))
         assert edited is not None
         edited[starts[k]:ends[k]] = b" " * int(ends[k] - starts[k])
     if edited is not None:
@@ -1143,13 +1150,33 @@ def _jsonl_lines(path: Path, text: str, first_line: int) -> Iterator[tuple[str, 
 
 def _json_line(line: str) -> Any:
     try:
-        return numbers.parse_json(line)
+        record = numbers.parse_json(line)
     except json.JSONDecodeError as exc:
         return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
     except ValueError as exc:  # an integer beyond numbers.MAX_INT_DIGITS
         return Unreadable(f"not readable JSON ({exc})")
     except RecursionError:
         return Unreadable("JSON nested too deeply")
+    if "\\u" in line and _SURROGATE_ESCAPE.search(line.encode("utf-8", "surrogateescape")) \
+            and _has_lone_surrogate(record):
+        # like a byte that is not UTF-8: text no writer can encode costs its line
+        return Unreadable("a string holds a lone surrogate escape (\\ud800-\\udfff), which "
+                          "is not text; expected UTF-8 strings")
+    return record
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, Mapping):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 class Unreadable(str):

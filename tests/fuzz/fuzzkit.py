@@ -103,11 +103,9 @@ NASTY_TEXT = ("[/x]", "[bold]", "$\\frac{$", "$x$", "\\", "a\nb", "a\r\nb", "é"
 
 def names(surrogates: bool = False) -> st.SearchStrategy[str]:
     """Op names and such: ordinary, nasty or random text (never empty, never only white
-    space). Lone surrogates (a JSON escape such as \\ud800) are left out by default: the
-    record reader turns them into an empty name (tests/contract/test_reader_findings.py)."""
-    # NUL is left out too (tests/contract/test_reader_findings.py reads it in a CSV cell)
-    chars = (st.characters(blacklist_characters="\x00") if surrogates
-             else st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+    space), NUL included. Lone surrogates (a JSON escape such as \\ud800) only with
+    `surrogates`: the JSONL reader refuses their line (tests/contract/test_reader_findings.py)."""
+    chars = st.characters() if surrogates else st.characters(blacklist_categories=("Cs",))
     return st.one_of(st.sampled_from(("gemm", "rmsnorm", "silu", "attention")),
                      st.sampled_from(NASTY_TEXT),
                      st.text(chars, min_size=1, max_size=30)).filter(lambda s: s.strip() != "")
@@ -226,8 +224,16 @@ def jsonl_files(draw: st.DrawFn, max_rows: int = 12) -> RecordFile:
     bad = 0
     for _ in range(draw(st.integers(0, max_rows))):
         kind = draw(st.sampled_from(("good", "good", "good", "bad", "line", "bytes", "blank",
-                                     "text")))
-        if kind == "good":
+                                     "text", "surrogate")))
+        if kind == "surrogate":  # a lone surrogate anywhere in a string costs its line
+            record = draw(good_records())
+            record["op"] = draw(names(surrogates=True))
+            lines.append(json_line(record))
+            if any(0xD800 <= ord(c) <= 0xDFFF for c in record["op"]):
+                bad += 1
+            else:
+                good.append(record)
+        elif kind == "good":
             record = draw(good_records())
             lines.append(json_line(record))
             good.append(record)
@@ -289,11 +295,13 @@ def csv_files(draw: st.DrawFn, max_rows: int = 10) -> RecordFile:
         if kind == "long":
             record["op"] = "L" * draw(st.sampled_from((131_073, 200_000)))
         buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerow(
+        # a "\r\n" terminator makes the writer quote a cell holding a bare "\r" as well
+        csv.writer(buffer, lineterminator="\r\n").writerow(
             [csv_cell(record.get(c)) for c in CSV_COLUMNS])
-        raw = buffer.getvalue().rstrip("\n").encode("utf-8", "surrogatepass")
-        if kind == "bytes":
-            at = draw(st.integers(0, len(raw)))
+        raw = buffer.getvalue().removesuffix("\r\n").encode("utf-8", "surrogatepass")
+        if kind == "bytes":  # inside a cell: a byte beside a quote would move the cells' bounds
+            inside = [k for k in range(len(raw) + 1) if b'"' not in raw[max(k - 1, 0):k + 1]]
+            at = draw(st.sampled_from(inside))
             raw = raw[:at] + b"\xff" + raw[at:]
             bad += 1
         elif kind == "cells":
