@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+
+import numpy as np
 
 _TIME_STEPS = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
 _SI_STEPS = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
@@ -156,3 +159,70 @@ def workload(value: object) -> str:
             text = str(item).lower() if isinstance(item, bool) else str(item)
         parts.append(f"{key}={text}")
     return " ".join(parts)
+
+
+# Whole columns: the same text as the functions above, one string per value. The common case
+# (finite, in range) is decided by numpy and formatted in one comprehension; the rest go
+# through the scalar function, so every text is exactly what it writes.
+
+
+def _each(values: object, common: np.ndarray, fast: Callable[[np.ndarray], list[str]],
+          scalar: Callable[[float], str]) -> list[str]:
+    x = np.asarray(values, dtype=np.float64)
+    out = fast(np.where(common, x, 0.0))
+    for k in np.flatnonzero(~common).tolist():
+        out[k] = scalar(float(x[k]))
+    return out
+
+
+def seconds_each(values: object) -> list[str]:
+    """`seconds(v)` (3 decimals) of every value."""
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        size = np.abs(x)
+        common = np.isfinite(x) & (size < _TIME_STEPS[0][0] * _SCIENTIFIC_ABOVE) & ~(
+            (size > 0) & (size < _TIME_STEPS[-1][0] * _SCIENTIFIC_BELOW))
+
+    def fast(v: np.ndarray) -> list[str]:
+        size = np.abs(v)
+        step = np.select([size >= s for s, _ in _TIME_STEPS[:-1]],
+                         np.arange(len(_TIME_STEPS) - 1), len(_TIME_STEPS) - 1)
+        scales = np.array([s for s, _ in _TIME_STEPS])[step]
+        units = [f" {p}s" for _, p in _TIME_STEPS]
+        return [f"{a:.3f}{units[k]}" for a, k in zip((v / scales).tolist(), step.tolist(),
+                                                      strict=True)]
+
+    return _each(x, common, fast, seconds)
+
+
+def exact_each(values: object) -> list[str]:
+    """`exact(v)` of every value."""
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        common = np.isfinite(x) & (np.abs(x) < EXACT_UP_TO)
+    return _each(x, common, lambda v: [f"{a:,.0f}" for a in v.tolist()], exact)
+
+
+def percent_each(values: object) -> list[str]:
+    """`percent(v)` (one decimal) of every value."""
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        hundred = np.abs(x * 100)
+        common = np.isfinite(x) & (np.abs(x) < PERCENT_SCIENTIFIC_ABOVE) & ~(
+            (hundred > 0) & (hundred < 0.05))
+    return _each(x, common, lambda v: [f"{a:.1f}%" for a in (v * 100).tolist()], percent)
+
+
+def fixed_each(values: object, spec: str, unit: str) -> list[str]:
+    """`fixed(v, spec, unit)` of every value."""
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        common = np.isfinite(x) & (np.abs(x) < 1e6)
+    return _each(x, common, lambda v: [f"{a:{spec}} {unit}" for a in v.tolist()],
+                 lambda v: fixed(v, spec, unit))
+
+
+def tera_rate_each(values: object, unit_key: str, spec: str = ".2f") -> list[str]:
+    """`tera_rate(v, unit_key, spec)` of every value."""
+    return fixed_each(np.asarray(values, dtype=np.float64) / 1e12, spec,
+                      f"T{op_name(unit_key)}/s")
