@@ -129,8 +129,8 @@ def _varied_rows(n, seed):
 @pytest.mark.parametrize("options", [{}, {"machine": "h200"}, {"regime": "sustained"},
                                      {"machine": "h200", "mix": "copy"}, {"mix": "auto"}])
 def test_reasons_built_over_columns_are_the_per_row_sentences(tmp_path, seed, options):
-    from roofwise.output import reasons_column
     from roofwise.profiles import resolve_machine
+    from roofwise.reason_columns import reasons_column
 
     path = tmp_path / "r.jsonl"
     write_records(path, _varied_rows(400, seed))
@@ -141,3 +141,10 @@ def test_reasons_built_over_columns_are_the_per_row_sentences(tmp_path, seed, op
     assert columnar == [analysis.reasons(i) for i in range(len(analysis))]
     verdicts = {analysis.verdict_name(i) for i in range(len(analysis))}
     assert {"blank", "impossible", "below"} <= verdicts
+    # the sentences built from floor and rate columns are among them
+    from roofwise.reasons import Reason
+
+    flags = [int(f) for f in analysis.judged.flags]
+    for flag in (Reason.FLOOR_SPLIT, Reason.FLOOR_SHARE, Reason.BELOW_LATENCY_FLOOR,
+                 Reason.FLOOR_OVERLAPPED, Reason.ABOVE_THEORETICAL_RATE):
+        assert any(f & flag for f in flags), flag

@@ -305,8 +305,8 @@ def _explain(analysis: Analysis, i: int) -> list[str]:
         for u in over:
             rate = priced.unit_ops[u][i] / cols.time_s[i]
             peak = machine.units[u].theoretical_ops_per_s or math.nan
-            out.append(f"{u} at {fmt.tera_rate(rate, u)} exceeds its theoretical "
-                       f"{fmt.tera_rate(peak, u)}: physically impossible")
+            out.append(reason_text.above_rate_sentence(u, fmt.tera_rate(rate, u),
+                                                       fmt.tera_rate(peak, u)))
     if Reason.BELOW_LATENCY_FLOOR in flags:
         out += _floor_sentences(analysis, i, machine, flags)
     if Reason.ANOMALY in flags and not flags & IMPOSSIBLE_REASONS:  # impossible said it

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import io
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -20,10 +19,10 @@ import polars as pl
 
 from .machine import timing_method
 from .pricing import pipes_near_binding
-from .reasons import IMPOSSIBLE_REASONS, Reason
-from .report import fmt
-from .text import encodable
-from .verdict import AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+from .reason_columns import reasons_column
+from .reasons import Reason
+from .text_columns import nested, strings
+from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 
 if TYPE_CHECKING:
     from .analysis import Analysis
@@ -125,33 +124,6 @@ def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]
                           for k in names}), set(names))
 
 
-def strings(name: str, values: np.ndarray) -> pl.Series:
-    """A text column; a lone surrogate (a JSON escape polars cannot hold) written as \\udc80."""
-    texts = np.asarray(values).tolist()
-    try:
-        return pl.Series(name, texts, dtype=pl.String)
-    except (UnicodeEncodeError, TypeError):  # a surrogate, or a value that is not text
-        return pl.Series(name, [encodable(str(t)) for t in texts], dtype=pl.String)
-
-
-def nested(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
-    """A list (or struct) column of text; lone surrogates written as \\udc80."""
-    try:
-        return pl.Series(name, values, dtype=dtype)
-    except UnicodeEncodeError:
-        return pl.Series(name, _encodable_all(values), dtype=dtype)
-
-
-def _encodable_all(value: Any) -> Any:
-    if isinstance(value, str):
-        return encodable(value)
-    if isinstance(value, list):
-        return [_encodable_all(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _encodable_all(v) for k, v in value.items()}
-    return value
-
-
 def _judgement(analysis: Analysis) -> pl.DataFrame:
     priced, judged = analysis.priced, analysis.judged
     verdict = judged.verdict.astype(np.int64)
@@ -226,213 +198,6 @@ def _floor_and_pipes(analysis: Analysis, blank: np.ndarray, no_reading: np.ndarr
             pl.when(pl.Series(second)).then(pl.concat_list(band_low, band_high))
             .otherwise(None)).to_series(),
     }
-
-
-# Flags whose sentences need more than a row's own columns (a list of pipes, a floor in
-# parts, the units over their rates): those rows are explained one by one
-# (`analysis.explain`); every other row's sentences are built per template over columns.
-_ONE_BY_ONE = (Reason.UNKNOWN_UNIT | Reason.BAD_TIME | Reason.ABOVE_THEORETICAL_RATE
-               | Reason.BELOW_LATENCY_FLOOR | Reason.FLOOR_SPLIT | Reason.FLOOR_SHARE
-               | Reason.SECOND_PIPE)
-
-
-def reasons_column(analysis: Analysis) -> pl.Series:
-    """Why each row got its verdict, as a list of sentences per row: the sentences
-    `Analysis.reasons(i)` gives, built per verdict and flag template over whole columns (a
-    constant per machine, or numbers formatted for the rows that carry the flag only)."""
-    from .analysis import explain
-    from .mismatch import mismatches
-
-    n = len(analysis)
-    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
-    flags = judged.flags.astype(np.int64)
-    verdict = judged.verdict.astype(np.int64)
-    net = (np.zeros(n, dtype=bool) if judged.net_efficiency is None
-           else np.isfinite(judged.net_efficiency))
-    reading = np.isin(verdict, (AT_CEILING, BELOW))
-    no_machine = (flags & int(Reason.NO_MACHINE)) != 0
-    alone = (((flags & int(_ONE_BY_ONE)) != 0) | (reading & net)) & ~no_machine
-    templated = ~alone & ~no_machine
-    machine_name = np.asarray(analysis.machine_name).astype(object)
-    memory = np.asarray(priced.bound_memory, dtype=bool)
-    columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
-    texts: list[pl.Expr] = []
-
-    def rows_with(flag: Reason, name: str | None = None, extra: np.ndarray | None = None
-                  ) -> np.ndarray:
-        mask = templated & ((flags & int(flag)) != 0) if flag else templated.copy()
-        if name is not None:
-            mask &= machine_name == name
-        return mask if extra is None else mask & extra
-
-    def when(mask: np.ndarray, text: pl.Expr) -> None:
-        """`text` for the rows in `mask`; nothing at all when no row carries it."""
-        if mask.any():
-            key = f"m{len(columns)}"
-            columns[key] = mask
-            texts.append(pl.when(pl.col(key)).then(text))
-
-    def column(name: str, values: Any) -> pl.Expr:
-        if name not in columns:
-            columns[name] = values
-        return pl.col(name)
-
-    def formatted(name: str, rows: np.ndarray, values: list[str]) -> pl.Expr:
-        """Text for the rows at `rows` (indexes), null elsewhere."""
-        series = pl.Series([None] * n, dtype=pl.String)
-        if len(rows):
-            series = series.scatter(rows, pl.Series(values, dtype=pl.String))
-        return column(name, series)
-
-    mismatch = mismatches(analysis)
-    when(templated & (mismatch != ""), column("mismatch", strings("mismatch", mismatch)))
-    for name, m in analysis.machines.items():
-        when(rows_with(Reason.UNKNOWN_ROOF, name), pl.format(
-            "unknown roof {} on {}; units: {}", _repr_text(column("roof", strings(
-                "roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units))))
-        when(rows_with(Reason.UNIT_RATE_GAP, name), pl.lit(
-            f"{m.name} has no known rate for the units used (a gap in its sources)"))
-        when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
-            f"{m.name} has no known {m.dram.name} bandwidth (a gap)"))
-    when(rows_with(Reason.ZERO_BYTES), pl.lit(
-        "zero bytes: the ledger moves nothing, so there is no memory roof to read"))
-    over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
-    if over.any():
-        at = np.flatnonzero(over)
-        achieved = formatted("achieved", at, [fmt.fixed(v / 1e9, ".1f", "GB/s") for v in
-                                              judged.achieved_bytes_per_s[at].tolist()])
-        for name, m in analysis.machines.items():
-            theory = m.dram.theoretical_bytes_per_s or math.nan
-            when(over & (machine_name == name), pl.format(
-                "bytes/time {} exceeds {} theoretical {} GB/s: physically impossible, so the "
-                "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
-                pl.lit(f"{theory / 1e9:.0f}")))
-    # an impossible row's anomaly is said by its impossible sentence
-    anomaly = rows_with(Reason.ANOMALY) & ((flags & int(IMPOSSIBLE_REASONS)) == 0)
-    if anomaly.any():
-        when(anomaly, column("anomaly", anomaly_texts(analysis, np.flatnonzero(anomaly))))
-    for name, m in analysis.machines.items():
-        used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
-            "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
-        when(rows_with(Reason.ABOVE_REGIME_WITHIN_ENVELOPE, name), pl.format(
-            "above the ceiling of the {} it was priced with, but within the envelope (the "
-            "highest measured mix and regime)", used))
-    at = np.flatnonzero(templated & reading)
-    if len(at):
-        percent = column("percent", percent_texts(judged.efficiency, at, n))
-        for name, m in analysis.machines.items():
-            when(rows_with(Reason.NONE, name, reading & memory), pl.format(
-                "{} of SOL; memory-bound on {} {} mix", percent, pl.lit(m.dram.name),
-                column("mix", strings("mix", priced.mix))))
-            when(rows_with(Reason.NONE, name, reading & ~memory), pl.format(
-                "{} of SOL; compute-bound on {}", percent,
-                column("binding", strings("binding", priced.binding_unit))))
-    for name, m in analysis.machines.items():
-        when(rows_with(Reason.UNCALIBRATED_MEMORY, name), pl.lit(
-            f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)"))
-        raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(key))
-               for key, ops in priced.unit_ops.items()
-               if (unit := m.unit(key)) is not None and not unit.calibrated]
-        if raw:
-            when(rows_with(Reason.UNCALIBRATED_UNIT, name),
-                 pl.lit("uncalibrated unit(s) priced at the datasheet rate: ")
-                 + pl.concat_str(raw, separator=", ", ignore_nulls=True))
-    when(rows_with(Reason.WALL_TIMING), pl.lit(
-        "wall-clock time includes host overhead: efficiency is a lower bound"))
-    frame = pl.DataFrame(columns, height=n)
-    # Sentences joined on a separator no sentence holds, then split: an engine-side list
-    # build several times faster than concatenating lists.
-    if texts:
-        joined = pl.concat_str(texts, separator=_UNIT_SEPARATOR, ignore_nulls=True)
-        out = frame.select(pl.when(joined == "").then(pl.lit([], dtype=pl.List(pl.String)))
-                           .otherwise(joined.str.split(_UNIT_SEPARATOR)).alias("reasons")
-                           ).to_series()
-    else:
-        out = pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
-    special = np.flatnonzero(alone | no_machine)
-    if len(special):
-        lists = [explain(analysis, i) for i in special.tolist()]
-        flat = [encodable(text) for found in lists for text in found]
-        owner = np.repeat(special, [len(found) for found in lists])
-        alone_rows = (pl.DataFrame({"i": owner, "alone": pl.Series(flat, dtype=pl.String)})
-                      .group_by("i", maintain_order=True).agg("alone"))
-        alone_rows = pl.concat([alone_rows, pl.DataFrame(  # rows explained by no sentence
-            {"i": np.setdiff1d(special, owner), "alone": [[]] * len(np.setdiff1d(
-                special, owner))}, schema={"i": pl.Int64, "alone": pl.List(pl.String)})])
-        out = (pl.DataFrame({"i": np.arange(n), "reasons": out})
-               .join(alone_rows, on="i", how="left", maintain_order="left")
-               .select(pl.coalesce("alone", "reasons")).to_series())
-    return out.alias("reasons")
-
-
-def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
-    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, the
-    ceiling looked up once per (machine, bound, unit), numbers formatted per row."""
-    from .reason_text import CeilingFacts, above_envelope_text
-
-    n = len(analysis)
-    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
-    ratio = judged.envelope_efficiency.astype(np.float64)
-    memory = np.asarray(priced.bound_memory, dtype=bool)
-    binding = np.asarray(priced.binding_unit).astype(object)
-    texts: list[str] = []
-    ceilings: dict[tuple[str, bool, str], Any] = {}
-    for i in at.tolist():
-        name = str(analysis.machine_name[i])
-        key = (name, bool(memory[i]), str(binding[i]))
-        if key not in ceilings:
-            ceilings[key] = analysis.machines[name].ceiling(key[1], key[2])
-        ceiling = ceilings[key]
-        time_s = float(cols.time_s[i])
-        facts = None
-        if ceiling.theoretical_per_s is not None and time_s > 0:
-            done = float(cols.bytes[i]) if key[1] else float(priced.binding_ops[i])
-            facts = CeilingFacts(ceiling.name, done / time_s / ceiling.theoretical_per_s,
-                                 ceiling.fraction)
-        texts.append(above_envelope_text(float(ratio[i]), facts))
-    column = pl.Series([None] * n, dtype=pl.String)
-    return column.scatter(at, pl.Series(texts, dtype=pl.String)) if len(at) else column
-
-
-_UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
-
-
-def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:
-    """`fmt.percent` of `values` at the rows `at` (null elsewhere), formatted by the engine.
-
-    Rounding to 0.1% by the engine and by Python's format agree except within a hair of a
-    tie (x.x5); those rows, and the rare forms (<0.1%, scientific), are formatted by
-    `fmt.percent` itself, so every text is exactly what `fmt.percent` writes.
-    """
-    x = np.asarray(values, dtype=np.float64)[at] * 100
-    with np.errstate(invalid="ignore"):
-        scaled = x * 10
-        tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
-        plain = np.isfinite(x) & (np.abs(x) >= 0.05) & (np.abs(x) < 1e6) & ~tie
-    texts = pl.select(pl.lit(pl.Series(x)).round(1).cast(pl.String) + "%").to_series()
-    python = np.flatnonzero(~plain)
-    if len(python):
-        texts = texts.scatter(python, pl.Series([fmt.percent(v / 100) for v in
-                                                 x[python].tolist()], dtype=pl.String))
-    column = pl.Series([None] * n, dtype=pl.String)
-    return column.scatter(at, texts) if len(at) else column
-
-
-def _repr_text(column: pl.Expr) -> pl.Expr:
-    """Python's repr of a plain string (quotes chosen as repr chooses them)."""
-    return (pl.when(column.str.contains("'") & ~column.str.contains('"'))
-            .then(pl.lit('"') + column + pl.lit('"'))
-            .otherwise(pl.lit("'") + column.str.replace_all("\\", "\\\\", literal=True)
-                       .str.replace_all("'", "\\'", literal=True) + pl.lit("'")))
-
-
-def strings_or_null(values: np.ndarray) -> pl.Series:
-    """A text column from an object array of str or None."""
-    try:
-        return pl.Series(values.tolist(), dtype=pl.String)
-    except UnicodeEncodeError:
-        return pl.Series([None if v is None else encodable(v) for v in values.tolist()],
-                         dtype=pl.String)
 
 
 def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:

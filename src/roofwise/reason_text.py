@@ -56,15 +56,27 @@ def retime_advice(timing: str) -> str:
 def latency_bound_what(sol_s: float, time_s: float, floor: FloorFacts) -> str:
     """SOL under the floor and the floor most of the time: what the time is made of."""
     spans = time_s / floor.floor_s if floor.floor_s > 0 else math.inf
-    cause = ("a kernel's fixed cost, not its work, sets the time" if floor.timing == "kernel"
+    return latency_bound_sentence(fmt.seconds(time_s), spans, floor.describe(),
+                                  fmt.seconds(sol_s), floor.timing)
+
+
+def latency_bound_sentence(time_text: str, spans: float, floor_text: str, sol_text: str,
+                           timing: str) -> str:
+    """`latency_bound_what` from its numbers already formatted (what a column of rows uses)."""
+    cause = ("a kernel's fixed cost, not its work, sets the time" if timing == "kernel"
              else "launches, not the kernel, set the time")
-    return (f"the {fmt.seconds(time_s)} measured is {spans:.2f} x {floor.describe()} and "
-            f"SOL is {fmt.seconds(sol_s)}: {cause}, so efficiency is no reading")
+    return (f"the {time_text} measured is {spans:.2f} x {floor_text} and "
+            f"SOL is {sol_text}: {cause}, so efficiency is no reading")
 
 
 def latency_bound_text(sol_s: float, time_s: float, floor: FloorFacts) -> str:
     """The latency_bound reason: what the time is made of, then what to do."""
-    return f"{latency_bound_what(sol_s, time_s, floor)}; {retime_advice(floor.timing)}"
+    return advised(latency_bound_what(sol_s, time_s, floor), floor.timing)
+
+
+def advised(what: str, timing: str) -> str:
+    """A latency-bound finding, then what to do about it."""
+    return f"{what}; {retime_advice(timing)}"
 
 
 def floor_split_text(sol_s: float, time_s: float, floor: FloorFacts,
@@ -72,27 +84,45 @@ def floor_split_text(sol_s: float, time_s: float, floor: FloorFacts,
     """SOL under the floor but the time far above it: the floor, the rest, and what tells
     the rest apart (kernel time under a profiler; under other methods it may be host
     overhead above an assumed floor as well)."""
-    rest_s = time_s - floor.floor_s
-    net = (f", {fmt.percent(net_efficiency)} of SOL net of the floor"
-           if math.isfinite(net_efficiency) else "")
-    if floor.timing == "kernel":
-        action = ("the rest is the kernels' own time: fuse them" if floor.kernels > 1 else
+    return floor_split_sentence(
+        fmt.seconds(sol_s), floor.describe(), fmt.seconds(time_s),
+        fmt.seconds(time_s - floor.floor_s),
+        fmt.percent(net_efficiency) if math.isfinite(net_efficiency) else "", floor.timing,
+        floor.kernels)
+
+
+def floor_split_sentence(sol_text: str, floor_text: str, time_text: str, rest_text: str,
+                         net_text: str, timing: str, kernels: int) -> str:
+    """`floor_split_text` from its numbers already formatted ("" for no net efficiency)."""
+    net = f", {net_text} of SOL net of the floor" if net_text else ""
+    if timing == "kernel":
+        action = ("the rest is the kernels' own time: fuse them" if kernels > 1 else
                   "the rest is the kernel's own time: profile it")
     else:
-        action = (("fuse the kernels, or " if floor.kernels > 1 else "")
+        action = (("fuse the kernels, or " if kernels > 1 else "")
                   + "re-time with kernel durations to tell the "
-                  + ("kernels'" if floor.kernels > 1 else "kernel's")
+                  + ("kernels'" if kernels > 1 else "kernel's")
                   + " own time from overhead above the floor")
-    return (f"SOL {fmt.seconds(sol_s)} is under {floor.describe()}, yet the "
-            f"{fmt.seconds(time_s)} measured is that floor plus {fmt.seconds(rest_s)} "
-            f"more{net}; {action}")
+    return (f"SOL {sol_text} is under {floor_text}, yet the {time_text} measured is that "
+            f"floor plus {rest_text} more{net}; {action}")
 
 
 def net_beside_text(net_efficiency: float, time_s: float, floor: FloorFacts) -> str:
     """`, 84.2% net of the events floor 20.000 us (assumed), 33.3% of the time`, to follow
     an efficiency where the floor is a sizeable share of the time."""
-    return (f", {fmt.percent(net_efficiency)} net of {floor.describe()}, "
-            f"{fmt.percent(floor.floor_s / time_s)} of the time")
+    return net_beside_sentence(fmt.percent(net_efficiency), floor.describe(),
+                               fmt.percent(floor.floor_s / time_s))
+
+
+def net_beside_sentence(net_text: str, floor_text: str, share_text: str) -> str:
+    """`net_beside_text` from its numbers already formatted."""
+    return f", {net_text} net of {floor_text}, {share_text} of the time"
+
+
+def above_rate_sentence(unit_key: str, rate_text: str, peak_text: str) -> str:
+    """A unit's work over the time above the unit's theoretical rate (rates formatted by
+    `fmt.tera_rate`)."""
+    return f"{unit_key} at {rate_text} exceeds its theoretical {peak_text}: physically impossible"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,314 @@
+"""Why each row got its verdict, for whole columns: the sentences `analysis.explain` gives one
+row at a time, built per verdict and flag template over the rows that carry it.
+
+The templates are `reason_text`'s (one per sentence); here they are fed columns of numbers
+formatted by `fmt`'s column formatters, or rendered once per distinct value (a machine's
+constants, a floor). Rows whose sentences need a row's whole unit split (a second pipe near
+the binding one, units a profile lacks, a non-positive time) are rare and still go through
+`explain`. Every list equals `explain(analysis, i)` (tests/test_output.py checks it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from . import reason_text
+from .reasons import IMPOSSIBLE_REASONS, Reason
+from .report import fmt
+from .text import encodable
+from .text_columns import strings
+from .verdict import AT_CEILING, BELOW
+
+if TYPE_CHECKING:
+    from .analysis import Analysis
+
+# Flags whose sentences need a row's whole unit split: those rows are explained one by one.
+_ONE_BY_ONE = Reason.UNKNOWN_UNIT | Reason.BAD_TIME | Reason.SECOND_PIPE
+_UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
+
+
+def reasons_column(analysis: Analysis) -> pl.Series:
+    """A list of sentences per row, in the order `explain` says them."""
+    from .analysis import explain
+    from .mismatch import mismatches
+
+    n = len(analysis)
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    flags = judged.flags.astype(np.int64)
+    verdict = judged.verdict.astype(np.int64)
+    reading = np.isin(verdict, (AT_CEILING, BELOW))
+    no_machine = (flags & int(Reason.NO_MACHINE)) != 0
+    alone = ((flags & int(_ONE_BY_ONE)) != 0) & ~no_machine
+    templated = ~alone & ~no_machine
+    machine_name = np.asarray(analysis.machine_name).astype(object)
+    on_machine = {name: machine_name == name for name in analysis.machines}
+    memory = np.asarray(priced.bound_memory, dtype=bool)
+    columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
+    texts: list[pl.Expr] = []
+
+    def has(flag: Reason) -> np.ndarray:
+        return templated & ((flags & int(flag)) != 0)
+
+    def rows_with(flag: Reason, name: str | None = None, extra: np.ndarray | None = None
+                  ) -> np.ndarray:
+        mask = has(flag) if flag else templated.copy()
+        if name is not None:
+            mask &= on_machine[name]
+        return mask if extra is None else mask & extra
+
+    def when(mask: np.ndarray, text: pl.Expr) -> None:
+        """`text` for the rows in `mask`; nothing at all when no row carries it."""
+        if mask.any():
+            key = f"m{len(columns)}"
+            columns[key] = mask
+            texts.append(pl.when(pl.col(key)).then(text))
+
+    def column(name: str, values: Any) -> pl.Expr:
+        if name not in columns:
+            columns[name] = values
+        return pl.col(name)
+
+    def sentences(mask: np.ndarray, values: list[str]) -> None:
+        """One sentence per row of `mask`, already written, in row order."""
+        if mask.any():
+            when(mask, column(f"t{len(columns)}", scattered(n, np.flatnonzero(mask), values)))
+
+    mismatch = mismatches(analysis)
+    when(templated & (mismatch != ""), column("mismatch", strings("mismatch", mismatch)))
+    for name, m in analysis.machines.items():
+        when(rows_with(Reason.UNKNOWN_ROOF, name), pl.format(
+            "unknown roof {} on {}; units: {}", _repr_text(column("roof", strings(
+                "roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units))))
+        when(rows_with(Reason.UNIT_RATE_GAP, name), pl.lit(
+            f"{m.name} has no known rate for the units used (a gap in its sources)"))
+        when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
+            f"{m.name} has no known {m.dram.name} bandwidth (a gap)"))
+    when(rows_with(Reason.ZERO_BYTES), pl.lit(
+        "zero bytes: the ledger moves nothing, so there is no memory roof to read"))
+    over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
+    if over.any():
+        at = np.flatnonzero(over)
+        achieved = column("achieved", scattered(n, at, fmt.fixed_each(
+            judged.achieved_bytes_per_s[at] / 1e9, ".1f", "GB/s")))
+        for name, m in analysis.machines.items():
+            theory = m.dram.theoretical_bytes_per_s or math.nan
+            when(over & on_machine[name], pl.format(
+                "bytes/time {} exceeds {} theoretical {} GB/s: physically impossible, so the "
+                "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
+                pl.lit(f"{theory / 1e9:.0f}")))
+    over_rate = has(Reason.ABOVE_THEORETICAL_RATE)
+    if over_rate.any():
+        for name, m in analysis.machines.items():
+            for key, ops in priced.unit_ops.items():
+                unit = m.unit(key)
+                if unit is None or not unit.theoretical_ops_per_s:
+                    continue
+                peak = fmt.tera_rate(unit.theoretical_ops_per_s, key)
+                with np.errstate(all="ignore"):
+                    rate = ops / cols.time_s
+                    rows = over_rate & on_machine[name] & (cols.time_s > 0) & (
+                        rate > unit.theoretical_ops_per_s)
+                sentences(rows, [reason_text.above_rate_sentence(key, r, peak) for r in
+                                 fmt.tera_rate_each(rate[rows], key)])
+    floors = _FloorTexts(analysis, has(Reason.BELOW_LATENCY_FLOOR) | has(Reason.FLOOR_SPLIT)
+                         | (templated & reading & _finite(judged.net_efficiency, n)))
+    sentences(has(Reason.BELOW_LATENCY_FLOOR), floors.latency_bound(
+        np.flatnonzero(has(Reason.BELOW_LATENCY_FLOOR))))
+    # an impossible row's anomaly is said by its impossible sentence
+    anomaly = has(Reason.ANOMALY) & ((flags & int(IMPOSSIBLE_REASONS)) == 0)
+    if anomaly.any():
+        when(anomaly, column("anomaly", anomaly_texts(analysis, np.flatnonzero(anomaly))))
+    for name, m in analysis.machines.items():
+        used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
+            "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
+        when(rows_with(Reason.ABOVE_REGIME_WITHIN_ENVELOPE, name), pl.format(
+            "above the ceiling of the {} it was priced with, but within the envelope (the "
+            "highest measured mix and regime)", used))
+    at = np.flatnonzero(templated & reading)
+    if len(at):
+        # a floor that binds part of the time: the efficiency net of it, said beside the
+        # efficiency (a split row says it in its own sentence instead)
+        beside = at[_finite(judged.net_efficiency, n)[at] & ((flags[at] & int(Reason.FLOOR_SPLIT))
+                                                          == 0)]
+        net = scattered(n, beside, floors.net_beside(beside))
+        percent = column("percent", percent_texts(judged.efficiency, at, n))
+        beside_text = column("net", net.fill_null(""))
+        for name, m in analysis.machines.items():
+            when(rows_with(Reason.NONE, name, reading & memory), pl.format(
+                "{} of SOL{}; memory-bound on {} {} mix", percent, beside_text,
+                pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
+            when(rows_with(Reason.NONE, name, reading & ~memory), pl.format(
+                "{} of SOL{}; compute-bound on {}", percent, beside_text,
+                column("binding", strings("binding", priced.binding_unit))))
+    split = has(Reason.FLOOR_SPLIT) if judged.net_efficiency is not None else np.zeros(n, bool)
+    sentences(split, floors.floor_split(np.flatnonzero(split)))
+    for name, m in analysis.machines.items():
+        when(rows_with(Reason.UNCALIBRATED_MEMORY, name), pl.lit(
+            f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)"))
+        raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(key))
+               for key, ops in priced.unit_ops.items()
+               if (unit := m.unit(key)) is not None and not unit.calibrated]
+        if raw:
+            when(rows_with(Reason.UNCALIBRATED_UNIT, name),
+                 pl.lit("uncalibrated unit(s) priced at the datasheet rate: ")
+                 + pl.concat_str(raw, separator=", ", ignore_nulls=True))
+    when(rows_with(Reason.WALL_TIMING), pl.lit(
+        "wall-clock time includes host overhead: efficiency is a lower bound"))
+    frame = pl.DataFrame(columns, height=n)
+    # Sentences joined on a separator no sentence holds, then split: an engine-side list
+    # build several times faster than concatenating lists.
+    if texts:
+        joined = pl.concat_str(texts, separator=_UNIT_SEPARATOR, ignore_nulls=True)
+        out = frame.select(pl.when(joined == "").then(pl.lit([], dtype=pl.List(pl.String)))
+                           .otherwise(joined.str.split(_UNIT_SEPARATOR)).alias("reasons")
+                           ).to_series()
+    else:
+        out = pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
+    special = np.flatnonzero(alone | no_machine)
+    if len(special):
+        lists = [explain(analysis, i) for i in special.tolist()]
+        flat = [encodable(text) for found in lists for text in found]
+        owner = np.repeat(special, [len(found) for found in lists])
+        alone_rows = (pl.DataFrame({"i": owner, "alone": pl.Series(flat, dtype=pl.String)})
+                      .group_by("i", maintain_order=True).agg("alone"))
+        alone_rows = pl.concat([alone_rows, pl.DataFrame(  # rows explained by no sentence
+            {"i": np.setdiff1d(special, owner), "alone": [[]] * len(np.setdiff1d(
+                special, owner))}, schema={"i": pl.Int64, "alone": pl.List(pl.String)})])
+        out = (pl.DataFrame({"i": np.arange(n), "reasons": out})
+               .join(alone_rows, on="i", how="left", maintain_order="left")
+               .select(pl.coalesce("alone", "reasons")).to_series())
+    return out.alias("reasons")
+
+
+def _finite(values: np.ndarray | None, n: int) -> np.ndarray:
+    return np.zeros(n, dtype=bool) if values is None else np.isfinite(values)
+
+
+def scattered(n: int, at: np.ndarray, values: list[str]) -> pl.Series:
+    """A text column of `n` rows: `values` at the rows `at`, null elsewhere."""
+    column = pl.repeat(None, n, dtype=pl.String, eager=True)
+    return column.scatter(at, pl.Series(values, dtype=pl.String)) if len(at) else column
+
+
+class _FloorTexts:
+    """The floor sentences of the rows in `mask`: each row's floor (`analysis.floor_facts`)
+    is one of a few per (machine, timing, kernels), described once each."""
+
+    def __init__(self, analysis: Analysis, mask: np.ndarray) -> None:
+        from .analysis import floor_facts
+
+        self._analysis = analysis
+        cols, flags = analysis.columns, analysis.judged.flags
+        self._facts: dict[int, reason_text.FloorFacts] = {}
+        self._described: dict[reason_text.FloorFacts, str] = {}
+        facts_of: dict[tuple[str, str, int, bool], reason_text.FloorFacts] = {}
+        kernels = cols.kernel_counts()
+        for i in np.flatnonzero(mask).tolist():
+            key = (str(analysis.machine_name[i]), str(cols.timing[i]), int(kernels[i]),
+                   bool(int(flags[i]) & Reason.FLOOR_OVERLAPPED))
+            if key not in facts_of:
+                facts_of[key] = floor_facts(analysis, i, analysis.machines[key[0]])
+            self._facts[i] = facts_of[key]
+
+    def _parts(self, at: np.ndarray) -> tuple[list[reason_text.FloorFacts], list[str],
+                                              np.ndarray]:
+        facts = [self._facts[i] for i in at.tolist()]
+        described = [self._described.get(f) or self._described.setdefault(f, f.describe())
+                     for f in facts]
+        return facts, described, np.array([f.floor_s for f in facts], dtype=np.float64)
+
+    def latency_bound(self, at: np.ndarray) -> list[str]:
+        facts, described, floor_s = self._parts(at)
+        time_s = self._analysis.columns.time_s[at]
+        with np.errstate(all="ignore"):
+            spans = np.where(floor_s > 0, time_s / np.where(floor_s > 0, floor_s, 1.0),
+                             np.inf)
+        return [reason_text.advised(reason_text.latency_bound_sentence(t, s, d, sol, f.timing),
+                                    f.timing)
+                for t, s, d, sol, f in zip(
+                    fmt.seconds_each(time_s), spans.tolist(), described,
+                    fmt.seconds_each(self._analysis.priced.sol_time_s[at]), facts,
+                    strict=True)]
+
+    def floor_split(self, at: np.ndarray) -> list[str]:
+        facts, described, floor_s = self._parts(at)
+        time_s = self._analysis.columns.time_s[at]
+        net = self._analysis.judged.net_efficiency
+        assert net is not None
+        nets = [text if math.isfinite(v) else "" for text, v in
+                zip(fmt.percent_each(net[at]), net[at].tolist(), strict=True)]
+        return [reason_text.floor_split_sentence(sol, d, t, rest, e, f.timing, f.kernels)
+                for sol, d, t, rest, e, f in zip(
+                    fmt.seconds_each(self._analysis.priced.sol_time_s[at]), described,
+                    fmt.seconds_each(time_s), fmt.seconds_each(time_s - floor_s), nets, facts,
+                    strict=True)]
+
+    def net_beside(self, at: np.ndarray) -> list[str]:
+        _, described, floor_s = self._parts(at)
+        net = self._analysis.judged.net_efficiency
+        assert net is not None
+        with np.errstate(all="ignore"):
+            share = floor_s / self._analysis.columns.time_s[at]
+        return [reason_text.net_beside_sentence(e, d, s) for e, d, s in zip(
+            fmt.percent_each(net[at]), described, fmt.percent_each(share), strict=True)]
+
+
+def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
+    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, the
+    ceiling looked up once per (machine, bound, unit), numbers formatted per row."""
+    from .reason_text import CeilingFacts, above_envelope_text
+
+    n = len(analysis)
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    ratio = judged.envelope_efficiency.astype(np.float64)
+    memory = np.asarray(priced.bound_memory, dtype=bool)
+    binding = np.asarray(priced.binding_unit).astype(object)
+    texts: list[str] = []
+    ceilings: dict[tuple[str, bool, str], Any] = {}
+    for i in at.tolist():
+        name = str(analysis.machine_name[i])
+        key = (name, bool(memory[i]), str(binding[i]))
+        if key not in ceilings:
+            ceilings[key] = analysis.machines[name].ceiling(key[1], key[2])
+        ceiling = ceilings[key]
+        time_s = float(cols.time_s[i])
+        facts = None
+        if ceiling.theoretical_per_s is not None and time_s > 0:
+            done = float(cols.bytes[i]) if key[1] else float(priced.binding_ops[i])
+            facts = CeilingFacts(ceiling.name, done / time_s / ceiling.theoretical_per_s,
+                                 ceiling.fraction)
+        texts.append(above_envelope_text(float(ratio[i]), facts))
+    return scattered(n, at, texts)
+
+
+def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:
+    """`fmt.percent` of `values` at the rows `at` (null elsewhere), formatted by the engine.
+
+    Rounding to 0.1% by the engine and by Python's format agree except within a hair of a
+    tie (x.x5); those rows, and the rare forms (<0.1%, scientific), are formatted by
+    `fmt.percent` itself, so every text is exactly what `fmt.percent` writes.
+    """
+    x = np.asarray(values, dtype=np.float64)[at] * 100
+    with np.errstate(invalid="ignore"):
+        scaled = x * 10
+        tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+        plain = np.isfinite(x) & (np.abs(x) >= 0.05) & (np.abs(x) < 1e6) & ~tie
+    texts = pl.select(pl.lit(pl.Series(x)).round(1).cast(pl.String) + "%").to_series()
+    python = np.flatnonzero(~plain)
+    if len(python):
+        texts = texts.scatter(python, pl.Series([fmt.percent(v / 100) for v in
+                                                 x[python].tolist()], dtype=pl.String))
+    column = pl.repeat(None, n, dtype=pl.String, eager=True)
+    return column.scatter(at, texts) if len(at) else column
+
+
+def _repr_text(column: pl.Expr) -> pl.Expr:
+    """Python's repr of a plain string (quotes chosen as repr chooses them)."""
+    return (pl.when(column.str.contains("'") & ~column.str.contains('"'))
+            .then(pl.lit('"') + column + pl.lit('"'))
+            .otherwise(pl.lit("'") + column.str.replace_all("\\", "\\\\", literal=True)
+                       .str.replace_all("'", "\\'", literal=True) + pl.lit("'")))

@@ -1,0 +1,52 @@
+"""Text columns for the engine: numpy object arrays (and nested lists) of text as polars
+series, with what UTF-8 cannot encode (a lone surrogate) written as \\udc80."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .text import encodable
+
+
+def strings(name: str, values: np.ndarray) -> pl.Series:
+    """A text column; a lone surrogate (a JSON escape polars cannot hold) written as \\udc80.
+    A column that is one value broadcast (`pricing.uniform`) is built from that value."""
+    values = np.asarray(values)
+    if values.ndim == 1 and len(values) > 1 and values.strides[0] == 0:
+        return strings(name, values[:1]).new_from_index(0, len(values))
+    texts = values.tolist()
+    try:
+        return pl.Series(name, texts, dtype=pl.String)
+    except (UnicodeEncodeError, TypeError):  # a surrogate, or a value that is not text
+        return pl.Series(name, [encodable(str(t)) for t in texts], dtype=pl.String)
+
+
+def nested(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
+    """A list (or struct) column of text; lone surrogates written as \\udc80."""
+    try:
+        return pl.Series(name, values, dtype=dtype)
+    except UnicodeEncodeError:
+        return pl.Series(name, _encodable_all(values), dtype=dtype)
+
+
+def _encodable_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, list):
+        return [_encodable_all(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _encodable_all(v) for k, v in value.items()}
+    return value
+
+
+def strings_or_null(values: np.ndarray) -> pl.Series:
+    """A text column from an object array of str or None."""
+    try:
+        return pl.Series(values.tolist(), dtype=pl.String)
+    except UnicodeEncodeError:
+        return pl.Series([None if v is None else encodable(v) for v in values.tolist()],
+                         dtype=pl.String)
