@@ -102,3 +102,12 @@ def test_profiles_are_read_only(h200):
         h200.dram.calibration_by_mix["read"] = 1.0  # type: ignore[index]
     with pytest.raises(TypeError):
         h200.units["cuda_core.fp32"] = h200.units["sfu.fp32"]  # type: ignore[index]
+
+
+def test_built_in_profiles_read_by_libyaml_equal_the_limited_reader():
+    # built-ins are parsed by libyaml (ten times faster at start-up); a user's profile by the
+    # pure-Python reader with depth and alias limits: both must build the same machines
+    from roofwise.profiles import builtin_paths, load_machine
+
+    for path in builtin_paths():
+        assert load_machine(path, packaged=True) == load_machine(path), path

@@ -40,9 +40,10 @@ _INTERCONNECT_KEYS = ("name", "bytes_per_s", "source", "hop_latency_s", "hop_lat
                       "hop_latency_source")
 
 
-def load_machine(path: str | Path) -> Machine:
-    """Read one profile; any fault raises InputError naming the file and the key."""
-    return parse_machine(schema.load_yaml(path), str(path))
+def load_machine(path: str | Path, packaged: bool = False) -> Machine:
+    """Read one profile; any fault raises InputError naming the file and the key.
+    `packaged`: a built-in profile (parsed by libyaml where PyYAML has it)."""
+    return parse_machine(schema.load_yaml(path, packaged), str(path))
 
 
 def parse_machine(data: Any, origin: str) -> Machine:
@@ -220,7 +221,7 @@ def builtin_machines() -> dict[str, Machine]:
 
 @functools.cache
 def _builtin_machines() -> tuple[tuple[str, Machine], ...]:
-    return tuple((m.name, m) for m in (load_machine(p) for p in builtin_paths()))
+    return tuple((m.name, m) for m in (load_machine(p, packaged=True) for p in builtin_paths()))
 
 
 @dataclass(frozen=True)

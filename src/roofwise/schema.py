@@ -14,9 +14,9 @@ from .errors import InputError
 from .text import shown
 
 
-def load_yaml(path: str | Path) -> Any:
+def load_yaml(path: str | Path, packaged: bool = False) -> Any:
     """One YAML document, read within `yamlio`'s limits; any fault is one line naming the
-    file (and the line, when the parser knows it)."""
+    file (and the line, when the parser knows it). `packaged`: a file roofwise ships."""
     path = Path(path)
     try:
         if path.is_dir():
@@ -30,7 +30,7 @@ def load_yaml(path: str | Path) -> Any:
         raise InputError(str(path), f"not UTF-8 text (byte {exc.start}); expected a UTF-8 "
                                     "YAML file") from None
     try:
-        return yamlio.load(text)
+        return yamlio.load(text, packaged)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
