@@ -11,7 +11,6 @@ import click
 
 from ..analysis import Analysis, analyze
 from ..ledger import Ledger
-from ..ledgerio import load_ledger
 from ..lint import Finding, lint_analysis, lint_findings
 from ..machine import Machine
 from ..mismatch import mismatch_summary
@@ -27,7 +26,6 @@ from ..records import (
     iter_batches,
     read_records,
 )
-from ..report.table import render_analysis, worst_first
 from ..traces.reader import is_trace
 from .common import (
     MAX_SKIPPED_LINES,
@@ -40,7 +38,6 @@ from .common import (
     regime_mix_options,
     report_skipped,
 )
-from .lint import render_findings_brief
 
 
 @click.command("analyze")
@@ -90,7 +87,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         from ..report.chart import check_chart_path  # matplotlib only for a chart
 
         check_chart_path(plot_path, "--plot")  # before any row is printed
-    references = [load_ledger(p) for p in reference_paths]
+    references = _references(reference_paths)
     machine, machines = load_machine_arg(machine_name), all_machines()
     if plot_path is not None:  # the chart draws every row at once
         loaded = read_records(records_path, strict=strict)
@@ -98,9 +95,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         analysis = analyze(loaded.columns, machines, machine, regime, mix)
         _write(analysis, as_json, as_csv, True, references, records_path)
         if not (as_json or as_csv):
-            shown = render_analysis(analysis, console(), None if limit == 0 else limit)
-            render_findings_brief(lint_analysis(analysis, references, path=records_path),
-                                  console(), shown=shown)
+            _render(analysis, lint_analysis(analysis, references, path=records_path), limit)
         from .plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
         return
@@ -125,11 +120,28 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     stream.finish(as_json or as_csv)
     if not (as_json or as_csv):
         if stream.batches == 1 and stream.last is not None:  # the whole input at once
-            shown = render_analysis(stream.last, console(), None if limit == 0 else limit)
+            _render(stream.last, stream.findings, limit)
         else:
-            shown = render_analysis(stream.worst(machines, machine, regime, mix), console(),
-                                    None if limit == 0 else limit, counts=stream.verdicts)
-        render_findings_brief(stream.findings, console(), shown=shown)
+            _render(stream.worst(machines, machine, regime, mix), stream.findings, limit,
+                    stream.verdicts)
+
+
+def _references(paths: tuple[str, ...]) -> list[Ledger]:
+    if not paths:
+        return []
+    from ..ledgerio import load_ledger  # YAML only for a reference
+
+    return [load_ledger(p) for p in paths]
+
+
+def _render(analysis: Analysis, findings: list[Finding], limit: int,
+            counts: dict[str, int] | None = None) -> None:
+    """The table and the findings under it (rich loads here: --json and --csv never draw)."""
+    from ..report.table import render_analysis
+    from .lint import render_findings_brief
+
+    shown = render_analysis(analysis, console(), None if limit == 0 else limit, counts=counts)
+    render_findings_brief(findings, console(), shown=shown)
 
 
 def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,
@@ -179,6 +191,8 @@ class _Stream:
         for name, n in analysis.counts().items():
             self.verdicts[name] = self.verdicts.get(name, 0) + n
         self.findings += lint_analysis(analysis, references, path=self.path)
+        from ..report.table import worst_first
+
         order = worst_first(analysis)
         worst = analysis.columns.take(order if limit is None else order[:limit])
         rows = None if worst.rows is None else [dict(r) for r in worst.rows]  # the batch goes

@@ -13,20 +13,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import numpy as np
-from rich.console import Console
 
 from ..machine import Machine
 from ..profiles import builtin_machines, choose_machine
 from . import notes
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..records import Loaded
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def console(err: bool = False) -> Console:
-    """Rich console; a pipe or a file gets a generous width instead of rich's 80 columns."""
+    """Rich console; a pipe or a file gets a generous width instead of rich's 80 columns.
+    rich loads here, not with the command: `--json` and `--csv` never draw."""
+    from rich.console import Console
+
     stream = sys.stderr if err else sys.stdout
     width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
     return Console(stderr=err, highlight=False, soft_wrap=False, width=width)

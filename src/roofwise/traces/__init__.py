@@ -2,7 +2,5 @@
 (`link`), price each op from its recorded shapes (`aten`, `replay`), build records (`build`),
 judge and group them (`analysis`)."""
 
-from .analysis import Group, TraceAnalysis, analyze_trace, groups
-from .reader import is_trace, read_trace
-
-__all__ = ["Group", "TraceAnalysis", "analyze_trace", "groups", "is_trace", "read_trace"]
+# Submodules are imported where used (`from roofwise.traces.reader import is_trace`), so that
+# telling a trace from a records file costs no import of the trace pricing.
