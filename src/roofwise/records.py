@@ -19,6 +19,7 @@ Bad rows are skipped with their file:line (Parquet: `:row N`) and reason, or fai
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -658,18 +659,16 @@ def _csv_header(line: bytes) -> list[str]:
 
 
 def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch | None:
-    """Whole lines of CSV through polars, every cell as text (as the csv module reads it), so
-    that one bad cell flags its row instead of failing the file."""
+    """Whole lines of CSV through polars (`_read_csv`), so that one bad cell flags its row
+    instead of failing the file. A row the screen flags is given to `validate_record` as the
+    csv module reads its line: the cells as text, as the file wrote them."""
     if not _is_utf8(data):
         return None  # bad bytes cost their record, which may span lines: the csv reader knows
-    refused: list[tuple[int, Any]] = []
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
     names = _csv_header(header)
-    try:
-        frame = pl.read_csv(io.BytesIO(header + data), infer_schema=False,
-                            truncate_ragged_lines=False, raise_if_empty=False)
-    except pl.exceptions.PolarsError:
+    frame = _read_csv(header + data, names)
+    if frame is None:
         return None  # a row with the wrong number of cells: the csv reader says where
     starts, ends = _lines(data)
     if frame.columns != names or len(starts) != frame.height:
@@ -678,11 +677,30 @@ def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch
     carriage = np.frombuffer(data, dtype=np.uint8)[np.maximum(ends - 1, 0)] == 13 if len(
         data) else np.zeros(0, dtype=bool)
     keep = (length > 1) | ((length == 1) & ~carriage)
-    keep[[line - first_line for line, _ in refused]] = False
     index = np.flatnonzero(keep)
     frame = frame[index.tolist()] if len(index) != frame.height else frame
-    return Batch(frame, index + first_line, f"{path}:", frame_rows(frame, (None, "")),
-                 tuple(refused))
+
+    def raw_rows(at: np.ndarray) -> list[Any]:
+        lines = [data[starts[k]:ends[k]].decode("utf-8") for k in index[at].tolist()]
+        with _any_cell_size():
+            return [{k: v for k, v in zip(names, cells, strict=False) if v != ""}
+                    for cells in csv.reader(lines)]
+
+    return Batch(frame, index + first_line, f"{path}:", raw_rows)
+
+
+def _read_csv(text: bytes, names: list[str]) -> pl.DataFrame | None:
+    """CSV cells as text, the number fields parsed by the engine where every cell of them
+    parses (what it reads, float() reads the same; what it refuses, such as `1_0` or `12 `,
+    sends the batch to the all-text read, whose screen leaves those cells to Python)."""
+    for numbers_typed in (True, False):
+        schema = {n: pl.Float64 for n in names if n in NUMBER_FIELDS} if numbers_typed else {}
+        try:
+            return pl.read_csv(io.BytesIO(text), infer_schema=False, schema_overrides=schema,
+                               truncate_ragged_lines=False, raise_if_empty=False)
+        except pl.exceptions.PolarsError:
+            continue
+    return None
 
 
 # 4. The screen -------------------------------------------------------------------------------
@@ -1185,11 +1203,18 @@ class Unreadable(str):
 
 def _csv_rows(path: Path, text: str, header_line: int) -> Iterator[tuple[str, Any]]:
     """Rows of CSV text (its header first) by Python's csv module, numbered from the header's
-    line. The csv module's 131,072-character cell limit is lifted while reading: a long cell
-    (a long op name) is a good row, read whole like the columnar reader reads it."""
+    line."""
+    with _any_cell_size():
+        yield from _csv_dict_rows(path, text, header_line)
+
+
+@contextlib.contextmanager
+def _any_cell_size() -> Iterator[None]:
+    """The csv module's 131,072-character cell limit lifted while reading: a long cell (a long
+    op name) is a good row, read whole like the columnar reader reads it."""
     limit = csv.field_size_limit(2**31 - 1)
     try:
-        yield from _csv_dict_rows(path, text, header_line)
+        yield
     finally:
         csv.field_size_limit(limit)
 
