@@ -92,22 +92,16 @@ def _input_columns(analysis: Analysis) -> tuple[pl.DataFrame, set[str]]:
 def _valid_json_text(texts: pl.Series) -> pl.Series:
     """A column of JSON text, each value valid JSON: the reader gives a field that is an object
     in one row and a string in another as one text column, the string without its quotes
-    (`gemm`); such a value is written back as the JSON string it was. Checked once per
-    distinct value."""
+    (`gemm`); such a value is written back as the JSON string it was. Each distinct value is
+    checked by the engine's JSON parser (stricter than Python's: `NaN` is quoted)."""
     if texts.dtype != pl.String:
         return texts
-    bad = [v for v in texts.drop_nulls().unique().to_list() if v and not _is_json(v)]
+    values = texts.drop_nulls().unique()
+    parsed = values.str.json_path_match("$")  # null where not JSON (and for `null` itself)
+    bad = values.filter(parsed.is_null() & (values != "null") & (values != "")).to_list()
     if not bad:
         return texts
     return texts.replace(bad, [json.dumps(v) for v in bad])
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]:

@@ -41,11 +41,12 @@ def test_json_workloads_stay_json(tmp_path, capsys):
     path.write_text('{"op": "x", "flops": 1e999, "bytes": 1, "roof": "cuda_core.fp32", '
                     '"time_s": 1}\n'
                     + "\n".join(json.dumps({**ROW, "workload": w})
-                                for w in ("", {}, "gemm", "{abc")) + "\n")
+                                for w in ("", {}, "gemm", "{abc", "NaN", {"m": [1, 2]}))
+                    + "\n")
     code, rows, err = analyze_json(capsys, path)
     assert code == 0, err
     assert [r.get("workload", "absent") for r in rows][:2] == ["absent", {}]
-    assert [r.get("workload") for r in rows][2:] == ["gemm", "{abc"]
+    assert [r.get("workload") for r in rows][2:] == ["gemm", "{abc", "NaN", {"m": [1, 2]}]
 
 
 def test_a_csv_cell_over_131072_characters_is_a_good_row(tmp_path, capsys):
