@@ -575,9 +575,11 @@ def _read_ndjson(piece: bytes, json_columns: set[str], sample: bytes | None = No
 
     The schema is inferred from `sample` (some of the lines; all of `piece` when None), then
     the whole piece is read against it, which costs half of inferring over every line. Every
-    contract field is in the schema, as text: numbers keep their digits, a field that is a
-    number in one row and a string in another does not refuse the batch (the screen parses
-    them), and a field first met after the sample is read all the same. Objects and lists
+    contract field is in the schema, so that a field first met after the sample is read all
+    the same: the number fields as numbers where every value is a JSON number (the engine
+    then parses them as float() would), else as text, like the other fields, so that a field
+    that is a number in one row and a string in another does not refuse the batch (the
+    screen parses them). Objects and lists
     outside the contract (a workload) are kept as their JSON text; a key outside the contract
     that the sample never shows is not passed through to the verdicts (`rows` still has it).
     """
@@ -597,9 +599,14 @@ def _read_ndjson(piece: bytes, json_columns: set[str], sample: bytes | None = No
             schema[name] = kind if kind != pl.Null else pl.String()
     for name in _JSON_TEXT:
         schema.setdefault(name, pl.String())
-    try:
-        frame = pl.read_ndjson(io.BytesIO(piece), schema=schema)
-    except pl.exceptions.PolarsError:
+    typed = {**schema, **{name: pl.Float64() for name in NUMBER_FIELDS}}
+    for attempt in (typed, schema):
+        try:
+            frame = pl.read_ndjson(io.BytesIO(piece), schema=attempt)
+            break
+        except pl.exceptions.PolarsError:
+            continue
+    else:
         return None
     # a contract field no row names is no column (as if read without a schema)
     empty = [c for c in _JSON_TEXT if c not in inferred and frame[c].null_count() == frame.height]
