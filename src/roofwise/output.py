@@ -119,79 +119,77 @@ def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]
 
 
 def _judgement(analysis: Analysis) -> pl.DataFrame:
-    priced, judged = analysis.priced, analysis.judged
-    verdict = judged.verdict.astype(np.int64)
-    blank = verdict == BLANK
-    no_efficiency = np.isin(verdict, (BLANK, IMPOSSIBLE, LATENCY_BOUND))
-    n = len(analysis)
-
-    def number(values: np.ndarray, hide: np.ndarray | None = None) -> pl.Series:
-        out = np.asarray(values, dtype=np.float64).copy()
-        if hide is not None:
-            out[hide] = np.nan
-        out[~np.isfinite(out)] = np.nan
-        return pl.Series(out, dtype=pl.Float64, nan_to_null=True)
-
-    def text(values: np.ndarray, hide: np.ndarray | None = None) -> pl.Series:
-        series = strings("", values).replace("", None)
-        if hide is not None:
-            series = pl.select(pl.when(pl.Series(hide)).then(None).otherwise(series)).to_series()
-        return series
-
-    bound = np.where(priced.bound_memory, "memory", "compute")
-    return pl.DataFrame({
-        "machine": text(analysis.machine_name),
-        "memory_time_s": number(priced.memory_time_s, blank),
-        "compute_time_s": number(priced.compute_time_s, blank),
-        "compute_serial_time_s": number(priced.compute_serial_time_s, blank),
-        "sol_time_s": number(priced.sol_time_s, blank),
-        "bound": text(bound, blank),
-        "binding_unit": text(priced.binding_unit, blank),
-        "intensity_flops_per_byte": number(priced.intensity_flops_per_byte),
-        "mix": text(priced.mix),
-        "regime": pl.Series([analysis.regime or "envelope"] * n, dtype=pl.String),
-        "efficiency": number(judged.efficiency, no_efficiency),
-        **_floor_and_pipes(analysis, blank, no_efficiency, number),
-        "verdict": pl.Series(np.array(VERDICTS, dtype=object)[verdict].astype(str),
-                             dtype=pl.String),
-        "reasons": reasons_column(analysis),
-    }, height=n)
-
-
-def _floor_and_pipes(analysis: Analysis, blank: np.ndarray, no_reading: np.ndarray,
-                     number: Any) -> dict[str, pl.Series]:
-    """The timing method and floor each row was read with, efficiency net of the floor, and
-    where a second pipe is near the binding one, the pipes and the overlapped-serial band
-    (`Analysis.row` says the same for one row)."""
+    """The judgement's columns (`VERDICT_FIELDS`): the numbers and labels as they are, then one
+    engine pass that hides what is no reading (null), so that a million rows cost a few
+    column operations."""
     cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
     n = len(analysis)
-    timing = strings("timing", np.asarray(cols.timing))
-    methods = {t: timing_method(t) for t in timing.unique().to_list()}
+    verdict = judged.verdict.astype(np.int64)
     second = (priced.flags.astype(np.int64) & int(Reason.SECOND_PIPE)) != 0
-    nothing = np.ones(n, dtype=bool)
-    pipes: list[Any] = [None] * n
-    for i in np.flatnonzero(second).tolist():
-        pipes[i] = [{"unit": k, "time_s": t} for k, t in pipes_near_binding(priced, i)]
-    band_low = number(judged.efficiency, no_reading | ~second)
-    band_high = (number(judged.serial_efficiency, no_reading | ~second)
-                 if judged.serial_efficiency is not None else number(np.full(n, np.nan)))
-    return {
-        "timing_method": timing.replace_strict(methods, return_dtype=pl.String),
-        "kernels": pl.Series(cols.kernel_counts().astype(np.int64)),
-        "floor_s": (number(judged.floor_s, blank) if judged.floor_s is not None
-                    else number(np.full(n, np.nan))),
-        "efficiency_net_of_floor": (number(judged.net_efficiency, no_reading)
-                                    if judged.net_efficiency is not None
-                                    else number(np.full(n, np.nan))),
-        "pipes": nested("pipes", pipes, pl.List(pl.Struct({"unit": pl.String,
-                                                             "time_s": pl.Float64}))),
-        "serial_sol_time_s": (number(priced.serial_sol_time_s, blank | ~second)
-                              if priced.serial_sol_time_s is not None
-                              else number(np.full(n, np.nan), nothing)),
-        "efficiency_band": pl.select(
-            pl.when(pl.Series(second)).then(pl.concat_list(band_low, band_high))
-            .otherwise(None)).to_series(),
-    }
+    nan = np.full(n, np.nan)
+    timing = strings("timing", np.asarray(cols.timing))
+    raw = pl.DataFrame({
+        "machine": strings("machine", analysis.machine_name),
+        "memory_time_s": priced.memory_time_s, "compute_time_s": priced.compute_time_s,
+        "compute_serial_time_s": priced.compute_serial_time_s,
+        "sol_time_s": priced.sol_time_s, "bound_memory": np.asarray(priced.bound_memory, bool),
+        "binding_unit": strings("binding_unit", priced.binding_unit),
+        "intensity_flops_per_byte": priced.intensity_flops_per_byte,
+        "mix": strings("mix", priced.mix), "efficiency": judged.efficiency,
+        "timing": timing, "kernels": cols.kernel_counts().astype(np.int64),
+        "floor_s": nan if judged.floor_s is None else judged.floor_s,
+        "efficiency_net_of_floor": (nan if judged.net_efficiency is None
+                                    else judged.net_efficiency),
+        "serial_sol_time_s": (nan if priced.serial_sol_time_s is None
+                              else priced.serial_sol_time_s),
+        "serial_efficiency": (nan if judged.serial_efficiency is None
+                              else judged.serial_efficiency),
+        "verdict": verdict, "second": second,
+    }, height=n)
+    blank = pl.col("verdict") == BLANK
+    no_reading = pl.col("verdict").is_in([BLANK, IMPOSSIBLE, LATENCY_BOUND])
+    one_pipe = ~pl.col("second")
+
+    def number(name: str, hide: pl.Expr | None = None) -> pl.Expr:
+        column = pl.col(name)
+        gone = ~column.is_finite() if hide is None else hide | ~column.is_finite()
+        return pl.when(gone).then(None).otherwise(column).alias(name)
+
+    def text(name: str, hide: pl.Expr | None = None) -> pl.Expr:
+        column = pl.col(name)
+        gone = column == "" if hide is None else hide | (column == "")
+        return pl.when(gone).then(None).otherwise(column).alias(name)
+
+    methods = {t: timing_method(t) for t in timing.unique().to_list()}
+    frame = raw.select(
+        text("machine"),
+        number("memory_time_s", blank), number("compute_time_s", blank),
+        number("compute_serial_time_s", blank), number("sol_time_s", blank),
+        pl.when(blank).then(None).when(pl.col("bound_memory")).then(pl.lit("memory"))
+        .otherwise(pl.lit("compute")).alias("bound"),
+        text("binding_unit", blank), number("intensity_flops_per_byte"), text("mix"),
+        pl.lit(analysis.regime or "envelope").alias("regime"),
+        number("efficiency", no_reading),
+        pl.col("timing").replace_strict(methods, return_dtype=pl.String)
+        .alias("timing_method"),
+        pl.col("kernels"), number("floor_s", blank),
+        number("efficiency_net_of_floor", no_reading),
+        pl.lit(None, dtype=_PIPES).alias("pipes"),
+        number("serial_sol_time_s", blank | one_pipe),
+        pl.when(one_pipe).then(None).otherwise(pl.concat_list(
+            number("efficiency", no_reading), number("serial_efficiency", no_reading)))
+        .alias("efficiency_band"),
+        pl.lit(pl.Series(VERDICTS, dtype=pl.String)).gather(pl.col("verdict"))
+        .alias("verdict"))
+    if second.any():  # the pipes near the binding one, listed per row (rows are rare)
+        pipes: list[Any] = [None] * n
+        for i in np.flatnonzero(second).tolist():
+            pipes[i] = [{"unit": k, "time_s": t} for k, t in pipes_near_binding(priced, i)]
+        frame = frame.with_columns(nested("pipes", pipes, _PIPES))
+    return frame.with_columns(reasons_column(analysis))
+
+
+_PIPES = pl.List(pl.Struct({"unit": pl.String, "time_s": pl.Float64}))
 
 
 def _json_fragment(name: str, json_text: bool, omit_null: bool) -> pl.Expr:
