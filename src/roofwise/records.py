@@ -668,9 +668,9 @@ def _csv_header(line: bytes) -> list[str]:
 def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch | None:
     """Whole lines of CSV through polars (`_read_csv`), so that one bad cell flags its row
     instead of failing the file. A row the screen flags is given to `validate_record` as the
-    csv module reads its line: the cells as text, as the file wrote them."""
-    if not _is_utf8(data):
-        return None  # bad bytes cost their record, which may span lines: the csv reader knows
+    csv module reads its line: the cells as text, as the file wrote them. The engine refuses
+    a byte that is not UTF-8; the csv reader then says which record it costs (a quoted cell
+    may span lines)."""
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
     names = _csv_header(header)
