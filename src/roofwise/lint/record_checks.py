@@ -382,10 +382,11 @@ def check_rows_m5(case: RowCase) -> Found:
     if not sfu_keys:
         return nothing()
     second = (priced.flags & np.int32(Reason.SECOND_PIPE)) != 0
+    binds_alone = {key: ~second & equal_to(priced.binding_unit, key) for key in sfu_keys}
     parts: list[Found] = []
     for _, mine in case.priced_rows:
-        for key in sfu_keys:
-            rows = np.flatnonzero(mine & ~second & equal_to(priced.binding_unit, key))
+        for key, alone in binds_alone.items():
+            rows = np.flatnonzero(mine & alone)
             if len(rows):
                 parts.append(_sfu_binds(priced, key, rows))
         parts.append(listed(_pipes_near(case, i)
