@@ -100,6 +100,7 @@ def found(rows: np.ndarray | Sequence[int], severity: str | list[str], reason: l
 
 
 def nothing() -> Found:
+    """No findings: what a check returns when no row qualifies."""
     return found([], ERROR, [], "")
 
 
@@ -347,8 +348,7 @@ def check_rows_m4(case: RowCase) -> Found:
     split's (the split with the whole op's FLOPs): the rule of the ledger check. Only rows
     with a reference ledger: row by row."""
     cols = case.analysis.columns
-    said: dict[int, str] = {}
-    fixes: dict[int, str] = {}
+    said: dict[int, tuple[str, str]] = {}  # the first reading that fits a row
     for ledger, rows in case.matched:
         fused, readings = decompositions(ledger)
         if fused is None:
@@ -356,16 +356,14 @@ def check_rows_m4(case: RowCase) -> Found:
         for r in misreadings(fused, readings, ledger.bytes):
             hit = _same(cols.bytes[rows], r.bytes) & _same(cols.flops[rows], r.flops)
             for i in rows[hit].tolist():
-                if i in said:
-                    continue
-                said[i] = (f"bytes {nbytes_text(cols.bytes[i])} and FLOPs "
-                           f"{ops_text(cols.flops[i])} are {r.label} for {ledger.name}; the "
-                           f"one call moves {nbytes_text(ledger.bytes)} (AI "
-                           f"{ledger.intensity_flops_per_byte:.2f}, not "
-                           f"{intensity_text(cols.flops[i], cols.bytes[i])})")
-                fixes[i] = (f"price one call of {ledger.name} at {ledger.bytes:,} B; a timed "
-                            "split or stage is another op: name it so")
-    return listed((i, ERROR, said[i], fixes[i]) for i in sorted(said))
+                said.setdefault(i, (
+                    f"bytes {nbytes_text(cols.bytes[i])} and FLOPs {ops_text(cols.flops[i])} "
+                    f"are {r.label} for {ledger.name}; the one call moves "
+                    f"{nbytes_text(ledger.bytes)} (AI {ledger.intensity_flops_per_byte:.2f}, "
+                    f"not {intensity_text(cols.flops[i], cols.bytes[i])})",
+                    f"price one call of {ledger.name} at {ledger.bytes:,} B; a timed split "
+                    "or stage is another op: name it so"))
+    return listed((i, ERROR, *said[i]) for i in sorted(said))
 
 
 # ---------------------------------------------------------------------------- M5
