@@ -36,8 +36,9 @@ VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_
 _OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s")
 
 
-# Lint findings per row (a list per row), or by row for the rows that have any.
-Lint = Sequence[Sequence[Any]] | Mapping[int, Sequence[Any]]
+# Lint findings per row (a list per row), by row for the rows that have any, or as columns
+# (`lint_columns`: a frame with one finding per row: row, code, severity, reason, fix).
+Lint = Sequence[Sequence[Any]] | Mapping[int, Sequence[Any]] | pl.DataFrame
 _BRIEF = pl.List(pl.Struct({"code": pl.String, "reason": pl.String, "fix": pl.String}))
 
 
@@ -255,6 +256,17 @@ def _lines_of(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: in
 def _lint_column(n: int, lint: Lint) -> pl.Series:
     """Each row's findings as a list of {code, reason, fix}: an empty list for most rows, the
     findings of the rest gathered by the engine (one flat column per key, grouped by row)."""
+    flat = (lint.select(pl.col("row").cast(pl.Int64).alias("i"), "code", "reason", "fix")
+            if isinstance(lint, pl.DataFrame) else _flat_briefs(lint))
+    grouped = flat.group_by("i", maintain_order=True).agg(
+        pl.struct("code", "reason", "fix").alias("lint"))
+    return (pl.DataFrame({"i": np.arange(n)})
+            .join(grouped, on="i", how="left", maintain_order="left")
+            .select(pl.col("lint").fill_null(pl.lit([], dtype=_BRIEF))).to_series())
+
+
+def _flat_briefs(lint: Sequence[Sequence[Any]] | Mapping[int, Sequence[Any]]) -> pl.DataFrame:
+    """Findings held as objects (or brief dicts), one row per finding: i, code, reason, fix."""
     found = lint.items() if isinstance(lint, Mapping) else enumerate(lint)
     rows: list[int] = []
     briefs: list[Any] = []
@@ -262,14 +274,9 @@ def _lint_column(n: int, lint: Lint) -> pl.Series:
         for finding in findings:
             rows.append(i)
             briefs.append(_brief(finding))
-    flat = pl.DataFrame({"i": pl.Series(rows, dtype=pl.Int64),
+    return pl.DataFrame({"i": pl.Series(rows, dtype=pl.Int64),
                          **{k: nested(k, [b[k] for b in briefs], pl.String())
                             for k in ("code", "reason", "fix")}})
-    grouped = flat.group_by("i", maintain_order=True).agg(
-        pl.struct("code", "reason", "fix").alias("lint"))
-    return (pl.DataFrame({"i": np.arange(n)})
-            .join(grouped, on="i", how="left", maintain_order="left")
-            .select(pl.col("lint").fill_null(pl.lit([], dtype=_BRIEF))).to_series())
 
 
 def _brief(finding: Any) -> Any:

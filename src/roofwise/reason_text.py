@@ -134,16 +134,30 @@ class CeilingFacts:
     profile_fraction: float | None  # the profile's calibration of that ceiling
 
 
+UNBOUNDED = "unbounded"  # an envelope efficiency that is no finite number (a zero time)
+
+
 def above_envelope_what(envelope_efficiency: float, ceiling: CeilingFacts | None) -> str:
     """Above the envelope but below every theoretical ceiling: both readings, with numbers."""
     shown = fmt.percent(envelope_efficiency) if math.isfinite(envelope_efficiency) else (
-        "unbounded")
-    implied = ""
-    if ceiling is not None and math.isfinite(ceiling.implied_fraction):
-        profile = ("uncalibrated" if ceiling.profile_fraction is None
-                   else f"{ceiling.profile_fraction:.4f}")
-        implied = (f" (implies {ceiling.implied_fraction:.4f} of {ceiling.name} theoretical, "
-                   f"profile {profile})")
+        UNBOUNDED)
+    implied = "" if ceiling is None else implied_text(
+        ceiling.implied_fraction, ceiling.name, ceiling.profile_fraction)
+    return above_envelope_sentence(shown, implied)
+
+
+def implied_text(implied_fraction: float, ceiling_name: str,
+                 profile_fraction: float | None) -> str:
+    """` (implies 0.9942 of hbm read mix theoretical, profile 0.9380)`: the fraction of its
+    theoretical rate a row implies for its ceiling; "" where that is no number."""
+    if not math.isfinite(implied_fraction):
+        return ""
+    profile = "uncalibrated" if profile_fraction is None else f"{profile_fraction:.4f}"
+    return f" (implies {implied_fraction:.4f} of {ceiling_name} theoretical, profile {profile})"
+
+
+def above_envelope_sentence(shown: str, implied: str) -> str:
+    """`above_envelope_what` from its parts already written (what a column of rows uses)."""
     return (f"{shown} of the envelope ceiling: above 105% yet below theoretical, so bytes, "
             "FLOPs or timer are wrong, or the profile is calibrated below this card"
             f"{implied}")

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
 from ..analysis import Analysis, analyze
 from ..ledger import Ledger
-from ..lint import Finding, lint_analysis, lint_findings
+from ..lint import Finding, lint_analysis, lint_columns
 from ..machine import Machine
 from ..mismatch import mismatch_summary
+from ..output import Lint, write_json_lines
 from ..output import write_csv as write_verdicts_csv
-from ..output import write_json_lines
 from ..records import (
     BATCH_ROWS,
     Loaded,
@@ -152,8 +151,8 @@ def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,
     if summary and first and (as_json or as_csv):  # the table says it in its summary
         note(f"roofwise: {summary}")
     if as_json:
-        write_json(analysis, lint_findings(analysis, references, path=path,
-                                             machine_level=True))
+        write_json(analysis, lint_columns(analysis, references, path=path,
+                                            machine_level=True))
     elif as_csv:
         return write_verdicts_csv(analysis, sys.stdout, header=first, columns=columns)
     return columns
@@ -212,7 +211,7 @@ class _Stream:
             check_not_empty(self.path, Loaded(columns_from_valid([]), tuple(self.skipped)))
 
 
-def write_json(analysis: Analysis, lint: Mapping[int, list[Finding]] | None = None) -> None:
+def write_json(analysis: Analysis, lint: Lint | None = None) -> None:
     """One JSON object per record, in input order (`output.json_lines`)."""
     write_json_lines(analysis, sys.stdout, lint)
 

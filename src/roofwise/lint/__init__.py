@@ -1,7 +1,8 @@
 """The eight misuses (M1-M8), R1 and R2, as checks over ledgers, machines and analyses: no I/O.
 
 Each check is a small function registered by its code. `lint_machine` checks a profile,
-`lint_ledger` one ledger, `lint_rows` / `lint_analysis` an analysis of benchmark records.
+`lint_ledger` one ledger, `lint_rows` / `lint_analysis` an analysis of benchmark records
+(`lint_columns` the same findings as a frame).
 """
 
 from .findings import CODES, ERROR, WARNING, Finding, has_errors, is_matrix_unit, is_sfu_unit
@@ -18,6 +19,7 @@ from .record_checks import (
     ROW_CHECKS,
     RowCase,
     lint_analysis,
+    lint_columns,
     lint_findings,
     lint_rows,
     row_where,
@@ -45,6 +47,7 @@ __all__ = [
     "is_matrix_unit",
     "is_sfu_unit",
     "lint_analysis",
+    "lint_columns",
     "lint_findings",
     "lint_ledger",
     "lint_machine",

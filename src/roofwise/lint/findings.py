@@ -10,6 +10,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..report import fmt
 
 ERROR = "error"
@@ -72,12 +74,25 @@ def nbytes_text(value: float) -> str:
     return f"{fmt.exact(value)} B"
 
 
+def nbytes_text_each(values: object) -> list[str]:
+    """`nbytes_text(v)` of every value."""
+    return [f"{text} B" for text in fmt.exact_each(values)]
+
+
 def ops_text(value: float) -> str:
     return fmt.exact(value)
 
 
 def intensity_text(flops: float, nbytes: float) -> str:
     return f"{flops / nbytes:.2f}" if nbytes else "inf"
+
+
+def equal_to(column: np.ndarray, value: str) -> np.ndarray:
+    """`column == value` as a bool mask; a column of one repeated value (`pricing.uniform`,
+    what one machine or one roof gives a whole file) is compared once, not per row."""
+    if column.ndim == 1 and column.strides == (0,) and len(column):
+        return np.full(len(column), column[0] == value, dtype=bool)
+    return np.asarray(column == value, dtype=bool)
 
 
 def same_count(a: float, b: float) -> bool:

@@ -1,35 +1,57 @@
-"""The misuse checks over an analysis of benchmark records (M1-M8, R1), row by row.
+"""The misuse checks over an analysis of benchmark records (M1-M8, R1), as columns.
 
-A reference ledger, matched to records by op name, lets M2, M3, M4 and M6 judge records
-that carry only totals; M4 and M3 use the same rules as the ledger checks (judgments.py).
+Each check returns its findings as columns (`Found`: the rows, and a severity, sentence and
+fix per row): numpy masks pick the rows, and each sentence is one template filled over
+numbers formatted a column at a time (`fmt`'s `_each` formatters), so that a million rows and
+their thousands of findings cost no Python object per row. Checks whose rows are rare and whose
+sentences need a row's whole unit split or a reference ledger (M2, M3, M4, M6, a second pipe
+in M5, R1) still write those rows one by one, and cost nothing where no row qualifies.
+
+`lint_columns` gives every finding as a polars frame (what `analyze --json` writes);
+`lint_findings`, `lint_rows` and `lint_analysis` give `Finding` objects built from the same
+columns. A reference ledger, matched to records by op name, lets M2, M3, M4 and M6 judge
+records that carry only totals; M4 and M3 use the same rules as the ledger checks
+(judgments.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
+import polars as pl
 
-from ..analysis import Analysis, ceiling_facts, floor_facts
+from ..analysis import Analysis, floor_facts
 from ..ledger import Ledger
 from ..machine import Machine
-from ..pricing import pipes_near_binding
-from ..reason_text import above_envelope_what, latency_bound_what, pipes_text, retime_advice
+from ..pricing import Priced, pipes_near_binding
+from ..reason_text import (
+    UNBOUNDED,
+    FloorFacts,
+    above_envelope_sentence,
+    implied_text,
+    latency_bound_sentence,
+    pipes_text,
+    retime_advice,
+)
 from ..reasons import Reason
 from ..report import fmt
+from ..text import encodable
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from .findings import (
     ERROR,
-    MATRIX_PREFIXES,
     UNIT_NOT_ON_MACHINE_FIX,
     WARNING,
     Finding,
+    equal_to,
     intensity_text,
     is_matrix_unit,
     is_sfu_unit,
     nbytes_text,
+    nbytes_text_each,
     ops_text,
 )
 from .judgments import (
@@ -51,13 +73,110 @@ from .stale_checks import ANALYSIS_CHECKS, stale_profile_groups
 
 
 @dataclass(frozen=True)
+class Found:
+    """One check's findings as columns, in the check's own order: the analysis row each one
+    names, and its severity, sentence and fix. `where` is set for a machine-level finding
+    (R2, `h200 hbm read mix`), carried by every row it reads; a row's own findings are where
+    the row is (`RowWhere`)."""
+
+    rows: np.ndarray  # int64 indices into the analysis
+    severity: list[str]
+    reason: list[str]
+    fix: list[str]
+    where: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def found(rows: np.ndarray | Sequence[int], severity: str | list[str], reason: list[str],
+          fix: str | list[str]) -> Found:
+    """Findings of `rows`, one sentence each; a severity or a fix given as one text is every
+    row's."""
+    n = len(reason)
+    return Found(np.asarray(rows, dtype=np.int64),
+                 [severity] * n if isinstance(severity, str) else severity, reason,
+                 [fix] * n if isinstance(fix, str) else fix)
+
+
+def nothing() -> Found:
+    """No findings: what a check returns when no row qualifies."""
+    return found([], ERROR, [], "")
+
+
+def listed(items: Iterable[tuple[int, str, str, str] | None]) -> Found:
+    """Findings written one row at a time, as (row, severity, reason, fix); None is none."""
+    kept = [item for item in items if item is not None]
+    return found([i for i, _, _, _ in kept], [s for _, s, _, _ in kept],
+                 [r for _, _, r, _ in kept], [f for _, _, _, f in kept])
+
+
+def joined(parts: Iterable[Found]) -> Found:
+    """One check's findings from its parts, one part after another (rows not re-sorted)."""
+    kept = [part for part in parts if len(part)]
+    if len(kept) == 1:
+        return kept[0]
+    return found(np.concatenate([p.rows for p in kept]) if kept else [],
+                 [s for p in kept for s in p.severity], [r for p in kept for r in p.reason],
+                 [f for p in kept for f in p.fix])
+
+
+@dataclass(frozen=True)
 class RowCase:
-    """What the row checks read: the analysis, reference ledgers by op name, where each row is."""
+    """What the row checks read: the analysis and reference ledgers by op name, with the row
+    sets several checks share, each worked out once, on first use."""
 
     analysis: Analysis
     references: Mapping[str, Ledger]
-    where: RowWhere
 
+    @cached_property
+    def machine_rows(self) -> list[tuple[Machine, np.ndarray]]:
+        """(machine, mask of the rows it judges) for each machine with rows."""
+        a = self.analysis
+        out = []
+        for name, machine in a.machines.items():
+            mine = equal_to(a.machine_name, name)
+            if mine.any():
+                out.append((machine, mine))
+        return out
+
+    @cached_property
+    def priced_rows(self) -> list[tuple[Machine, np.ndarray]]:
+        """(machine, mask of its rows that have a price: every verdict but blank)."""
+        priced = self.analysis.judged.verdict != BLANK
+        out = []
+        for machine, mine in self.machine_rows:
+            rows = mine & priced
+            if rows.any():
+                out.append((machine, rows))
+        return out
+
+    @cached_property
+    def roofs(self) -> tuple[np.ndarray, tuple[str, ...]]:
+        """Each row's roof as a code into the distinct roof names: no string per row."""
+        return self.analysis.columns.roof_categories()
+
+    def roof(self, i: int) -> str:
+        codes, names = self.roofs
+        return names[codes[i]]
+
+    @cached_property
+    def on_matrix_roof(self) -> np.ndarray:
+        """Rows whose roof is a matrix unit (tensor cores)."""
+        codes, names = self.roofs
+        return np.array([is_matrix_unit(k) for k in names], dtype=bool)[codes]
+
+    @cached_property
+    def matrix_ops(self) -> np.ndarray:
+        """Operations the unit split of each row counts on matrix units."""
+        cols = self.analysis.columns
+        total = np.zeros(len(cols))
+        for key, ops in cols.flops_by_unit.items():
+            if is_matrix_unit(key):
+                total = total + ops
+        return total
+
+    @cached_property
     def matched(self) -> list[tuple[Ledger, np.ndarray]]:
         """(reference, row indices whose op names it) for each reference ledger."""
         if not self.references:
@@ -71,181 +190,271 @@ class RowCase:
         return out
 
 
-RowFindings = list[tuple[int, Finding]]
+def _shares(part: np.ndarray, whole: np.ndarray, rows: np.ndarray) -> list[float]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (part[rows] / whole[rows]).tolist()
 
 
-def _priced_rows(case: RowCase) -> list[tuple[Machine, np.ndarray]]:
-    a = case.analysis
-    out = []
-    for name, machine in a.machines.items():
-        rows = np.flatnonzero((a.machine_name == name) & (a.judged.verdict != BLANK))
-        if len(rows):
-            out.append((machine, rows))
-    return out
+# ---------------------------------------------------------------------------- M1
 
 
-def check_rows_m1(case: RowCase) -> RowFindings:
-    a = case.analysis
-    priced = a.priced
-    out: RowFindings = []
-    for machine, rows in _priced_rows(case):
-        sol = priced.sol_time_s
-        for key, ops in priced.unit_ops.items():
+def check_rows_m1(case: RowCase) -> Found:
+    """A SOL that rests on a datasheet ceiling: an uncalibrated unit, or memory without a
+    measured mix, taking at least DATASHEET_MARGIN of it (a warning); any work on a unit
+    whose theoretical rate is a sparse peak (an error)."""
+    priced = case.analysis.priced
+    sol = priced.sol_time_s
+    parts: list[Found] = []
+    for machine, mine in case.priced_rows:
+        for key in priced.unit_ops:
             unit = machine.unit(key)
             if unit is None:
                 continue
-            used = rows[ops[rows] > 0]
             sparse = sparse_reason(unit)
             if sparse is not None:
-                out += [(int(i), Finding("M1", ERROR, case.where[i], sparse, SPARSE_FIX))
-                        for i in used]
+                rows = np.flatnonzero(mine & (priced.unit_ops[key] > 0))
+                parts.append(found(rows, ERROR, [sparse] * len(rows), SPARSE_FIX))
                 continue
             times = priced.unit_time_s.get(key)
             if unit.calibrated or unit.theoretical_ops_per_s is None or times is None:
                 continue
-            for i in used[times[used] >= DATASHEET_MARGIN * sol[used]]:
-                out.append((int(i), Finding(
-                    "M1", WARNING, case.where[i],
-                    f"{key} on {machine.name} is the datasheet rate "
-                    f"{fmt.tera_rate(unit.theoretical_ops_per_s, unit.key)} (uncalibrated); "
-                    "its time "
-                    f"{fmt.seconds(times[i])} is {times[i] / sol[i]:.0%} of SOL",
-                    uncalibrated_unit_fix(key))))
+            rows = np.flatnonzero(mine & (priced.unit_ops[key] > 0)
+                                  & (times >= DATASHEET_MARGIN * sol))
+            rate = fmt.tera_rate(unit.theoretical_ops_per_s, unit.key)
+            parts.append(found(rows, WARNING, [
+                _datasheet_unit_what(key, machine.name, rate, time, share)
+                for time, share in zip(fmt.seconds_each(times[rows]),
+                                       _shares(times, sol, rows), strict=True)],
+                uncalibrated_unit_fix(key)))
         level = machine.dram
         if level.theoretical_bytes_per_s is not None and not level.calibration_by_mix:
             memory = priced.memory_time_s
-            for i in rows[memory[rows] >= DATASHEET_MARGIN * sol[rows]]:
-                out.append((int(i), Finding(
-                    "M1", WARNING, case.where[i],
-                    f"{machine.name} {level.name} {level.theoretical_bytes_per_s / 1e9:.0f} GB/s "
-                    f"is the datasheet figure (no measured mix); memory time "
-                    f"{fmt.seconds(memory[i])} is {memory[i] / sol[i]:.0%} of SOL",
-                    uncalibrated_memory_fix(level.name))))
-    return out
+            rows = np.flatnonzero(mine & (memory >= DATASHEET_MARGIN * sol))
+            parts.append(found(rows, WARNING, [
+                _datasheet_memory_what(machine.name, level.name, level.theoretical_bytes_per_s,
+                                       time, share)
+                for time, share in zip(fmt.seconds_each(memory[rows]),
+                                       _shares(memory, sol, rows), strict=True)],
+                uncalibrated_memory_fix(level.name)))
+    return joined(parts)
 
 
-def _matrixops_text(case: RowCase) -> np.ndarray:
+def _datasheet_unit_what(key: str, machine_name: str, rate_text: str, time_text: str,
+                         share: float) -> str:
+    return (f"{key} on {machine_name} is the datasheet rate {rate_text} (uncalibrated); its "
+            f"time {time_text} is {share:.0%} of SOL")
+
+
+def _datasheet_memory_what(machine_name: str, level_name: str, bytes_per_s: float,
+                           time_text: str, share: float) -> str:
+    return (f"{machine_name} {level_name} {bytes_per_s / 1e9:.0f} GB/s is the datasheet figure "
+            f"(no measured mix); memory time {time_text} is {share:.0%} of SOL")
+
+
+# ---------------------------------------------------------------------------- M2
+
+
+def check_rows_m2(case: RowCase) -> Found:
+    """A matrix-unit roof on an op with no matrix work: none in the row's own unit split, or
+    (a row with totals only) no contraction in its reference ledger. Rare: row by row."""
     cols = case.analysis.columns
-    total = np.zeros(len(cols))
-    for key, ops in cols.flops_by_unit.items():
-        if is_matrix_unit(key):
-            total = total + ops
-    return total
-
-
-def check_rows_m2(case: RowCase) -> RowFindings:
-    cols = case.analysis.columns
-    roof = cols.roof.astype(str)
-    on_matrix = np.char.startswith(roof, MATRIX_PREFIXES[0]) | np.char.startswith(
-        roof, MATRIX_PREFIXES[1])
-    out: RowFindings = []
-    for i in np.flatnonzero(on_matrix & cols.has_unit_split & (_matrixops_text(case) <= 0)):
-        units = {k: float(v[i]) for k, v in cols.flops_by_unit.items() if v[i] > 0}
-        listed = ", ".join(f"{k} {ops_text(v)}" for k, v in units.items())
-        right = max(units, key=lambda k: units[k]) if units else "cuda_core.fp32"
-        out.append((int(i), Finding(
-            "M2", ERROR, case.where[i],
-            f"roof {roof[i]} but flops_by_unit has no matrix-unit work ({listed})",
-            f"declare the roof the unit that does the work: {right}")))
-    for ledger, rows in case.matched():
+    on_matrix = case.on_matrix_roof
+    out: list[tuple[int, str, str, str]] = []
+    split = on_matrix & cols.has_unit_split
+    if split.any():
+        for i in np.flatnonzero(split & (case.matrix_ops <= 0)).tolist():
+            units = {k: float(v[i]) for k, v in cols.flops_by_unit.items() if v[i] > 0}
+            listed_units = ", ".join(f"{k} {ops_text(v)}" for k, v in units.items())
+            right = max(units, key=lambda k: units[k]) if units else "cuda_core.fp32"
+            out.append((i, ERROR,
+                        f"roof {case.roof(i)} but flops_by_unit has no matrix-unit work "
+                        f"({listed_units})",
+                        f"declare the roof the unit that does the work: {right}"))
+    for ledger, rows in case.matched:
         if any(w.op_class == "contraction" and w.ops > 0 for w in ledger.work):
             continue
         right = busiest_vector_unit(ledger)
-        for i in rows[on_matrix[rows] & ~cols.has_unit_split[rows]]:
-            out.append((int(i), Finding(
-                "M2", ERROR, case.where[i],
-                f"roof {roof[i]} but reference ledger {ledger.name} has no contraction in its "
-                f"{ops_text(ledger.flops)} ops",
-                f"declare the roof the unit that does the work: {right}")))
-    return out
+        for i in rows[on_matrix[rows] & ~cols.has_unit_split[rows]].tolist():
+            out.append((i, ERROR,
+                        f"roof {case.roof(i)} but reference ledger {ledger.name} has no "
+                        f"contraction in its {ops_text(ledger.flops)} ops",
+                        f"declare the roof the unit that does the work: {right}"))
+    return listed(out)
 
 
-def _counted_matrix_units(case: RowCase, i: int | np.integer) -> list[str]:
+# ---------------------------------------------------------------------------- M3
+
+
+def _counted_matrix_units(case: RowCase, i: int) -> list[str]:
     cols = case.analysis.columns
     if not cols.has_unit_split[i]:
         return []
     return [k for k, v in cols.flops_by_unit.items() if is_matrix_unit(k) and v[i] > 0]
 
 
-def _m3(case: RowCase, i: int | np.integer, reason: str, call: RoofCall) -> tuple[int, Finding]:
-    return int(i), Finding(
-        "M3", ERROR, case.where[i], f"{reason} ({ops_text(call.ops)} ops) runs on {call.runs_on}",
-        f"declare the roof (and count the {call.what}) on the unit the algorithm uses: "
-        f"{call.runs_on}")
+def _m3(reason: str, call: RoofCall) -> tuple[str, str]:
+    return (f"{reason} ({ops_text(call.ops)} ops) runs on {call.runs_on}",
+            f"declare the roof (and count the {call.what}) on the unit the algorithm uses: "
+            f"{call.runs_on}")
 
 
-def check_rows_m3(case: RowCase) -> RowFindings:
-    """A roof its own matrix work does not run on, or one the reference's algorithm does not."""
+def check_rows_m3(case: RowCase) -> Found:
+    """A roof its own matrix work does not run on, or one the reference's algorithm does not.
+    Rare: row by row."""
     cols = case.analysis.columns
-    roof = cols.roof.astype(str)
-    found: dict[int, tuple[int, Finding]] = {}
-    matrix_ops = _matrixops_text(case)
-    for i in np.flatnonzero(cols.has_unit_split & (matrix_ops > 0)):
-        key = roof[i]
-        if not is_matrix_unit(key):
-            continue
-        on_roof = cols.flops_by_unit.get(key)
-        if on_roof is not None and on_roof[i] > 0:
-            continue
-        runs = {k: float(v[i]) for k, v in cols.flops_by_unit.items()
-                if is_matrix_unit(k) and v[i] > 0}
-        runs_on = max(runs, key=lambda k: runs[k])
-        found[int(i)] = _m3(case, i, f"roof {key} but its matrix work",
-                            RoofCall(runs_on, runs[runs_on], "contraction"))
-    for ledger, rows in case.matched():
+    codes, names = case.roofs
+    said: dict[int, tuple[str, str]] = {}
+    if cols.has_unit_split.any():
+        for i in np.flatnonzero(cols.has_unit_split & (case.matrix_ops > 0)).tolist():
+            key = names[codes[i]]
+            if not is_matrix_unit(key):
+                continue
+            on_roof = cols.flops_by_unit.get(key)
+            if on_roof is not None and on_roof[i] > 0:
+                continue
+            runs = {k: float(v[i]) for k, v in cols.flops_by_unit.items()
+                    if is_matrix_unit(k) and v[i] > 0}
+            runs_on = max(runs, key=lambda k: runs[k])
+            said[i] = _m3(f"roof {key} but its matrix work",
+                          RoofCall(runs_on, runs[runs_on], "contraction"))
+    for ledger, rows in case.matched:
         totals_only = rows[~cols.has_unit_split[rows]]
-        for key in np.unique(roof[totals_only]):
-            call = expected_roof(str(key), [], ledger)
+        for code in np.unique(codes[totals_only]).tolist():
+            key = names[code]
+            call = expected_roof(key, [], ledger)
             if call is not None:
-                for i in totals_only[roof[totals_only] == key]:
-                    found.setdefault(int(i), _m3(
-                        case, i, f"roof {key} but reference {ledger.name}'s {call.what}", call))
-        for i in rows[cols.has_unit_split[rows]]:
+                for i in totals_only[codes[totals_only] == code].tolist():
+                    said.setdefault(i, _m3(
+                        f"roof {key} but reference {ledger.name}'s {call.what}", call))
+        for i in rows[cols.has_unit_split[rows]].tolist():
             counted = _counted_matrix_units(case, i)
-            call = expected_roof(roof[i], counted, ledger)
-            if call is not None and int(i) not in found:
+            call = expected_roof(case.roof(i), counted, ledger)
+            if call is not None and i not in said:
                 on = f" (matrix work counted on {', '.join(counted)})" if counted else ""
-                found[int(i)] = _m3(case, i, f"roof {roof[i]}{on} but reference "
-                                             f"{ledger.name}'s {call.what}", call)
-    return [found[i] for i in sorted(found)]
+                said[i] = _m3(f"roof {case.roof(i)}{on} but reference "
+                              f"{ledger.name}'s {call.what}", call)
+    return listed((i, ERROR, *said[i]) for i in sorted(said))
+
+
+# ---------------------------------------------------------------------------- M4
 
 
 def _same(values: np.ndarray, target: float) -> np.ndarray:
     return np.isclose(values, target, rtol=1e-12, atol=0.5)
 
 
-def check_rows_m4(case: RowCase) -> RowFindings:
+def check_rows_m4(case: RowCase) -> Found:
     """Records of a composed op whose bytes AND FLOPs are a stage's, a partial fusion's, or a
-    split's (the split with the whole op's FLOPs): the rule of the ledger check."""
+    split's (the split with the whole op's FLOPs): the rule of the ledger check. Only rows
+    with a reference ledger: row by row."""
     cols = case.analysis.columns
-    found: dict[int, Finding] = {}
-    for ledger, rows in case.matched():
+    said: dict[int, tuple[str, str]] = {}  # the first reading that fits a row
+    for ledger, rows in case.matched:
         fused, readings = decompositions(ledger)
         if fused is None:
             continue
         for r in misreadings(fused, readings, ledger.bytes):
             hit = _same(cols.bytes[rows], r.bytes) & _same(cols.flops[rows], r.flops)
-            for i in rows[hit]:
-                found.setdefault(int(i), Finding(
-                    "M4", ERROR, case.where[i],
+            for i in rows[hit].tolist():
+                said.setdefault(i, (
                     f"bytes {nbytes_text(cols.bytes[i])} and FLOPs {ops_text(cols.flops[i])} "
                     f"are {r.label} for {ledger.name}; the one call moves "
                     f"{nbytes_text(ledger.bytes)} (AI {ledger.intensity_flops_per_byte:.2f}, "
                     f"not {intensity_text(cols.flops[i], cols.bytes[i])})",
                     f"price one call of {ledger.name} at {ledger.bytes:,} B; a timed split "
                     "or stage is another op: name it so"))
-    return sorted(found.items(), key=lambda item: item[0])
+    return listed((i, ERROR, *said[i]) for i in sorted(said))
 
 
-def check_rows_m6(case: RowCase) -> RowFindings:
-    """Records of a reference's call (same op, same FLOPs) that move fewer bytes than it."""
+# ---------------------------------------------------------------------------- M5
+
+
+def check_rows_m5(case: RowCase) -> Found:
+    """The special-function pipe binds, or takes >= half the binding pipe's time: name every
+    such pipe, the serial sum beside the overlapped bound. A row the SFU binds alone is
+    written per column; a row with a second pipe near the binding one (only rows that split
+    their work) row by row."""
+    priced = case.analysis.priced
+    # the binding pipe is one of the priced units (pricing labels it from them)
+    sfu_keys = [k for k in priced.unit_ops if is_sfu_unit(k)]
+    if not sfu_keys:
+        return nothing()
+    second = (priced.flags & np.int32(Reason.SECOND_PIPE)) != 0
+    binds_alone = {key: ~second & equal_to(priced.binding_unit, key) for key in sfu_keys}
+    parts: list[Found] = []
+    for _, mine in case.priced_rows:
+        for key, alone in binds_alone.items():
+            rows = np.flatnonzero(mine & alone)
+            if len(rows):
+                parts.append(_sfu_binds(priced, key, rows))
+        parts.append(listed(_pipes_near(case, i)
+                            for i in np.flatnonzero(mine & second).tolist()))
+    return joined(parts)
+
+
+def _sfu_binds(priced: Priced, key: str, rows: np.ndarray) -> Found:
+    """M5 where the special-function pipe `key` binds alone: its transcendentals and their
+    time, against the slowest other pipe the row uses."""
+    others = [k for k in priced.unit_time_s if k != key]
+    versus = [""] * len(rows)
+    if others and len(rows):
+        times = np.stack([priced.unit_time_s[k][rows] for k in others])
+        used = times > 0
+        slowest = np.argmax(np.where(used, times, -np.inf), axis=0)  # the first on a tie
+        at = np.flatnonzero(used.any(axis=0))
+        for j, text in zip(at.tolist(), fmt.seconds_each(times[slowest[at], at]), strict=True):
+            versus[j] = _against(text, others[slowest[j]])
+    return found(rows, WARNING, [
+        _sfu_binds_what(key, ops, time, against)
+        for ops, time, against in zip(fmt.exact_each(priced.unit_ops[key][rows]),
+                                      fmt.seconds_each(priced.unit_time_s[key][rows]), versus,
+                                      strict=True)],
+        f"judge this op against {key}, per pipe; calibrate {key} before trusting it")
+
+
+def _sfu_binds_what(key: str, ops_text: str, time_text: str, against: str) -> str:
+    return f"{key} binds: {ops_text} transcendentals take {time_text}{against}"
+
+
+def _against(time_text: str, key: str) -> str:
+    return f" against {time_text} on {key}"
+
+
+def _pipes_near(case: RowCase, i: int) -> tuple[int, str, str, str] | None:
+    """M5 of one row with a second pipe near the binding one: every such pipe with the band,
+    when an SFU is among them (or binds)."""
+    a = case.analysis
+    priced = a.priced
+    key = str(priced.binding_unit[i])
+    if not key:
+        return None
+    pipes = pipes_near_binding(priced, i)
+    sfus = [k for k, _ in pipes if is_sfu_unit(k)]
+    if not is_sfu_unit(key) and not sfus:
+        return None
+    if len(pipes) > 1 and priced.serial_sol_time_s is not None and (
+            a.judged.serial_efficiency is not None):
+        why = pipes_text(pipes, float(priced.sol_time_s[i]), float(priced.serial_sol_time_s[i]),
+                         float(a.judged.efficiency[i]), float(a.judged.serial_efficiency[i]))
+        return (i, WARNING, why, f"calibrate {', '.join(sfus or [key])} on the card (`roofwise "
+                                 "calibrate`) and read this op by its band, never by one pipe")
+    alone = _sfu_binds(priced, key, np.array([i]))
+    return (i, WARNING, alone.reason[0], alone.fix[0])
+
+
+# ---------------------------------------------------------------------------- M6
+
+
+def check_rows_m6(case: RowCase) -> Found:
+    """Records of a reference's call (same op, same FLOPs) that move fewer bytes than it.
+    Only rows with a reference ledger: row by row."""
     cols = case.analysis.columns
-    out: RowFindings = []
-    for ledger, rows in case.matched():
+    out: list[tuple[int, str, str, str]] = []
+    for ledger, rows in case.matched:
         low = _same(cols.flops[rows], ledger.flops) & (
             (cols.bytes[rows] < ledger.bytes - 0.5)
             | (cols.read_bytes[rows] < ledger.read_bytes - 0.5))  # NaN compares False
-        for i in rows[low]:
+        for i in rows[low].tolist():
             short = ledger.bytes - cols.bytes[i]
             if short > 0.5:
                 exactly = (" (exactly its lookups)"
@@ -255,143 +464,187 @@ def check_rows_m6(case: RowCase) -> RowFindings:
             else:
                 why = (f"read_bytes {nbytes_text(cols.read_bytes[i])} are below reference "
                        f"{ledger.name}'s {nbytes_text(ledger.read_bytes)}")
-            out.append((int(i), Finding(
-                "M6", ERROR, case.where[i], why,
-                "count every tensor the operator reads, lookups included "
-                "(Ledger.to_record gives the fields)")))
-    return out
+            out.append((i, ERROR, why, "count every tensor the operator reads, lookups "
+                                       "included (Ledger.to_record gives the fields)"))
+    return listed(out)
 
 
-def check_rows_m5(case: RowCase) -> RowFindings:
-    """The special-function pipe binds, or takes >= half the binding pipe's time: name every
-    such pipe, the serial sum beside the overlapped bound."""
-    a = case.analysis
-    priced = a.priced
-    out: RowFindings = []
-    binding = priced.binding_unit.astype(str)
-    # Only rows an SFU binds, or that carry a second pipe with SFU work, can be findings:
-    # screened over columns, so that a million rows without one cost no Python loop.
-    sfu_keys = [k for k in {*priced.unit_ops, *np.unique(binding).tolist()} if is_sfu_unit(k)]
-    second = (priced.flags.astype(np.int64) & int(Reason.SECOND_PIPE)) != 0
-    sfu_work = np.zeros(len(binding), dtype=bool)
-    for k in sfu_keys:
-        if k in priced.unit_ops:
-            sfu_work |= priced.unit_ops[k] > 0
-    candidate = np.isin(binding, sfu_keys) | (second & sfu_work)
-    for _, rows in _priced_rows(case):
-        for i in rows[candidate[rows]]:
-            key = binding[i]
-            if not key:
-                continue
-            pipes = pipes_near_binding(priced, int(i))
-            sfus = [k for k, _ in pipes if is_sfu_unit(k)]
-            if not is_sfu_unit(key) and not sfus:
-                continue
-            if len(pipes) > 1 and priced.serial_sol_time_s is not None and (
-                    a.judged.serial_efficiency is not None):
-                why = pipes_text(pipes, float(priced.sol_time_s[i]),
-                                 float(priced.serial_sol_time_s[i]),
-                                 float(a.judged.efficiency[i]),
-                                 float(a.judged.serial_efficiency[i]))
-                fix = (f"calibrate {', '.join(sfus or [key])} on the card (`roofwise "
-                       "calibrate`) and read this op by its band, never by one pipe")
-            else:
-                others = {k: float(t[i]) for k, t in priced.unit_time_s.items()
-                          if k != key and t[i] > 0}
-                versus = (f" against {fmt.seconds(max(others.values()))} on "
-                          f"{max(others, key=lambda k: others[k])}" if others else "")
-                why = (f"{key} binds: {ops_text(priced.unit_ops[key][i])} transcendentals "
-                       f"take {fmt.seconds(priced.unit_time_s[key][i])}{versus}")
-                fix = f"judge this op against {key}, per pipe; calibrate {key} before trusting it"
-            out.append((int(i), Finding("M5", WARNING, case.where[i], why, fix)))
-    return out
+# ---------------------------------------------------------------------------- M7
 
 
-def check_rows_m7(case: RowCase) -> RowFindings:
+def check_rows_m7(case: RowCase) -> Found:
     """Rows whose time the floor of their timing method explains: efficiency is no reading."""
     a = case.analysis
-    out: RowFindings = []
-    for i in np.flatnonzero(a.judged.verdict == LATENCY_BOUND):
-        machine = a.machines[a.machine_name[i]]
-        facts = floor_facts(a, int(i), machine)
-        out.append((int(i), Finding(
-            "M7", WARNING, case.where[i],
-            latency_bound_what(float(a.priced.sol_time_s[i]), float(a.columns.time_s[i]),
-                               facts),
-            retime_advice(facts.timing))))
+    rows = np.flatnonzero(a.judged.verdict == LATENCY_BOUND)
+    if not len(rows):
+        return nothing()
+    floors = _floors(a, rows)
+    described = {floor: floor.describe() for floor in set(floors)}
+    time_s = a.columns.time_s[rows]
+    floor_s = np.array([floor.floor_s for floor in floors], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spans = np.where(floor_s > 0, time_s / floor_s, np.inf)
+    return found(rows, WARNING, [
+        latency_bound_sentence(time, span, described[floor], sol, floor.timing)
+        for time, span, floor, sol in zip(fmt.seconds_each(time_s), spans.tolist(), floors,
+                                          fmt.seconds_each(a.priced.sol_time_s[rows]),
+                                          strict=True)],
+        [retime_advice(floor.timing) for floor in floors])
+
+
+def _floors(a: Analysis, rows: np.ndarray) -> list[FloorFacts]:
+    """The floor each of `rows` was read against (`analysis.floor_facts`), worked out once per
+    machine, timing, kernel count and overlap: a file has a handful of those."""
+    cols = a.columns
+    overlapped = ((a.judged.flags[rows] & np.int32(Reason.FLOOR_OVERLAPPED)) != 0).tolist()
+    known: dict[tuple[str, str, int, bool], FloorFacts] = {}
+    out = []
+    for i, over in zip(rows.tolist(), overlapped, strict=True):
+        name = str(a.machine_name[i])
+        key = (name, str(cols.timing[i]), cols.kernel_count(i), over)
+        if key not in known:
+            known[key] = floor_facts(a, i, a.machines[name])
+        out.append(known[key])
     return out
 
 
-def check_rows_m8(case: RowCase) -> RowFindings:
+# ---------------------------------------------------------------------------- M8
+
+_M8_FIX = ("recount bytes and FLOPs (lookups, scales, intermediates that reach DRAM) and check "
+           "the timer; never read it as a fast kernel")
+_M8_STALE_FIX = ("recount bytes and FLOPs and check the timer; if they hold, run `roofwise "
+                 "calibrate` on this card and read the rows with the profile it writes")
+
+
+def check_rows_m8(case: RowCase) -> Found:
     """Above a theoretical ceiling (impossible: an error) or above the envelope only (a
     warning with two readings: the accounting, or a profile calibrated below this card)."""
+    verdict = case.analysis.judged.verdict
+    above = (verdict == IMPOSSIBLE) | (verdict == ANOMALY)
+    if not above.any():
+        return nothing()
+    return joined(_above_ceilings(case, machine, np.flatnonzero(mine & above))
+                  for machine, mine in case.machine_rows)
+
+
+def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
+    """M8 on one machine's rows: each theoretical ceiling a row's rates exceed, then (an
+    anomaly) both readings of the envelope; an impossible row above no theoretical ceiling
+    says its envelope efficiency."""
     a = case.analysis
     cols, judged, priced = a.columns, a.judged, a.priced
-    out: RowFindings = []
-    fix = ("recount bytes and FLOPs (lookups, scales, intermediates that reach DRAM) and check "
-           "the timer; never read it as a fast kernel")
-    stale_fix = ("recount bytes and FLOPs and check the timer; if they hold, run `roofwise "
-                 "calibrate` on this card and read the rows with the profile it writes")
-    for i in np.flatnonzero((judged.verdict == IMPOSSIBLE) | (judged.verdict == ANOMALY)):
-        machine = a.machines[a.machine_name[i]]
-        reasons: list[str] = []
-        theory = machine.dram.theoretical_bytes_per_s
-        achieved = judged.achieved_bytes_per_s[i]
-        if theory is not None and achieved > theory:
-            reasons.append(f"{nbytes_text(cols.bytes[i])} in {fmt.seconds(cols.time_s[i])} is "
-                           f"{fmt.fixed(achieved / 1e9, '.1f', 'GB/s')}, above "
-                           f"{machine.dram.name} theoretical "
-                           f"{theory / 1e9:.0f} GB/s")
-        for key, ops in priced.unit_ops.items():
-            unit = machine.unit(key)
-            if unit is None or unit.theoretical_ops_per_s is None or cols.time_s[i] <= 0:
-                continue
-            rate = ops[i] / cols.time_s[i]
-            if rate > unit.theoretical_ops_per_s:
-                reasons.append(f"{key} at {fmt.tera_rate(rate, key)}, above its "
-                               "theoretical "
-                               f"{fmt.tera_rate(unit.theoretical_ops_per_s, key)}")
-        if judged.verdict[i] == ANOMALY:
-            reasons.append(above_envelope_what(float(judged.envelope_efficiency[i]),
-                                               ceiling_facts(a, int(i), machine)))
-            out.append((int(i), Finding("M8", WARNING, case.where[i], "; ".join(reasons),
-                                        stale_fix)))
+    time_s = cols.time_s[rows]
+    said: list[list[str]] = [[] for _ in range(len(rows))]
+
+    def say(at: np.ndarray, texts: list[str]) -> None:
+        for j, text in zip(at.tolist(), texts, strict=True):
+            said[j].append(text)
+
+    theory = machine.dram.theoretical_bytes_per_s
+    if theory is not None:
+        achieved = judged.achieved_bytes_per_s[rows]
+        at = np.flatnonzero(achieved > theory)
+        say(at, [_above_bandwidth_what(nbytes, time, rate, machine.dram.name, theory)
+                 for nbytes, time, rate in zip(
+                     nbytes_text_each(cols.bytes[rows[at]]), fmt.seconds_each(time_s[at]),
+                     fmt.fixed_each(achieved[at] / 1e9, ".1f", "GB/s"), strict=True)])
+    for key in priced.unit_ops:
+        unit = machine.unit(key)
+        if unit is None or unit.theoretical_ops_per_s is None:
             continue
-        if not reasons:
-            reasons.append(f"efficiency {fmt.percent(judged.envelope_efficiency[i])} of the "
-                           f"envelope ceiling is above 105% (SOL "
-                           f"{fmt.seconds(priced.envelope_sol_time_s[i])}, measured "
-                           f"{fmt.seconds(cols.time_s[i])})")
-        out.append((int(i), Finding("M8", ERROR, case.where[i], "; ".join(reasons), fix)))
-    return out
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = priced.unit_ops[key][rows] / time_s
+        at = np.flatnonzero((time_s > 0) & (rate > unit.theoretical_ops_per_s))
+        peak = fmt.tera_rate(unit.theoretical_ops_per_s, key)
+        say(at, [_above_rate_what(key, text, peak)
+                 for text in fmt.tera_rate_each(rate[at], key)])
+    anomaly = judged.verdict[rows] == ANOMALY
+    at = np.flatnonzero(anomaly)
+    say(at, _above_envelope_texts(a, machine, rows[at]))
+    bare = np.flatnonzero(~anomaly & np.array([not s for s in said], dtype=bool))
+    say(bare, [_above_envelope_only_what(share, sol, time) for share, sol, time in zip(
+        fmt.percent_each(judged.envelope_efficiency[rows[bare]]),
+        fmt.seconds_each(priced.envelope_sol_time_s[rows[bare]]),
+        fmt.seconds_each(time_s[bare]), strict=True)])
+    warned = anomaly.tolist()
+    return found(rows, [WARNING if w else ERROR for w in warned], ["; ".join(s) for s in said],
+                 [_M8_STALE_FIX if w else _M8_FIX for w in warned])
 
 
-def check_rows_r1(case: RowCase) -> RowFindings:
+def _above_bandwidth_what(nbytes_text: str, time_text: str, rate_text: str, level_name: str,
+                          theoretical_bytes_per_s: float) -> str:
+    return (f"{nbytes_text} in {time_text} is {rate_text}, above {level_name} theoretical "
+            f"{theoretical_bytes_per_s / 1e9:.0f} GB/s")
+
+
+def _above_rate_what(key: str, rate_text: str, peak_text: str) -> str:
+    return f"{key} at {rate_text}, above its theoretical {peak_text}"
+
+
+def _above_envelope_only_what(share_text: str, sol_text: str, time_text: str) -> str:
+    return (f"efficiency {share_text} of the envelope ceiling is above 105% (SOL {sol_text}, "
+            f"measured {time_text})")
+
+
+def _above_envelope_texts(a: Analysis, machine: Machine, rows: np.ndarray) -> list[str]:
+    """`above_envelope_what` of each anomalous row (`analysis.ceiling_facts` for its
+    ceiling), the ceiling looked up once per bound and unit, the numbers per column."""
+    cols, priced = a.columns, a.priced
+    memory = priced.bound_memory[rows]
+    ceilings = {}
+    per_row = []
+    for key in zip(memory.tolist(), np.asarray(priced.binding_unit[rows]).tolist(),
+                   strict=True):
+        if key not in ceilings:
+            ceilings[key] = machine.ceiling(bool(key[0]), str(key[1]))
+        per_row.append(ceilings[key])
+    theoretical = np.array([np.nan if c.theoretical_per_s is None else c.theoretical_per_s
+                            for c in per_row], dtype=np.float64)
+    time_s = cols.time_s[rows]
+    done = np.where(memory, cols.bytes[rows], priced.binding_ops[rows])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        implied = done / time_s / theoretical
+    known = (~np.isnan(theoretical) & (time_s > 0)).tolist()
+    efficiency = a.judged.envelope_efficiency[rows]
+    shown = [text if finite else UNBOUNDED for text, finite in zip(
+        fmt.percent_each(efficiency), np.isfinite(efficiency).tolist(), strict=True)]
+    return [above_envelope_sentence(
+        share, implied_text(fraction, c.name, c.fraction) if ok else "")
+        for share, fraction, c, ok in zip(shown, implied.tolist(), per_row, known, strict=True)]
+
+
+# ---------------------------------------------------------------------------- R1
+
+
+def check_rows_r1(case: RowCase) -> Found:
     """Rows whose roof or flops_by_unit names a unit their machine profile does not have."""
-    a = case.analysis
-    cols = a.columns
-    roof = cols.roof.astype(str)
-    missing: dict[int, list[str]] = {}
-    for name, machine in a.machines.items():
-        rows = np.flatnonzero(a.machine_name == name)
-        if not len(rows):
-            continue
-        for key in np.unique(roof[rows]):
-            if machine.unit(str(key)) is None:
-                for i in rows[roof[rows] == key]:
-                    missing.setdefault(int(i), []).append(str(key))
-        for key, ops in cols.flops_by_unit.items():
-            if machine.unit(key) is None:
-                for i in rows[ops[rows] > 0]:
-                    if key not in missing.setdefault(int(i), []):
-                        missing[int(i)].append(key)
-    return [(i, Finding("R1", ERROR, case.where[i],
-                        units_missing_reason(a.machines[a.machine_name[i]], keys),
-                        UNIT_NOT_ON_MACHINE_FIX))
-            for i, keys in sorted(missing.items())]
+    cols = case.analysis.columns
+    codes, names = case.roofs
+    missing: dict[int, tuple[Machine, list[str]]] = {}
+    for machine, mine in case.machine_rows:
+        lacks = np.array([machine.unit(k) is None for k in names], dtype=bool)
+        roof_lacking = mine & lacks[codes] if lacks.any() else np.zeros(len(cols), dtype=bool)
+        units = {k: mine & (ops > 0) for k, ops in cols.flops_by_unit.items()
+                 if machine.unit(k) is None}
+        flagged = roof_lacking.copy()
+        for rows in units.values():
+            flagged |= rows
+        for i in np.flatnonzero(flagged).tolist():
+            keys = [names[codes[i]]] if roof_lacking[i] else []
+            keys += [k for k, rows in units.items() if rows[i] and k not in keys]
+            missing[i] = (machine, keys)
+    said: dict[tuple[str, tuple[str, ...]], str] = {}  # a sentence per machine and units
+    out = []
+    for i in sorted(missing):
+        machine, keys = missing[i]
+        key = (machine.name, tuple(keys))
+        if key not in said:
+            said[key] = units_missing_reason(machine, keys)
+        out.append((i, ERROR, said[key], UNIT_NOT_ON_MACHINE_FIX))
+    return listed(out)
 
 
-RowCheck = Callable[[RowCase], RowFindings]
+RowCheck = Callable[[RowCase], Found]
 ROW_CHECKS: Mapping[str, RowCheck] = {
     "M1": check_rows_m1, "M2": check_rows_m2, "M3": check_rows_m3, "M4": check_rows_m4,
     "M5": check_rows_m5, "M6": check_rows_m6, "M7": check_rows_m7, "M8": check_rows_m8,
@@ -424,31 +677,81 @@ def row_where(analysis: Analysis, path: str = "") -> RowWhere:
     return RowWhere(analysis, path)
 
 
+def checked(analysis: Analysis,
+            ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
+            machine_level: bool = False) -> list[tuple[str, Found]]:
+    """(code, findings) of every row check, in code order; with `machine_level`, then each R2
+    finding, carried by every row bound by the ceiling it names."""
+    case = RowCase(analysis, _references(ledgers))
+    out = [(code, check(case)) for code, check in ROW_CHECKS.items()]
+    if machine_level:
+        for finding, rows in stale_profile_groups(analysis):
+            n = len(rows)
+            out.append((finding.code, Found(rows.astype(np.int64), [finding.severity] * n,
+                                            [finding.reason] * n, [finding.fix] * n,
+                                            finding.where)))
+    return out
+
+
+def lint_columns(analysis: Analysis,
+                 ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
+                 path: str = "", machine_level: bool = False) -> pl.DataFrame:
+    """Every finding as a row of a frame (`row`: the analysis row it names, `code`,
+    `severity`, `reason`, `fix`), by row and within a row in code order (R2 last): what
+    `lint_findings` gives, without a `Finding` per row, for `analyze --json` of a million
+    rows. The frame has no `where`, so `path` changes nothing; it is taken so that both are
+    called alike."""
+    del path  # the frame says rows by index, not by file and line
+    parts = [(code, part) for code, part in checked(analysis, ledgers, machine_level)
+             if len(part)]
+    rows = np.concatenate([p.rows for _, p in parts]) if parts else np.zeros(0, np.int64)
+    return pl.DataFrame({
+        "row": pl.Series(rows, dtype=pl.Int64),
+        "code": _texts([code for code, p in parts for _ in range(len(p))]),
+        "severity": _texts([s for _, p in parts for s in p.severity]),
+        "reason": _texts([r for _, p in parts for r in p.reason]),
+        "fix": _texts([f for _, p in parts for f in p.fix]),
+    }).sort("row", maintain_order=True)
+
+
+def _texts(values: list[str]) -> pl.Series:
+    """A text column; a lone surrogate (from a name in a file, which polars cannot hold)
+    written as \\udc80, as every writer shows it."""
+    try:
+        return pl.Series(values, dtype=pl.String)
+    except UnicodeEncodeError:
+        return pl.Series([encodable(v) for v in values], dtype=pl.String)
+
+
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
               path: str = "") -> list[list[Finding]]:
     """Findings per row, in code order; `ledgers` are references matched to rows by op name."""
     per_row: list[list[Finding]] = [[] for _ in range(len(analysis))]
-    for i, found in lint_findings(analysis, ledgers, path).items():
-        per_row[i] = found
+    for i, found_here in lint_findings(analysis, ledgers, path).items():
+        per_row[i] = found_here
     return per_row
 
 
 def lint_findings(analysis: Analysis,
                   ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
                   path: str = "", machine_level: bool = False) -> dict[int, list[Finding]]:
-    """Findings by row, for the rows that have any (most have none), in code order.
+    """Findings by row, for the rows that have any (most have none), in row order and within
+    a row in code order: `lint_columns` as `Finding`s, `where` the row's `path:line (op)`.
     `machine_level`: also each R2 finding, in every row bound by the ceiling it names, after
     the row's own (so that `analyze --json`, one object per row, carries it)."""
-    case = RowCase(analysis, _references(ledgers), row_where(analysis, path))
-    found: dict[int, list[Finding]] = {}
-    for check in ROW_CHECKS.values():
-        for i, finding in check(case):
-            found.setdefault(i, []).append(finding)
-    if machine_level:
-        for finding, rows in stale_profile_groups(analysis):
-            for i in rows.tolist():
-                found.setdefault(i, []).append(finding)
-    return found
+    where = row_where(analysis, path)
+    by_row: dict[int, list[Finding]] = {}
+    for code, part in checked(analysis, ledgers, machine_level):
+        if part.where is not None:  # one machine-level finding, in each row it reads
+            for i, severity, reason, fix in zip(part.rows.tolist(), part.severity,
+                                                part.reason, part.fix, strict=True):
+                by_row.setdefault(i, []).append(Finding(code, severity, part.where, reason,
+                                                        fix))
+            continue
+        for i, severity, reason, fix in zip(part.rows.tolist(), part.severity, part.reason,
+                                            part.fix, strict=True):
+            by_row.setdefault(i, []).append(Finding(code, severity, where[i], reason, fix))
+    return dict(sorted(by_row.items()))
 
 
 def lint_analysis(analysis: Analysis,
@@ -458,4 +761,3 @@ def lint_analysis(analysis: Analysis,
     machine-level findings the rows make together (R2)."""
     return [*(f for row in lint_rows(analysis, ledgers, path) for f in row),
             *(f for check in ANALYSIS_CHECKS.values() for f in check(analysis))]
-

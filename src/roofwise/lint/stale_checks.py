@@ -17,7 +17,7 @@ import numpy as np
 from ..analysis import Analysis
 from ..reasons import IMPOSSIBLE_REASONS
 from ..verdict import BLANK, LATENCY_BOUND
-from .findings import WARNING, Finding
+from .findings import WARNING, Finding, equal_to
 
 STALE_MIN_ROWS = 3  # fewer rows above a ceiling than this is not a pattern
 STALE_MARGIN = 1.02  # their median efficiency against it: beyond run-to-run noise (~1-2%)
@@ -35,14 +35,21 @@ def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]
     out: list[tuple[Finding, np.ndarray]] = []
     readable = ((a.judged.verdict != BLANK) & (a.judged.verdict != LATENCY_BOUND)
                 & ((a.judged.flags & np.int32(IMPOSSIBLE_REASONS)) == 0))
+    above_any = readable & (a.judged.envelope_efficiency > 1.0)  # NaN compares False
+    if np.count_nonzero(above_any) < STALE_MIN_ROWS:
+        return out  # no ceiling has enough rows above it
     memory = a.priced.bound_memory
-    ceiling_key = np.where(memory, "", a.priced.binding_unit.astype(str))
+    binding = a.priced.binding_unit
     for name, machine in a.machines.items():
-        mine = readable & (a.machine_name == name)
+        mine = readable & equal_to(a.machine_name, name)
         for is_memory in (True, False):
             rows = mine & (memory == is_memory)
-            for key in np.unique(ceiling_key[rows]):
-                group = np.flatnonzero(rows & (ceiling_key == key))
+            # memory is one ceiling; a unit's is stale only with rows above it, so its key
+            # is among theirs (a few rows, not every row's unit as a string)
+            keys = [""] if is_memory else np.unique(
+                np.asarray(binding[rows & above_any]).astype(str)).tolist()
+            for key in keys:
+                group = np.flatnonzero(rows if is_memory else rows & equal_to(binding, key))
                 efficiency = a.judged.envelope_efficiency[group]
                 above = efficiency[efficiency > 1.0]
                 if (len(above) < STALE_MIN_ROWS or 2 * len(above) < len(group)
