@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
@@ -284,18 +284,28 @@ def _brief(finding: Any) -> Any:
     return finding.brief() if hasattr(finding, "brief") else dict(finding)
 
 
+# A batch's output, built and ready: called with the stream, it writes (by the engine, which
+# releases the GIL, so that a background thread may write while the next batch is judged).
+Write = Callable[[TextIO], None]
+
+
 def write_json_lines(analysis: Analysis, out: TextIO,
                      lint: Lint | None = None) -> None:
-    """The --json lines. Where every record has every field and none is JSON text (CSV,
-    Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is built
-    from its fields (`json_lines`) so that a field a record lacks is left out."""
+    """The --json lines of `analysis` (`json_writer`), written to `out`."""
+    json_writer(analysis, lint)(out)
+
+
+def json_writer(analysis: Analysis, lint: Lint | None = None) -> Write:
+    """The --json lines, built. Where every record has every field and none is JSON text
+    (CSV, Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is
+    built from its fields (`json_lines`) so that a field a record lacks is left out."""
     frame, inputs, json_text = _verdicts_once(analysis)
     if json_text or any(frame[c].null_count() for c in inputs):
-        _write_lines(_lines_of(frame, inputs, json_text, len(analysis), lint), out)
-        return
+        lines = _lines_of(frame, inputs, json_text, len(analysis), lint)
+        return lambda out: _write_lines(lines, out)
     if lint is not None:
         frame = frame.with_columns(_lint_column(len(analysis), lint))
-    _write_target(out, frame.write_ndjson)
+    return lambda out: _write_target(out, frame.write_ndjson)
 
 
 def csv_frame(analysis: Analysis) -> pl.DataFrame:
@@ -316,15 +326,23 @@ def csv_frame(analysis: Analysis) -> pl.DataFrame:
 
 def write_csv(analysis: Analysis, out: TextIO, header: bool = True,
               columns: Sequence[str] | None = None) -> list[str]:
-    """The verdicts as CSV; returns the columns written. A later batch of a stream passes
-    the first batch's `columns` (and no header): its cells go under them, empty where the
-    batch lacks a field; a field the header lacks cannot be added and is left out."""
+    """The verdicts as CSV (`csv_writer`), written to `out`; returns the columns written."""
+    written, write = csv_writer(analysis, header, columns)
+    write(out)
+    return written
+
+
+def csv_writer(analysis: Analysis, header: bool = True, columns: Sequence[str] | None = None
+               ) -> tuple[list[str], Write]:
+    """The verdicts as CSV, built, and the columns they go under. A later batch of a stream
+    passes the first batch's `columns` (and no header): its cells go under them, empty where
+    the batch lacks a field; a field the header lacks cannot be added and is left out."""
     frame = csv_frame(analysis)
     if columns is not None:
         frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None).alias(c)
                               for c in columns])
-    out.write(frame.write_csv(include_header=header, line_terminator="\n"))
-    return frame.columns
+    return frame.columns, lambda out: _write_target(out, lambda target: frame.write_csv(
+        target, include_header=header, line_terminator="\n"))
 
 
 def _write_lines(lines: pl.Series, out: TextIO) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -13,8 +14,8 @@ from ..ledger import Ledger
 from ..lint import Finding, lint_analysis, lint_columns
 from ..machine import Machine
 from ..mismatch import mismatch_summary
-from ..output import Lint, write_json_lines
-from ..output import write_csv as write_verdicts_csv
+from ..output import Write, csv_writer, json_writer
+from ..overlap import BackgroundWriter, prefetched
 from ..records import (
     BATCH_ROWS,
     Loaded,
@@ -92,8 +93,9 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         loaded = read_records(records_path, strict=strict)
         report_skipped(records_path, loaded)
         analysis = analyze(loaded.columns, machines, machine, regime, mix)
-        _write(analysis, as_json, as_csv, True, references, records_path)
-        if not (as_json or as_csv):
+        if as_json or as_csv:
+            _prepare(analysis, as_json, True, references, records_path)[1](sys.stdout)
+        else:
             _render(analysis, lint_analysis(analysis, references, path=records_path), limit)
         from .plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
@@ -103,16 +105,19 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
                               batch_rows=BATCH_ROWS):
             pass
     stream = _Stream(records_path)
-    with reading_progress(records_path) as advance:
-        for loaded in iter_batches(records_path, strict=strict, batch_rows=BATCH_ROWS):
+    # the next batch is read, and the last one written, while one is judged (`overlap`)
+    batches = prefetched(iter_batches(records_path, strict=strict, batch_rows=BATCH_ROWS))
+    with reading_progress(records_path) as advance, BackgroundWriter() as writer:
+        for loaded in batches:
             advance(len(loaded.columns) + len(loaded.skipped))
             stream.count(loaded)
             if not len(loaded.columns):
                 continue
             analysis = analyze(loaded.columns, machines, machine, regime, mix)
             if as_json or as_csv:
-                stream.columns = _write(analysis, as_json, as_csv, stream.first, references,
-                                        records_path, stream.columns)
+                stream.columns, write = _prepare(analysis, as_json, stream.first, references,
+                                                 records_path, stream.columns)
+                writer.submit(functools.partial(write, sys.stdout))
             else:
                 stream.keep_worst(analysis, None if limit == 0 else limit, references)
             stream.first = False
@@ -143,19 +148,17 @@ def _render(analysis: Analysis, findings: list[Finding], limit: int,
     render_findings_brief(findings, console(), shown=shown)
 
 
-def _write(analysis: Analysis, as_json: bool, as_csv: bool, first: bool,
-           references: list[Ledger], path: str, columns: list[str] | None = None
-           ) -> list[str] | None:
-    """Write one batch's verdicts; returns the CSV columns (the first batch's header)."""
+def _prepare(analysis: Analysis, as_json: bool, first: bool, references: list[Ledger],
+             path: str, columns: list[str] | None = None) -> tuple[list[str] | None, Write]:
+    """One batch's verdicts (--json, else --csv), built, and the CSV columns (the first
+    batch's header) they go under."""
     summary = mismatch_summary(analysis)
-    if summary and first and (as_json or as_csv):  # the table says it in its summary
+    if summary and first:  # the table says it in its summary
         note(f"roofwise: {summary}")
     if as_json:
-        write_json(analysis, lint_columns(analysis, references, path=path,
-                                            machine_level=True))
-    elif as_csv:
-        return write_verdicts_csv(analysis, sys.stdout, header=first, columns=columns)
-    return columns
+        return columns, json_writer(analysis, lint_columns(analysis, references, path=path,
+                                                           machine_level=True))
+    return csv_writer(analysis, header=first, columns=columns)
 
 
 class _Stream:
@@ -209,13 +212,3 @@ class _Stream:
                  f"{self.skipped_count + self.good}; --strict fails the file instead")
         if not self.good:
             check_not_empty(self.path, Loaded(columns_from_valid([]), tuple(self.skipped)))
-
-
-def write_json(analysis: Analysis, lint: Lint | None = None) -> None:
-    """One JSON object per record, in input order (`output.json_lines`)."""
-    write_json_lines(analysis, sys.stdout, lint)
-
-
-def write_csv(analysis: Analysis) -> None:
-    """In input order, like --json: machines sort for themselves."""
-    write_verdicts_csv(analysis, sys.stdout)
