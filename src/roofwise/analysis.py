@@ -232,7 +232,7 @@ def _scatter(n: int, parts: list[tuple[np.ndarray, Priced, Judged]]) -> tuple[Pr
         for f in fields(kind):
             sample = getattr(parts[0][pick], f.name)
             if isinstance(sample, Mapping):
-                keys = {k for part in parts for k in getattr(part[pick], f.name)}
+                keys = dict.fromkeys(k for part in parts for k in getattr(part[pick], f.name))
                 values[f.name] = {k: _fill(n, [(p[0], getattr(p[pick], f.name).get(k))
                                                for p in parts]) for k in keys}
             else:

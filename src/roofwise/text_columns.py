@@ -3,7 +3,7 @@ series, with what UTF-8 cannot encode (a lone surrogate) written as \\udc80."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,13 +12,15 @@ import polars as pl
 from .text import encodable
 
 
-def strings(name: str, values: np.ndarray) -> pl.Series:
+def strings(name: str, values: np.ndarray | Sequence[Any]) -> pl.Series:
     """A text column; a lone surrogate (a JSON escape polars cannot hold) written as \\udc80.
     A column that is one value broadcast (`pricing.uniform`) is built from that value."""
-    values = np.asarray(values)
-    if values.ndim == 1 and len(values) > 1 and values.strides[0] == 0:
-        return strings(name, values[:1]).new_from_index(0, len(values))
-    texts = values.tolist()
+    if isinstance(values, np.ndarray):
+        if values.ndim == 1 and len(values) > 1 and values.strides[0] == 0:
+            return strings(name, values[:1]).new_from_index(0, len(values))
+        texts = values.tolist()
+    else:
+        texts = list(values)
     try:
         return pl.Series(name, texts, dtype=pl.String)
     except (UnicodeEncodeError, TypeError):  # a surrogate, or a value that is not text

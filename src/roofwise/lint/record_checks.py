@@ -39,7 +39,7 @@ from ..reason_text import (
 )
 from ..reasons import Reason
 from ..report import fmt
-from ..text import encodable
+from ..text_columns import strings
 from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 from .findings import (
     ERROR,
@@ -707,20 +707,11 @@ def lint_columns(analysis: Analysis,
     rows = np.concatenate([p.rows for _, p in parts]) if parts else np.zeros(0, np.int64)
     return pl.DataFrame({
         "row": pl.Series(rows, dtype=pl.Int64),
-        "code": _texts([code for code, p in parts for _ in range(len(p))]),
-        "severity": _texts([s for _, p in parts for s in p.severity]),
-        "reason": _texts([r for _, p in parts for r in p.reason]),
-        "fix": _texts([f for _, p in parts for f in p.fix]),
+        "code": strings("code", [code for code, p in parts for _ in range(len(p))]),
+        "severity": strings("severity", [s for _, p in parts for s in p.severity]),
+        "reason": strings("reason", [r for _, p in parts for r in p.reason]),
+        "fix": strings("fix", [f for _, p in parts for f in p.fix]),
     }).sort("row", maintain_order=True)
-
-
-def _texts(values: list[str]) -> pl.Series:
-    """A text column; a lone surrogate (from a name in a file, which polars cannot hold)
-    written as \\udc80, as every writer shows it."""
-    try:
-        return pl.Series(values, dtype=pl.String)
-    except UnicodeEncodeError:
-        return pl.Series([encodable(v) for v in values], dtype=pl.String)
 
 
 def lint_rows(analysis: Analysis, ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
