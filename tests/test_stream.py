@@ -126,3 +126,20 @@ def test_csv_batches_keep_the_first_header(capsys, monkeypatch, tmp_path):
     assert "note" in header and "late" not in header
     assert all(len(row) == len(header) for row in read[1:]) and len(read) == 7
     assert [row[header.index("note")] for row in read[1:]] == ["first", "", "", "", "", ""]
+
+
+@pytest.mark.parametrize("mode", ["--json", "--csv"])
+def test_a_device_mismatch_in_a_later_batch_is_said_with_the_stream_total(
+        capsys, monkeypatch, tmp_path, mode):
+    rows = [dict(r) for r in ROWS]
+    for k in (14, 16):  # in the last batch of six (three rows each)
+        rows[k]["device"] = "NVIDIA GeForce RTX 4090"
+    path = tmp_path / "r.jsonl"
+    write_records(path, rows)
+    args = ["analyze", str(path), "-m", "h200", mode]
+    whole = _run(capsys, *args)
+    monkeypatch.setattr(analyze_cli, "BATCH_ROWS", 3)
+    batched = _run(capsys, *args)
+    assert whole == batched
+    assert ("roofwise: warning: 2 of 17 record(s) were judged on a profile their device does "
+            "not name: 'NVIDIA GeForce RTX 4090' (2)") in batched[2]

@@ -56,12 +56,24 @@ def mismatch_row(analysis: Analysis, i: int) -> str:
 
 def mismatch_summary(analysis: Analysis) -> str | None:
     """One line: how many rows were judged on a profile their device does not name, by device."""
-    found = mismatches(analysis)
-    hit = found != ""
+    return mismatch_line(mismatch_counts(analysis), len(analysis))
+
+
+def mismatch_counts(analysis: Analysis) -> dict[str, int]:
+    """Rows judged on a profile their device does not name, by device (a batch's share of a
+    stream's total)."""
+    hit = mismatches(analysis) != ""
     if not hit.any():
-        return None
+        return {}
     devices, counts = np.unique(analysis.columns.device[hit].astype(str), return_counts=True)
-    listed = ", ".join(f"{str(d)!r} ({int(c)})" for d, c in zip(devices, counts, strict=True))
-    return (f"warning: {int(hit.sum())} of {len(analysis)} record(s) were judged on a profile "
+    return {str(d): int(c) for d, c in zip(devices, counts, strict=True)}
+
+
+def mismatch_line(counts: dict[str, int], rows: int) -> str | None:
+    """`mismatch_summary`'s line for `counts` out of `rows` (None when there are none)."""
+    if not counts:
+        return None
+    listed = ", ".join(f"{d!r} ({c})" for d, c in sorted(counts.items()))
+    return (f"warning: {sum(counts.values())} of {rows} record(s) were judged on a profile "
             f"their device does not name: {listed}; pass the matching --machine, or none to "
             "let each record's device choose")

@@ -13,7 +13,7 @@ from ..analysis import Analysis, analyze
 from ..ledger import Ledger
 from ..lint import Finding, lint_analysis, lint_columns
 from ..machine import Machine
-from ..mismatch import mismatch_summary
+from ..mismatch import mismatch_counts, mismatch_line
 from ..output import Write, csv_writer, json_writer
 from ..overlap import BackgroundWriter, prefetched
 from ..records import (
@@ -94,6 +94,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         report_skipped(records_path, loaded)
         analysis = analyze(loaded.columns, machines, machine, regime, mix)
         if as_json or as_csv:
+            _note_mismatches(mismatch_counts(analysis), len(analysis))
             _prepare(analysis, as_json, True, references, records_path)[1](sys.stdout)
         else:
             _render(analysis, lint_analysis(analysis, references, path=records_path), limit)
@@ -114,7 +115,9 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
             if not len(loaded.columns):
                 continue
             analysis = analyze(loaded.columns, machines, machine, regime, mix)
-            if as_json or as_csv:
+            if as_json or as_csv:  # the table says mismatches in its summary
+                for device, count in mismatch_counts(analysis).items():
+                    stream.mismatched[device] = stream.mismatched.get(device, 0) + count
                 stream.columns, write = _prepare(analysis, as_json, stream.first, references,
                                                  records_path, stream.columns)
                 writer.submit(functools.partial(write, sys.stdout))
@@ -122,6 +125,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
                 stream.keep_worst(analysis, None if limit == 0 else limit, references)
             stream.first = False
     stream.finish(as_json or as_csv)
+    _note_mismatches(stream.mismatched, stream.good)
     if not (as_json or as_csv):
         if stream.batches == 1 and stream.last is not None:  # the whole input at once
             _render(stream.last, stream.findings, limit)
@@ -148,13 +152,16 @@ def _render(analysis: Analysis, findings: list[Finding], limit: int,
     render_findings_brief(findings, console(), shown=shown)
 
 
+def _note_mismatches(counts: dict[str, int], rows: int) -> None:
+    line = mismatch_line(counts, rows)
+    if line:
+        note(f"roofwise: {line}")
+
+
 def _prepare(analysis: Analysis, as_json: bool, first: bool, references: list[Ledger],
              path: str, columns: list[str] | None = None) -> tuple[list[str] | None, Write]:
     """One batch's verdicts (--json, else --csv), built, and the CSV columns (the first
     batch's header) they go under."""
-    summary = mismatch_summary(analysis)
-    if summary and first:  # the table says it in its summary
-        note(f"roofwise: {summary}")
     if as_json:
         return columns, json_writer(analysis, lint_columns(analysis, references, path=path,
                                                            machine_level=True))
@@ -175,6 +182,7 @@ class _Stream:
         self.kept: list[Loaded] = []
         self.findings: list[Finding] = []
         self.columns: list[str] | None = None  # the CSV header, once the first batch wrote it
+        self.mismatched: dict[str, int] = {}  # rows judged on another card's profile, by device
         self.batches = 0
         self.last: Analysis | None = None
 
