@@ -116,8 +116,10 @@ def test_csv_batches_keep_the_first_header(capsys, monkeypatch, tmp_path):
     path = tmp_path / "r.jsonl"
     write_records(path, rows)
     monkeypatch.setattr(analyze_cli, "BATCH_ROWS", 2)
-    code, out, _ = _run(capsys, "analyze", str(path), "-m", "h200", "--csv")
+    code, out, err = _run(capsys, "analyze", str(path), "-m", "h200", "--csv")
     assert code == 0
+    assert err == (f"roofwise: {path}: field(s) first met after the CSV header was written, "
+                   "left out of the CSV: 'late'; --json keeps them\n")
     import csv
     import io
 

@@ -327,22 +327,25 @@ def csv_frame(analysis: Analysis) -> pl.DataFrame:
 def write_csv(analysis: Analysis, out: TextIO, header: bool = True,
               columns: Sequence[str] | None = None) -> list[str]:
     """The verdicts as CSV (`csv_writer`), written to `out`; returns the columns written."""
-    written, write = csv_writer(analysis, header, columns)
+    written, write, _ = csv_writer(analysis, header, columns)
     write(out)
     return written
 
 
 def csv_writer(analysis: Analysis, header: bool = True, columns: Sequence[str] | None = None
-               ) -> tuple[list[str], Write]:
-    """The verdicts as CSV, built, and the columns they go under. A later batch of a stream
-    passes the first batch's `columns` (and no header): its cells go under them, empty where
-    the batch lacks a field; a field the header lacks cannot be added and is left out."""
+               ) -> tuple[list[str], Write, list[str]]:
+    """The verdicts as CSV, built, the columns they go under, and the fields left out. A
+    later batch of a stream passes the first batch's `columns` (and no header): its cells go
+    under them, empty where the batch lacks a field; a field the header lacks cannot be added
+    and is left out (the caller says so)."""
     frame = csv_frame(analysis)
+    left_out: list[str] = []
     if columns is not None:
+        left_out = [c for c in frame.columns if c not in columns]
         frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None).alias(c)
                               for c in columns])
     return frame.columns, lambda out: _write_target(out, lambda target: frame.write_csv(
-        target, include_header=header, line_terminator="\n"))
+        target, include_header=header, line_terminator="\n")), left_out
 
 
 def _write_lines(lines: pl.Series, out: TextIO) -> None:

@@ -26,6 +26,7 @@ from ..records import (
     iter_batches,
     read_records,
 )
+from ..text import shown
 from ..traces.reader import is_trace
 from .common import (
     MAX_SKIPPED_LINES,
@@ -118,14 +119,19 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
             if as_json or as_csv:  # the table says mismatches in its summary
                 for device, count in mismatch_counts(analysis).items():
                     stream.mismatched[device] = stream.mismatched.get(device, 0) + count
-                stream.columns, write = _prepare(analysis, as_json, stream.first, references,
-                                                 records_path, stream.columns)
+                stream.columns, write, left_out = _prepare(
+                    analysis, as_json, stream.first, references, records_path, stream.columns)
+                stream.left_out.update(dict.fromkeys(left_out))
                 writer.submit(functools.partial(write, sys.stdout))
             else:
                 stream.keep_worst(analysis, None if limit == 0 else limit, references)
             stream.first = False
     stream.finish(as_json or as_csv)
     _note_mismatches(stream.mismatched, stream.good)
+    if stream.left_out:
+        note(f"roofwise: {records_path}: field(s) first met after the CSV header was written, "
+             f"left out of the CSV: {', '.join(shown(c) for c in stream.left_out)}; --json "
+             "keeps them")
     if not (as_json or as_csv):
         if stream.batches == 1 and stream.last is not None:  # the whole input at once
             _render(stream.last, stream.findings, limit)
@@ -159,13 +165,15 @@ def _note_mismatches(counts: dict[str, int], rows: int) -> None:
 
 
 def _prepare(analysis: Analysis, as_json: bool, first: bool, references: list[Ledger],
-             path: str, columns: list[str] | None = None) -> tuple[list[str] | None, Write]:
-    """One batch's verdicts (--json, else --csv), built, and the CSV columns (the first
-    batch's header) they go under."""
+             path: str, columns: list[str] | None = None
+             ) -> tuple[list[str] | None, Write, list[str]]:
+    """One batch's verdicts (--json, else --csv), built, the CSV columns (the first batch's
+    header) they go under, and the fields that header lacks (left out of the CSV)."""
     if as_json:
         return columns, json_writer(analysis, lint_columns(analysis, references, path=path,
-                                                           machine_level=True))
-    return csv_writer(analysis, header=first, columns=columns)
+                                                           machine_level=True)), []
+    written, write, left_out = csv_writer(analysis, header=first, columns=columns)
+    return written, write, left_out
 
 
 class _Stream:
@@ -183,6 +191,7 @@ class _Stream:
         self.findings: list[Finding] = []
         self.columns: list[str] | None = None  # the CSV header, once the first batch wrote it
         self.mismatched: dict[str, int] = {}  # rows judged on another card's profile, by device
+        self.left_out: dict[str, None] = {}  # CSV: fields first met after the header
         self.batches = 0
         self.last: Analysis | None = None
 
