@@ -10,7 +10,9 @@ the binding one, units a profile lacks, a non-positive time) are rare and still 
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +27,7 @@ from .verdict import AT_CEILING, BELOW
 
 if TYPE_CHECKING:
     from .analysis import Analysis
+    from .machine import Machine
 
 # Flags whose sentences need a row's whole unit split: those rows are explained one by one.
 _ONE_BY_ONE = Reason.UNKNOWN_UNIT | Reason.BAD_TIME | Reason.SECOND_PIPE
@@ -60,12 +63,14 @@ def reasons_column(analysis: Analysis) -> pl.Series:
             mask &= on_machine[name]
         return mask if extra is None else mask & extra
 
-    def when(mask: np.ndarray, text: pl.Expr) -> None:
-        """`text` for the rows in `mask`; nothing at all when no row carries it."""
+    def when(mask: np.ndarray, text: pl.Expr | Callable[[], pl.Expr]) -> None:
+        """`text` for the rows in `mask`; nothing at all (nor its columns built, when `text`
+        is a function) when no row carries it."""
         if mask.any():
             key = f"m{len(columns)}"
             columns[key] = mask
-            texts.append(pl.when(pl.col(key)).then(text))
+            texts.append(pl.when(pl.col(key)).then(text if isinstance(text, pl.Expr)
+                                                    else text()))
 
     def column(name: str, values: Any) -> pl.Expr:
         if name not in columns:
@@ -78,11 +83,19 @@ def reasons_column(analysis: Analysis) -> pl.Series:
             when(mask, column(f"t{len(columns)}", scattered(n, np.flatnonzero(mask), values)))
 
     mismatch = mismatches(analysis)
-    when(templated & (mismatch != ""), column("mismatch", strings("mismatch", mismatch)))
+    when(templated & (mismatch != ""), lambda: column("mismatch", strings("mismatch", mismatch)))
+    def unknown_roof(m: Machine) -> pl.Expr:
+        return pl.format("unknown roof {} on {}; units: {}", _repr_text(column(
+            "roof", strings("roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units)))
+
+    def above_regime(m: Machine) -> pl.Expr:
+        used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
+            "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
+        return pl.format("above the ceiling of the {} it was priced with, but within the "
+                         "envelope (the highest measured mix and regime)", used)
+
     for name, m in analysis.machines.items():
-        when(rows_with(Reason.UNKNOWN_ROOF, name), pl.format(
-            "unknown roof {} on {}; units: {}", _repr_text(column("roof", strings(
-                "roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units))))
+        when(rows_with(Reason.UNKNOWN_ROOF, name), functools.partial(unknown_roof, m))
         when(rows_with(Reason.UNIT_RATE_GAP, name), pl.lit(
             f"{m.name} has no known rate for the units used (a gap in its sources)"))
         when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
@@ -123,11 +136,8 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     if anomaly.any():
         when(anomaly, column("anomaly", anomaly_texts(analysis, np.flatnonzero(anomaly))))
     for name, m in analysis.machines.items():
-        used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
-            "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
-        when(rows_with(Reason.ABOVE_REGIME_WITHIN_ENVELOPE, name), pl.format(
-            "above the ceiling of the {} it was priced with, but within the envelope (the "
-            "highest measured mix and regime)", used))
+        when(rows_with(Reason.ABOVE_REGIME_WITHIN_ENVELOPE, name),
+             functools.partial(above_regime, m))
     at = np.flatnonzero(templated & reading)
     if len(at):
         # a floor that binds part of the time: the efficiency net of it, said beside the
