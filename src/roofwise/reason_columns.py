@@ -227,8 +227,9 @@ class _FloorTexts:
     def _parts(self, at: np.ndarray) -> tuple[list[reason_text.FloorFacts], list[str],
                                               np.ndarray]:
         facts = [self._facts[i] for i in at.tolist()]
-        described = [self._described.get(f) or self._described.setdefault(f, f.describe())
-                     for f in facts]
+        for f in set(facts) - self._described.keys():
+            self._described[f] = f.describe()
+        described = [self._described[f] for f in facts]
         return facts, described, np.array([f.floor_s for f in facts], dtype=np.float64)
 
     def latency_bound(self, at: np.ndarray) -> list[str]:

@@ -43,12 +43,3 @@ def _encodable_all(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _encodable_all(v) for k, v in value.items()}
     return value
-
-
-def strings_or_null(values: np.ndarray) -> pl.Series:
-    """A text column from an object array of str or None."""
-    try:
-        return pl.Series(values.tolist(), dtype=pl.String)
-    except UnicodeEncodeError:
-        return pl.Series([None if v is None else encodable(v) for v in values.tolist()],
-                         dtype=pl.String)
