@@ -52,6 +52,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     memory = np.asarray(priced.bound_memory, dtype=bool)
     columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
     texts: list[pl.Expr] = []
+    said = np.zeros(n, dtype=np.int16)  # sentences per templated row
 
     def has(flag: Reason) -> np.ndarray:
         return templated & ((flags & int(flag)) != 0)
@@ -69,6 +70,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
         if mask.any():
             key = f"m{len(columns)}"
             columns[key] = mask
+            said[mask] += 1
             texts.append(pl.when(pl.col(key)).then(text if isinstance(text, pl.Expr)
                                                     else text()))
 
@@ -168,16 +170,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
                  + pl.concat_str(raw, separator=", ", ignore_nulls=True))
     when(rows_with(Reason.WALL_TIMING), pl.lit(
         "wall-clock time includes host overhead: efficiency is a lower bound"))
-    frame = pl.DataFrame(columns, height=n)
-    # Sentences joined on a separator no sentence holds, then split: an engine-side list
-    # build several times faster than concatenating lists.
-    if texts:
-        joined = pl.concat_str(texts, separator=_UNIT_SEPARATOR, ignore_nulls=True)
-        out = frame.select(pl.when(joined == "").then(pl.lit([], dtype=pl.List(pl.String)))
-                           .otherwise(joined.str.split(_UNIT_SEPARATOR)).alias("reasons")
-                           ).to_series()
-    else:
-        out = pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
+    out = _lists(pl.DataFrame(columns, height=n), texts, said)
     special = np.flatnonzero(alone | no_machine)
     if len(special):
         lists = [explain(analysis, i) for i in special.tolist()]
@@ -192,6 +185,31 @@ def reasons_column(analysis: Analysis) -> pl.Series:
                .join(alone_rows, on="i", how="left", maintain_order="left")
                .select(pl.coalesce("alone", "reasons")).to_series())
     return out.alias("reasons")
+
+
+def _lists(frame: pl.DataFrame, texts: list[pl.Expr], said: np.ndarray) -> pl.Series:
+    """Each row's sentences (`texts`, null where a row has none) as a list, in `texts` order.
+
+    Most rows say one sentence: theirs is the first non-null text, made a one-item list at no
+    cost. Only the rows that say several join theirs on a separator no sentence holds and split
+    them again (an engine-side list build, several times faster than concatenating lists)."""
+    n = frame.height
+    empty = pl.lit([], dtype=pl.List(pl.String))
+    if not texts:
+        return pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
+    several = np.flatnonzero(said > 1)
+    first = frame.select(pl.coalesce(texts).alias("reasons")).to_series()
+    if len(several):
+        joined = (frame[several.tolist()]
+                  .select(pl.concat_str(texts, separator=_UNIT_SEPARATOR, ignore_nulls=True))
+                  .to_series())
+        lists = first.scatter(several, joined).str.split(_UNIT_SEPARATOR)
+    else:
+        lists = first.reshape((-1, 1)).cast(pl.List(pl.String))
+    if (said == 0).any():
+        lists = pl.select(pl.when(pl.lit(pl.Series(said == 0))).then(empty)
+                          .otherwise(pl.lit(lists))).to_series()
+    return lists.alias("reasons")
 
 
 def _finite(values: np.ndarray | None, n: int) -> np.ndarray:

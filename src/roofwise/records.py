@@ -394,38 +394,36 @@ def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,
             if not header.endswith(b"\n"):
                 header += b"\n"
         first_line = 2 if kind == "csv" else 1
-        for data in _line_batches(handle, batch_rows):
+        for data, newline in _line_batches(handle, batch_rows):
             if kind == "jsonl":
-                batch = _jsonl_batch(path, data, first_line)
+                batch = _jsonl_batch(path, data, newline, first_line)
             else:
-                batch = _csv_batch(path, header, data, first_line)
+                batch = _csv_batch(path, header, data, newline, first_line)
             yield (load_batch(batch, strict, keep_rows) if batch is not None else
                    _per_row(path, kind, header, data, first_line, strict, keep_rows))
-            first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+            first_line += len(newline) + (0 if data.endswith(b"\n") else 1)
 
 
-def _line_batches(handle: IO[bytes], batch_rows: int | None) -> Iterator[bytes]:
-    """The rest of the file in pieces of at most `batch_rows` whole lines (None: one piece)."""
-    if batch_rows is None:
-        data = handle.read()
-        if data:
-            yield data
-        return
+def _line_batches(handle: IO[bytes], batch_rows: int | None
+                  ) -> Iterator[tuple[bytes, np.ndarray]]:
+    """The rest of the file in pieces of at most `batch_rows` whole lines (None: one piece),
+    each with the offsets of its newlines (found once: numbering and slicing lines use them)."""
     pending = b""
     while True:
-        chunk = handle.read(CHUNK_BYTES)
+        chunk = handle.read() if batch_rows is None else handle.read(CHUNK_BYTES)
         data = pending + chunk
-        if chunk:  # keep a partial last line for the next chunk
+        if chunk and batch_rows is not None:  # keep a partial last line for the next chunk
             cut = data.rfind(b"\n") + 1
             data, pending = data[:cut], data[cut:]
         newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-        start = 0
-        for end in newline[batch_rows - 1::batch_rows].tolist():
-            yield data[start:end + 1]
-            start = end + 1
+        start, first = 0, 0
+        for k in range(batch_rows or len(newline) + 1, len(newline) + 1, batch_rows or 1):
+            end = int(newline[k - 1])
+            yield data[start:end + 1], newline[first:k] - start
+            start, first = end + 1, k
         if start < len(data):
-            yield data[start:]
-        if not chunk:
+            yield data[start:], newline[first:] - start
+        if not chunk or batch_rows is None:
             return
 
 
@@ -496,9 +494,9 @@ def _utf8_record(record: Any) -> Any:
 _WHITE = np.frombuffer(b" \t\r\n\x0b\x0c", dtype=np.uint8)
 
 
-def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (before the newline) offsets of each physical line."""
-    newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+def _lines(data: bytes, newline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (before the newline) offsets of each physical line of `data`, whose
+    newlines are at `newline`."""
     starts = np.concatenate(([0], newline + 1))
     ends = np.concatenate((newline, [len(data)]))
     if starts[-1] == len(data):  # the text ends with a newline
@@ -506,7 +504,8 @@ def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends
 
 
-def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
+def _jsonl_batch(path: Path, data: bytes, newline: np.ndarray, first_line: int
+                 ) -> Batch | None:
     """Whole lines of JSONL through polars' NDJSON reader.
 
     Lines that cannot be records (not UTF-8, not starting with `{`) are set aside first and
@@ -519,7 +518,7 @@ def _jsonl_batch(path: Path, data: bytes, first_line: int) -> Batch | None:
     refused: list[tuple[int, Any]] = []
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None  # a lone CR ends a line for Python, not for the engine
-    starts, ends = _lines(data)
+    starts, ends = _lines(data, newline)
     buffer = np.frombuffer(data, dtype=np.uint8)
     first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else buffer[:0]
     empty = ends == starts
@@ -665,7 +664,8 @@ def _csv_header(line: bytes) -> list[str]:
     return next(csv.reader([text.rstrip("\r\n")]), [])
 
 
-def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch | None:
+def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, first_line: int
+               ) -> Batch | None:
     """Whole lines of CSV through polars (`_read_csv`), so that one bad cell flags its row
     instead of failing the file. A row the screen flags is given to `validate_record` as the
     csv module reads its line: the cells as text, as the file wrote them. The engine refuses
@@ -677,7 +677,7 @@ def _csv_batch(path: Path, header: bytes, data: bytes, first_line: int) -> Batch
     frame = _read_csv(header + data, names)
     if frame is None:
         return None  # a row with the wrong number of cells: the csv reader says where
-    starts, ends = _lines(data)
+    starts, ends = _lines(data, newline)
     if frame.columns != names or len(starts) != frame.height:
         return None  # a quoted cell over several lines: the csv reader numbers those
     length = ends - starts
@@ -944,8 +944,10 @@ def _clean_rows(batch: Batch) -> Callable[[np.ndarray], list[dict[str, Any]]]:
 
 def _first_seen(codes: np.ndarray, names: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
     """Codes renumbered in order of first appearance, as `categorize` numbers them."""
-    used, first = np.unique(codes, return_index=True)
-    order = used[np.argsort(first, kind="stable")]
+    first = np.full(len(names) + 1, len(codes))  # a spare last slot: a code of -1 lands there
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    order = np.argsort(first[:len(names)], kind="stable")[:np.count_nonzero(
+        first[:len(names)] < len(codes))]
     remap = np.zeros(max(len(names), 1), dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
     return remap[codes], tuple(names[int(c)] for c in order)
