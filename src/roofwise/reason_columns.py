@@ -51,8 +51,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     on_machine = {name: machine_name == name for name in analysis.machines}
     memory = np.asarray(priced.bound_memory, dtype=bool)
     columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
-    texts: list[pl.Expr] = []
-    said = np.zeros(n, dtype=np.int16)  # sentences per templated row
+    texts: list[tuple[np.ndarray, pl.Expr]] = []  # (rows, their sentence), in saying order
 
     def has(flag: Reason) -> np.ndarray:
         return templated & ((flags & int(flag)) != 0)
@@ -68,11 +67,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
         """`text` for the rows in `mask`; nothing at all (nor its columns built, when `text`
         is a function) when no row carries it."""
         if mask.any():
-            key = f"m{len(columns)}"
-            columns[key] = mask
-            said[mask] += 1
-            texts.append(pl.when(pl.col(key)).then(text if isinstance(text, pl.Expr)
-                                                    else text()))
+            texts.append((np.flatnonzero(mask), text if isinstance(text, pl.Expr) else text()))
 
     def column(name: str, values: Any) -> pl.Expr:
         if name not in columns:
@@ -170,7 +165,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
                  + pl.concat_str(raw, separator=", ", ignore_nulls=True))
     when(rows_with(Reason.WALL_TIMING), pl.lit(
         "wall-clock time includes host overhead: efficiency is a lower bound"))
-    out = _lists(pl.DataFrame(columns, height=n), texts, said)
+    out = _lists(pl.DataFrame(columns, height=n), texts)
     special = np.flatnonzero(alone | no_machine)
     if len(special):
         lists = [explain(analysis, i) for i in special.tolist()]
@@ -187,27 +182,34 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     return out.alias("reasons")
 
 
-def _lists(frame: pl.DataFrame, texts: list[pl.Expr], said: np.ndarray) -> pl.Series:
-    """Each row's sentences (`texts`, null where a row has none) as a list, in `texts` order.
+def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.Series:
+    """Each row's sentences as a list, in `texts` order.
 
-    Most rows say one sentence: theirs is the first non-null text, made a one-item list at no
-    cost. Only the rows that say several join theirs on a separator no sentence holds and split
-    them again (an engine-side list build, several times faster than concatenating lists)."""
+    Each template is filled for its own rows only (not evaluated over every row and masked).
+    Most rows say one sentence, which becomes a one-item list at no cost; where some rows say
+    several, theirs are joined on a separator no sentence holds and every row split on it
+    (an engine-side list build, several times faster than concatenating lists)."""
     n = frame.height
-    empty = pl.lit([], dtype=pl.List(pl.String))
-    if not texts:
-        return pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
-    several = np.flatnonzero(said > 1)
-    first = frame.select(pl.coalesce(texts).alias("reasons")).to_series()
-    if len(several):
-        joined = (frame[several.tolist()]
-                  .select(pl.concat_str(texts, separator=_UNIT_SEPARATOR, ignore_nulls=True))
-                  .to_series())
-        lists = first.scatter(several, joined).str.split(_UNIT_SEPARATOR)
+    said = np.zeros(n, dtype=np.int16)
+    joined = pl.repeat(None, n, dtype=pl.String, eager=True)
+    for rows, template in texts:
+        roots = list(dict.fromkeys(template.meta.root_names())) or frame.columns[:1]
+        values = frame.select(roots)[rows].select(template.alias("t")).to_series()
+        if len(values) != len(rows):  # a literal: one value for every row
+            values = values.new_from_index(0, len(rows))
+        again = np.flatnonzero(said[rows] > 0)
+        if len(again):
+            values = values.scatter(again, joined.gather(rows[again]) + _UNIT_SEPARATOR
+                                    + values.gather(again))
+        joined = joined.scatter(rows, values)
+        said[rows] += 1
+    if (said > 1).any():
+        lists = joined.str.split(_UNIT_SEPARATOR)
     else:
-        lists = first.reshape((-1, 1)).cast(pl.List(pl.String))
+        lists = joined.reshape((-1, 1)).cast(pl.List(pl.String))
     if (said == 0).any():
-        lists = pl.select(pl.when(pl.lit(pl.Series(said == 0))).then(empty)
+        lists = pl.select(pl.when(pl.lit(pl.Series(said == 0)))
+                          .then(pl.lit([], dtype=pl.List(pl.String)))
                           .otherwise(pl.lit(lists))).to_series()
     return lists.alias("reasons")
 
