@@ -40,7 +40,7 @@ def mismatches(analysis: Analysis) -> np.ndarray:
     out = np.full(len(analysis), "", dtype=object)
     for profile, machine in analysis.machines.items():
         on_profile = analysis.machine_name == profile
-        for code in np.unique(codes[on_profile]):
+        for code in np.flatnonzero(np.bincount(codes[on_profile], minlength=len(names))):
             text = device_mismatch(str(names[int(code)] or ""), machine)
             if text:
                 out[on_profile & (codes == code)] = text

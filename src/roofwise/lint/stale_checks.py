@@ -46,8 +46,8 @@ def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]
             rows = mine & (memory == is_memory)
             # memory is one ceiling; a unit's is stale only with rows above it, so its key
             # is among theirs (a few rows, not every row's unit as a string)
-            keys = [""] if is_memory else np.unique(
-                np.asarray(binding[rows & above_any]).astype(str)).tolist()
+            keys = [""] if is_memory else sorted(
+                {str(k) for k in np.asarray(binding[rows & above_any]).tolist()})
             for key in keys:
                 group = np.flatnonzero(rows if is_memory else rows & equal_to(binding, key))
                 efficiency = a.judged.envelope_efficiency[group]
