@@ -52,8 +52,9 @@ def verdict_frame(analysis: Analysis, lint: Sequence[Sequence[Any]] | None = Non
     return frame
 
 
-def _input_columns(analysis: Analysis) -> tuple[pl.DataFrame, set[str]]:
-    """The records' own fields, and which of them hold JSON text (passed through as is)."""
+def _input_columns(analysis: Analysis, checked: bool = True) -> tuple[pl.DataFrame, set[str]]:
+    """The records' own fields, and which of them hold JSON text (passed through as is; made
+    valid JSON here unless not `checked`, when `_lines_of` does it as it writes)."""
     cols = analysis.columns
     n = len(cols)
     data: dict[str, pl.Series] = {
@@ -83,7 +84,7 @@ def _input_columns(analysis: Analysis) -> tuple[pl.DataFrame, set[str]]:
             data[name] = extras[name]
             if name in cols.extras_json:
                 json_text.add(name)
-                data[name] = _valid_json_text(extras[name])
+                data[name] = _valid_json_text(extras[name]) if checked else extras[name]
     if cols.extras is None and extras is not None:
         data.update({name: extras[name] for name in extras.columns if name not in data})
     order = [*(f for f in cols.fields if f in data), *(f for f in data if f not in cols.fields)]
@@ -221,7 +222,7 @@ def _verdicts_once(analysis: Analysis) -> tuple[pl.DataFrame, list[str], set[str
     """The verdict frame, its input columns and which of them hold JSON text, built once for
     both the engine's writer and `json_lines` (judging and explaining a batch twice cost as
     much again)."""
-    inputs_frame, json_text = _input_columns(analysis)  # verdict_frame's own part
+    inputs_frame, json_text = _input_columns(analysis, checked=False)  # `_lines_of` checks
     frame = pl.concat([inputs_frame, _judgement(analysis)], how="horizontal")
     return frame, [c for c in inputs_frame.columns if c not in VERDICT_FIELDS], json_text
 
@@ -229,6 +230,8 @@ def _verdicts_once(analysis: Analysis) -> tuple[pl.DataFrame, list[str], set[str
 def _lines_of(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: int,
               lint: Lint | None) -> pl.Series:
     """`json_lines` of a verdict frame already built: a field a row lacks is left out."""
+    if json_text:
+        frame = frame.with_columns(_valid_json_text(frame[name]) for name in json_text)
     fragments: list[pl.Expr] = []
     run: list[str] = []  # neighbouring fields every row has: encoded together
     for name in [*inputs, ""]:
@@ -301,8 +304,10 @@ def json_writer(analysis: Analysis, lint: Lint | None = None) -> Write:
     built from its fields (`json_lines`) so that a field a record lacks is left out."""
     frame, inputs, json_text = _verdicts_once(analysis)
     if json_text or any(frame[c].null_count() for c in inputs):
-        lines = _lines_of(frame, inputs, json_text, len(analysis), lint)
-        return lambda out: _write_lines(lines, out)
+        # the lines are encoded by the engine when written (on the writer's thread, so that
+        # the next batch is judged meanwhile)
+        n = len(analysis)
+        return lambda out: _write_lines(_lines_of(frame, inputs, json_text, n, lint), out)
     if lint is not None:
         frame = frame.with_columns(_lint_column(len(analysis), lint))
     return lambda out: _write_target(out, frame.write_ndjson)
