@@ -313,9 +313,8 @@ def json_writer(analysis: Analysis, lint: Lint | None = None) -> Write:
     return lambda out: _write_target(out, frame.write_ndjson)
 
 
-def csv_frame(analysis: Analysis) -> pl.DataFrame:
+def _csv_cells(frame: pl.DataFrame) -> list[pl.Expr]:
     """The verdicts as CSV cells: reasons joined by "; ", nested values as JSON text."""
-    frame = verdict_frame(analysis)
     cells: list[pl.Expr] = []
     for name, kind in frame.schema.items():
         column = pl.col(name)
@@ -326,7 +325,7 @@ def csv_frame(analysis: Analysis) -> pl.DataFrame:
                          .str.strip_suffix("}").alias(name))
         else:
             cells.append(column)
-    return frame.select(cells)
+    return cells
 
 
 def write_csv(analysis: Analysis, out: TextIO, header: bool = True,
@@ -343,14 +342,16 @@ def csv_writer(analysis: Analysis, header: bool = True, columns: Sequence[str] |
     later batch of a stream passes the first batch's `columns` (and no header): its cells go
     under them, empty where the batch lacks a field; a field the header lacks cannot be added
     and is left out (the caller says so)."""
-    frame = csv_frame(analysis)
+    frame = verdict_frame(analysis)
+    cells = _csv_cells(frame)  # made into text as written (on the writer's thread)
     left_out: list[str] = []
     if columns is not None:
         left_out = [c for c in frame.columns if c not in columns]
-        frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None).alias(c)
-                              for c in columns])
-    return frame.columns, lambda out: _write_target(out, lambda target: frame.write_csv(
-        target, include_header=header, line_terminator="\n")), left_out
+        named = dict(zip(frame.columns, cells, strict=True))
+        cells = [named.get(c, pl.lit(None).alias(c)) for c in columns]
+    return [c.meta.output_name() for c in cells], lambda out: _write_target(
+        out, lambda target: frame.select(cells).write_csv(
+            target, include_header=header, line_terminator="\n")), left_out
 
 
 def _write_lines(lines: pl.Series, out: TextIO) -> None:
