@@ -130,14 +130,13 @@ def price_columns(
     label = np.array([*names, ""], dtype=object)
     binding = uniform(names[0], n) if len(names) == 1 and not len(split_rows) else label[
         binding_code]
+    unit_ops = UnitColumns(_unit_ops_builders(names, codes, flops, split, flops_by_unit))
     return Priced(
         memory_time_s=memory, compute_time_s=compute, compute_serial_time_s=serial,
         sol_time_s=sol, bound_memory=memory >= compute, intensity_flops_per_byte=intensity,
         binding_unit=binding, binding_ops=binding_ops,
         theoretical_compute_time_s=theoretical_compute,
-        unit_ops=UnitColumns(_unit_ops_builders(names, codes, flops, split, flops_by_unit)),
-        unit_time_s=UnitColumns(_unit_time_builders(machine, regime, names, codes, flops, split,
-                                                    flops_by_unit)),
+        unit_ops=unit_ops, unit_time_s=UnitColumns(_unit_time_builders(machine, regime, unit_ops)),
         bandwidth_bytes_per_s=bandwidth, mix=mix_used, envelope_sol_time_s=envelope_sol,
         flags=flags, serial_sol_time_s=serial_sol)
 
@@ -271,17 +270,15 @@ def _unit_ops_builders(names: list[str], codes: np.ndarray, flops: np.ndarray,
     return {k: partial(build, k) for k in keys}
 
 
-def _unit_time_builders(machine: Machine, regime: str | None, names: list[str],
-                        codes: np.ndarray, flops: np.ndarray, split: np.ndarray,
-                        flops_by_unit: Mapping[str, np.ndarray] | None
+def _unit_time_builders(machine: Machine, regime: str | None, unit_ops: UnitColumns
                         ) -> dict[str, Callable[[], np.ndarray]]:
-    ops = _unit_ops_builders(names, codes, flops, split, flops_by_unit)
+    """Each unit's time: its ops (built once, shared with `unit_ops`) over its rate."""
     builders: dict[str, Callable[[], np.ndarray]] = {}
-    for key, build in ops.items():
+    for key in unit_ops:
         unit = machine.unit(key)
         rate = None if unit is None else unit.effective_ops_per_s(regime)
         if rate is not None:
-            builders[key] = partial(_divided, build, rate)
+            builders[key] = partial(_divided, partial(unit_ops.__getitem__, key), rate)
     return builders
 
 
