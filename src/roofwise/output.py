@@ -21,7 +21,7 @@ from .machine import timing_method
 from .pricing import pipes_near_binding
 from .reason_columns import reasons_column
 from .reasons import Reason
-from .text_columns import nested, strings
+from .text_columns import coded, nested, strings
 from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
 
 if TYPE_CHECKING:
@@ -61,13 +61,16 @@ def _input_columns(analysis: Analysis, checked: bool = True) -> tuple[pl.DataFra
         "op": strings("op", cols.op),
         "flops": pl.Series("flops", cols.flops, dtype=pl.Float64),
         "bytes": pl.Series("bytes", cols.bytes, dtype=pl.Float64),
-        "roof": strings("roof", cols.roof),
+        "roof": (strings("roof", cols.roof) if cols.roof_codes is None
+                 else coded("roof", cols.roof_codes, cols.roof_names)),
         "time_s": pl.Series("time_s", cols.time_s, dtype=pl.Float64),
     }
     for name in _OPTIONAL_INPUTS:
         values = np.asarray(getattr(cols, name))
         if values.dtype == object:
-            series = strings(name, values)
+            series = (coded(name, cols.device_codes, cols.device_names)
+                      if name == "device" and cols.device_codes is not None
+                      else strings(name, values))
             series = series.replace("", None)
         else:
             series = pl.Series(name, values, dtype=pl.Float64, nan_to_null=True)

@@ -27,6 +27,12 @@ def strings(name: str, values: np.ndarray | Sequence[Any]) -> pl.Series:
         return pl.Series(name, [encodable(str(t)) for t in texts], dtype=pl.String)
 
 
+def coded(name: str, codes: np.ndarray, names: Sequence[str]) -> pl.Series:
+    """A text column given as codes into a few distinct `names` (a categorical column): the
+    names made text once, then gathered, instead of a Python string per row."""
+    return strings(name, list(names)).gather(np.asarray(codes, dtype=np.int64))
+
+
 def nested(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
     """A list (or struct) column of text; lone surrogates written as \\udc80."""
     try:
