@@ -52,6 +52,28 @@ def test_small_batches_say_what_one_batch_says(capsys, monkeypatch, records, mod
     assert f"{records}:7: bytes" in batched[2]
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_chunks_that_cut_lines_say_what_one_read_says(capsys, monkeypatch, tmp_path, suffix):
+    """Text is read a chunk of bytes at a time (the first chunk smaller): a chunk that ends
+    inside a line carries the rest to the next, and lines keep their numbers across chunks."""
+    import roofwise.records as records_module
+
+    rows = [dict(r) for r in ROWS]
+    rows[6]["bytes"] = -1
+    rows[13]["time_s"] = "soon"
+    path = tmp_path / f"r{suffix}"
+    write_records(path, rows)
+    args = ["analyze", str(path), "-m", "h200", "--json"]
+    whole = _run(capsys, *args)
+    monkeypatch.setattr(records_module, "CHUNK_BYTES", 97 * 4)  # first chunk 97 bytes
+    cut = _run(capsys, *args)
+    assert whole == cut
+    line = 1 if suffix == ".jsonl" else 2  # the CSV header is line 1
+    assert f"{path}:{7 + line - 1}: bytes" in cut[2]
+    assert f"{path}:{14 + line - 1}: time_s" in cut[2]
+    assert len(cut[1].splitlines()) == 15
+
+
 def test_table_keeps_the_worst_rows_across_batches(capsys, monkeypatch, records):
     monkeypatch.setattr(analyze_cli, "BATCH_ROWS", 4)
     _, out, _ = _run(capsys, "analyze", str(records), "-m", "h200", "--limit", "3")

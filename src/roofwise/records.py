@@ -409,8 +409,10 @@ def _line_batches(handle: IO[bytes], batch_rows: int | None
     """The rest of the file in pieces of at most `batch_rows` whole lines (None: one piece),
     each with the offsets of its newlines (found once: numbering and slicing lines use them)."""
     pending = b""
+    size = CHUNK_BYTES >> 2  # a smaller first chunk: judging starts sooner
     while True:
-        chunk = handle.read() if batch_rows is None else handle.read(CHUNK_BYTES)
+        chunk = handle.read() if batch_rows is None else handle.read(size)
+        size = min(2 * size, CHUNK_BYTES)
         data = pending + chunk
         if chunk and batch_rows is not None:  # keep a partial last line for the next chunk
             cut = data.rfind(b"\n") + 1
