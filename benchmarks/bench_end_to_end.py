@@ -227,6 +227,16 @@ def timed(command: list[str], runs: int) -> tuple[float, float]:
     return statistics.median(times), peak
 
 
+def timed_rounds(commands: dict[str, list[str]], runs: int) -> dict[str, float]:
+    """Median wall seconds of each command over `runs` rounds, each round running every
+    command once in turn: a burst of load on a shared machine falls on all of them alike."""
+    times: dict[str, list[float]] = {label: [] for label in commands}
+    for _ in range(runs):
+        for label, command in commands.items():
+            times[label].append(timed(command, 1)[0])
+    return {label: statistics.median(t) for label, t in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000])
@@ -239,7 +249,8 @@ def main() -> None:
     roofwise_cli = [str(Path(python).with_name("roofwise"))]  # the installed command
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
           f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"# whole process, median of {args.runs} runs; output to /dev/null")
+    print(f"# whole process, median of {args.runs} rounds (each runs every contender "
+          "once); output to /dev/null")
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
             paths = write_files(records_frame(n), Path(tmp))
@@ -248,8 +259,7 @@ def main() -> None:
                 _check_same_output(
                     [*roofwise_cli, "analyze", path, "-m", "h200", "--json"],
                     [python, str(SAME_OUTPUT), path, kind, full], Path(tmp))
-                rows: dict[str, float] = {}
-                for label, command in (
+                commands = {label: command for label, command in (
                         ("roofwise --json", [*roofwise_cli, "analyze", path, "-m", "h200",
                                              "--json"]),
                         ("roofwise --csv", [*roofwise_cli, "analyze", path, "-m", "h200",
@@ -257,8 +267,8 @@ def main() -> None:
                         ("roofwise table", [*roofwise_cli, "analyze", path, "-m", "h200"]),
                         ("per-row script", [python, "-c", PER_ROW, path, kind, c]),
                         ("polars, same output", [python, str(SAME_OUTPUT), path, kind, full]),
-                        ("polars, lighter job", [python, "-c", POLARS, path, kind, c])):
-                    rows[label], _ = timed(command, args.runs)
+                        ("polars, lighter job", [python, "-c", POLARS, path, kind, c]))}
+                rows = timed_rounds(commands, args.runs)
                 json_s = rows["roofwise --json"]
                 print(f"{n:>9,} rows {kind:<7} " + "  ".join(
                     f"{k} {v:6.2f} s" for k, v in rows.items()))

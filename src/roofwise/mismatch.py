@@ -13,6 +13,7 @@ import numpy as np
 
 from .analysis import Analysis
 from .machine import Machine
+from .pricing import equal_to, uniform
 from .profiles import builtin_machines, match_device
 
 
@@ -37,14 +38,16 @@ def mismatches(analysis: Analysis) -> np.ndarray:
     """Per row, the mismatch sentence or "" (object array): one look-up per (device, profile)
     pair present, then vectorised assignment."""
     codes, names = analysis.columns.device_categories()
-    out = np.full(len(analysis), "", dtype=object)
+    out: np.ndarray | None = None
     for profile, machine in analysis.machines.items():
-        on_profile = analysis.machine_name == profile
+        on_profile = equal_to(analysis.machine_name, profile)
         for code in np.flatnonzero(np.bincount(codes[on_profile], minlength=len(names))):
             text = device_mismatch(str(names[int(code)] or ""), machine)
             if text:
+                if out is None:
+                    out = np.full(len(analysis), "", dtype=object)
                 out[on_profile & (codes == code)] = text
-    return out
+    return uniform("", len(analysis)) if out is None else out
 
 
 def mismatch_row(analysis: Analysis, i: int) -> str:

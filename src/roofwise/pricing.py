@@ -329,6 +329,14 @@ def uniform(value: str, n: int) -> np.ndarray:
     return np.broadcast_to(np.array(value, dtype=object), (n,))
 
 
+def equal_to(column: np.ndarray, value: str) -> np.ndarray:
+    """`column == value` as a bool mask; a column of one repeated value (`uniform`, what one
+    machine or one roof gives a whole file) is compared once, not per row."""
+    if column.ndim == 1 and column.strides == (0,) and len(column):
+        return np.full(len(column), column[0] == value, dtype=bool)
+    return np.asarray(column == value, dtype=bool)
+
+
 def _mix_for_split(mixes: list[str], read_bytes: np.ndarray,
                    write_bytes: np.ndarray) -> np.ndarray:
     """Index of the measured mix whose read share is nearest the row's (the first listed on a

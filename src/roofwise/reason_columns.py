@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from . import reason_text
+from .pricing import equal_to
 from .reasons import IMPOSSIBLE_REASONS, Reason
 from .report import fmt
 from .text import encodable
@@ -47,8 +48,8 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     no_machine = (flags & int(Reason.NO_MACHINE)) != 0
     alone = ((flags & int(_ONE_BY_ONE)) != 0) & ~no_machine
     templated = ~alone & ~no_machine
-    machine_name = np.asarray(analysis.machine_name).astype(object)
-    on_machine = {name: machine_name == name for name in analysis.machines}
+    machine_name = analysis.machine_name
+    on_machine = {name: equal_to(machine_name, name) for name in analysis.machines}
     memory = np.asarray(priced.bound_memory, dtype=bool)
     columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
     texts: list[tuple[np.ndarray, pl.Expr]] = []  # (rows, their sentence), in saying order
@@ -230,27 +231,34 @@ class _FloorTexts:
 
     def __init__(self, analysis: Analysis, mask: np.ndarray) -> None:
         from .analysis import floor_facts
+        from .records import categorize
 
         self._analysis = analysis
         cols, flags = analysis.columns, analysis.judged.flags
-        self._facts: dict[int, reason_text.FloorFacts] = {}
-        self._described: dict[reason_text.FloorFacts, str] = {}
-        facts_of: dict[tuple[str, str, int, bool], reason_text.FloorFacts] = {}
-        kernels = cols.kernel_counts()
-        for i in np.flatnonzero(mask).tolist():
-            key = (str(analysis.machine_name[i]), str(cols.timing[i]), int(kernels[i]),
-                   bool(int(flags[i]) & Reason.FLOOR_OVERLAPPED))
-            if key not in facts_of:
-                facts_of[key] = floor_facts(analysis, i, analysis.machines[key[0]])
-            self._facts[i] = facts_of[key]
+        self._rows = np.flatnonzero(mask)
+        rows = self._rows
+        if not len(rows):
+            self._group, self._facts, self._described = np.zeros(0, np.int64), [], []
+            self._floor_s = np.zeros(0)
+            return
+        # a row's floor is set by its machine, timing, kernel count and overlapped launches
+        keys = np.stack([categorize(analysis.machine_name[rows])[0],
+                         categorize(cols.timing[rows])[0],
+                         cols.kernel_counts()[rows].astype(np.int64),
+                         (flags[rows] & int(Reason.FLOOR_OVERLAPPED)) != 0], axis=1)
+        _, first, group = np.unique(keys.reshape(len(rows), 4), axis=0, return_index=True,
+                                    return_inverse=True)
+        self._group = group.reshape(-1)
+        self._facts = [floor_facts(analysis, int(i), analysis.machines[str(
+            analysis.machine_name[i])]) for i in rows[first].tolist()]
+        self._described = [f.describe() for f in self._facts]
+        self._floor_s = np.array([f.floor_s for f in self._facts], dtype=np.float64)
 
     def _parts(self, at: np.ndarray) -> tuple[list[reason_text.FloorFacts], list[str],
                                               np.ndarray]:
-        facts = [self._facts[i] for i in at.tolist()]
-        for f in set(facts) - self._described.keys():
-            self._described[f] = f.describe()
-        described = [self._described[f] for f in facts]
-        return facts, described, np.array([f.floor_s for f in facts], dtype=np.float64)
+        group = self._group[np.searchsorted(self._rows, at)].tolist()
+        return ([self._facts[g] for g in group], [self._described[g] for g in group],
+                self._floor_s[group])
 
     def latency_bound(self, at: np.ndarray) -> list[str]:
         facts, described, floor_s = self._parts(at)
@@ -289,31 +297,44 @@ class _FloorTexts:
 
 
 def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
-    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, the
-    ceiling looked up once per (machine, bound, unit), numbers formatted per row."""
-    from .reason_text import CeilingFacts, above_envelope_text
+    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, each
+    machine's rows at once."""
+    texts = np.empty(len(at), dtype=object)
+    machine_name = analysis.machine_name[at]
+    for name, machine in analysis.machines.items():
+        mine = np.flatnonzero(equal_to(machine_name, name))
+        if len(mine):
+            texts[mine] = [f"{what}: {reason_text.RECOUNT_ADVICE}" for what in
+                           above_envelope_whats(analysis, machine, at[mine])]
+    return scattered(len(analysis), at, texts.tolist())
 
-    n = len(analysis)
-    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
-    ratio = judged.envelope_efficiency.astype(np.float64)
-    memory = np.asarray(priced.bound_memory, dtype=bool)
-    binding = np.asarray(priced.binding_unit).astype(object)
-    texts: list[str] = []
-    ceilings: dict[tuple[str, bool, str], Any] = {}
-    for i in at.tolist():
-        name = str(analysis.machine_name[i])
-        key = (name, bool(memory[i]), str(binding[i]))
+
+def above_envelope_whats(a: Analysis, machine: Machine, rows: np.ndarray) -> list[str]:
+    """`reason_text.above_envelope_what` of each row `rows` of `machine` (`analysis.ceiling_facts`
+    for its ceiling), the ceiling looked up once per bound and unit, the numbers per column:
+    what the anomaly reason and lint M8 say."""
+    cols, priced = a.columns, a.priced
+    memory = priced.bound_memory[rows]
+    ceilings = {}
+    per_row = []
+    for key in zip(memory.tolist(), np.asarray(priced.binding_unit[rows]).tolist(),
+                   strict=True):
         if key not in ceilings:
-            ceilings[key] = analysis.machines[name].ceiling(key[1], key[2])
-        ceiling = ceilings[key]
-        time_s = float(cols.time_s[i])
-        facts = None
-        if ceiling.theoretical_per_s is not None and time_s > 0:
-            done = float(cols.bytes[i]) if key[1] else float(priced.binding_ops[i])
-            facts = CeilingFacts(ceiling.name, done / time_s / ceiling.theoretical_per_s,
-                                 ceiling.fraction)
-        texts.append(above_envelope_text(float(ratio[i]), facts))
-    return scattered(n, at, texts)
+            ceilings[key] = machine.ceiling(bool(key[0]), str(key[1]))
+        per_row.append(ceilings[key])
+    theoretical = np.array([np.nan if c.theoretical_per_s is None else c.theoretical_per_s
+                            for c in per_row], dtype=np.float64)
+    time_s = cols.time_s[rows]
+    done = np.where(memory, cols.bytes[rows], priced.binding_ops[rows])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        implied = done / time_s / theoretical
+    known = (~np.isnan(theoretical) & (time_s > 0)).tolist()
+    efficiency = a.judged.envelope_efficiency[rows]
+    shown = [text if finite else reason_text.UNBOUNDED for text, finite in zip(
+        fmt.percent_each(efficiency), np.isfinite(efficiency).tolist(), strict=True)]
+    return [reason_text.above_envelope_sentence(
+        share, reason_text.implied_text(fraction, c.name, c.fraction) if ok else "")
+        for share, fraction, c, ok in zip(shown, implied.tolist(), per_row, known, strict=True)]
 
 
 def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:

@@ -163,10 +163,12 @@ def above_envelope_sentence(shown: str, implied: str) -> str:
             f"{implied}")
 
 
+RECOUNT_ADVICE = "recount, or run `roofwise calibrate`"  # what to do about an anomaly
+
+
 def above_envelope_text(envelope_efficiency: float, ceiling: CeilingFacts | None) -> str:
     """The anomaly reason: both readings, then what to do."""
-    return (f"{above_envelope_what(envelope_efficiency, ceiling)}: recount, or run "
-            "`roofwise calibrate`")
+    return f"{above_envelope_what(envelope_efficiency, ceiling)}: {RECOUNT_ADVICE}"
 
 
 def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s: float,

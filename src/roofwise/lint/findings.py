@@ -10,8 +10,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..report import fmt
 
 ERROR = "error"
@@ -85,14 +83,6 @@ def ops_text(value: float) -> str:
 
 def intensity_text(flops: float, nbytes: float) -> str:
     return f"{flops / nbytes:.2f}" if nbytes else "inf"
-
-
-def equal_to(column: np.ndarray, value: str) -> np.ndarray:
-    """`column == value` as a bool mask; a column of one repeated value (`pricing.uniform`,
-    what one machine or one roof gives a whole file) is compared once, not per row."""
-    if column.ndim == 1 and column.strides == (0,) and len(column):
-        return np.full(len(column), column[0] == value, dtype=bool)
-    return np.asarray(column == value, dtype=bool)
 
 
 def same_count(a: float, b: float) -> bool:

@@ -27,12 +27,10 @@ import polars as pl
 from ..analysis import Analysis, floor_facts
 from ..ledger import Ledger
 from ..machine import Machine
-from ..pricing import Priced, pipes_near_binding
+from ..pricing import Priced, equal_to, pipes_near_binding
+from ..reason_columns import above_envelope_whats
 from ..reason_text import (
-    UNBOUNDED,
     FloorFacts,
-    above_envelope_sentence,
-    implied_text,
     latency_bound_sentence,
     pipes_text,
     retime_advice,
@@ -46,7 +44,6 @@ from .findings import (
     UNIT_NOT_ON_MACHINE_FIX,
     WARNING,
     Finding,
-    equal_to,
     intensity_text,
     is_matrix_unit,
     is_sfu_unit,
@@ -560,7 +557,7 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
                  for text in fmt.tera_rate_each(rate[at], key)])
     anomaly = judged.verdict[rows] == ANOMALY
     at = np.flatnonzero(anomaly)
-    say(at, _above_envelope_texts(a, machine, rows[at]))
+    say(at, above_envelope_whats(a, machine, rows[at]))
     bare = np.flatnonzero(~anomaly & np.array([not s for s in said], dtype=bool))
     say(bare, [_above_envelope_only_what(share, sol, time) for share, sol, time in zip(
         fmt.percent_each(judged.envelope_efficiency[rows[bare]]),
@@ -584,33 +581,6 @@ def _above_rate_what(key: str, rate_text: str, peak_text: str) -> str:
 def _above_envelope_only_what(share_text: str, sol_text: str, time_text: str) -> str:
     return (f"efficiency {share_text} of the envelope ceiling is above 105% (SOL {sol_text}, "
             f"measured {time_text})")
-
-
-def _above_envelope_texts(a: Analysis, machine: Machine, rows: np.ndarray) -> list[str]:
-    """`above_envelope_what` of each anomalous row (`analysis.ceiling_facts` for its
-    ceiling), the ceiling looked up once per bound and unit, the numbers per column."""
-    cols, priced = a.columns, a.priced
-    memory = priced.bound_memory[rows]
-    ceilings = {}
-    per_row = []
-    for key in zip(memory.tolist(), np.asarray(priced.binding_unit[rows]).tolist(),
-                   strict=True):
-        if key not in ceilings:
-            ceilings[key] = machine.ceiling(bool(key[0]), str(key[1]))
-        per_row.append(ceilings[key])
-    theoretical = np.array([np.nan if c.theoretical_per_s is None else c.theoretical_per_s
-                            for c in per_row], dtype=np.float64)
-    time_s = cols.time_s[rows]
-    done = np.where(memory, cols.bytes[rows], priced.binding_ops[rows])
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        implied = done / time_s / theoretical
-    known = (~np.isnan(theoretical) & (time_s > 0)).tolist()
-    efficiency = a.judged.envelope_efficiency[rows]
-    shown = [text if finite else UNBOUNDED for text, finite in zip(
-        fmt.percent_each(efficiency), np.isfinite(efficiency).tolist(), strict=True)]
-    return [above_envelope_sentence(
-        share, implied_text(fraction, c.name, c.fraction) if ok else "")
-        for share, fraction, c, ok in zip(shown, implied.tolist(), per_row, known, strict=True)]
 
 
 # ---------------------------------------------------------------------------- R1

@@ -15,9 +15,10 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ..analysis import Analysis
+from ..pricing import equal_to
 from ..reasons import IMPOSSIBLE_REASONS
 from ..verdict import BLANK, LATENCY_BOUND
-from .findings import WARNING, Finding, equal_to
+from .findings import WARNING, Finding
 
 STALE_MIN_ROWS = 3  # fewer rows above a ceiling than this is not a pattern
 STALE_MARGIN = 1.02  # their median efficiency against it: beyond run-to-run noise (~1-2%)
