@@ -29,7 +29,7 @@ import json
 import math
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import numpy as np
@@ -214,11 +214,50 @@ class Changes(Sequence[Change]):
             yield template % values
 
 
+class Duplicates(Sequence[Duplicate]):
+    """The keys repeated within a file, base's then new's, in file order; each `Duplicate` is
+    built when it is looked at (a million repeated keys cost arrays, not a million objects).
+    Each part is (side, run, the repeated rows, the line of each one's first row)."""
+
+    def __init__(self, parts: Sequence[tuple[str, _Run, np.ndarray, np.ndarray]] = ()) -> None:
+        self._parts = [p for p in parts if len(p[2])]
+        self._ends = np.cumsum([len(p[2]) for p in self._parts], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    @overload
+    def __getitem__(self, k: int) -> Duplicate: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Duplicate]: ...
+
+    def __getitem__(self, k: int | slice) -> Duplicate | list[Duplicate]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        part = int(np.searchsorted(self._ends, k, side="right"))
+        side, run, rows, first_lines = self._parts[part]
+        j = k - (int(self._ends[part - 1]) if part else 0)
+        row = int(rows[j])
+        return Duplicate(side, run.key(row), int(run.line[row]), int(first_lines[j]))
+
+    def __iter__(self) -> Iterator[Duplicate]:
+        for k in range(len(self)):
+            yield self[k]
+
+    def of_side(self, side: str) -> Duplicates:
+        return Duplicates([p for p in self._parts if p[0] == side])
+
+
 @dataclass(frozen=True)
 class Comparison:
     changes: Changes  # in STATUS_ORDER: regressions first, unmatched last
     threshold: float
-    duplicates: tuple[Duplicate, ...] = ()
+    duplicates: Duplicates = field(default_factory=Duplicates)
 
     def by_status(self, status: str) -> list[Change]:
         where = np.flatnonzero(self.changes.status == _STATUS_CODE[status])
@@ -240,9 +279,8 @@ def compare(base: Analysis, new: Analysis, threshold: float = DEFAULT_THRESHOLD)
     runs = (_run(base), _run(new))
     codes = _key_codes(runs)
     occurrence = [_occurrence(c) for c in codes]
-    duplicates = [d for side, run, code, occ in zip(("base", "new"), runs, codes, occurrence,
-                                                     strict=True)
-                  for d in _duplicates(side, run, code, occ)]
+    duplicates = Duplicates([_duplicates(side, run, code, occ) for side, run, code, occ in zip(
+        ("base", "new"), runs, codes, occurrence, strict=True)])
     base_index, new_index = _match(codes, occurrence)
     matched = (base_index >= 0) & (new_index >= 0)
     b, n = runs[0], runs[1]
@@ -287,7 +325,7 @@ def compare(base: Analysis, new: Analysis, threshold: float = DEFAULT_THRESHOLD)
     changes = Changes(b, n, base_index[order], new_index[order], status[order],
                       time_change[order], efficiency_change[order], beyond[order],
                       reason[order])
-    return Comparison(changes, threshold, tuple(duplicates))
+    return Comparison(changes, threshold, duplicates)
 
 
 def _run(analysis: Analysis) -> _Run:
@@ -299,7 +337,7 @@ def _run(analysis: Analysis) -> _Run:
     with np.errstate(invalid="ignore"):
         efficiency = np.where(no_reading, np.nan, judged.efficiency.astype(float))
     return _Run(op=np.asarray(cols.op, dtype=object), workload=workload_texts(analysis),
-                device=np.array([str(d or "") for d in cols.device], dtype=object),
+                device=_devices(cols),
                 line=np.asarray(lines, dtype=np.int64),
                 time_s=np.asarray(cols.time_s, dtype=float),
                 time_p10_s=np.asarray(cols.time_p10_s, dtype=float),
@@ -307,10 +345,30 @@ def _run(analysis: Analysis) -> _Run:
                 efficiency=efficiency, verdict=verdict)
 
 
+def _devices(cols: Any) -> np.ndarray:
+    """Each row's device name, "" where none: one string per distinct device."""
+    codes, names = cols.device_categories()
+    return np.array([str(d or "") for d in names] + [""], dtype=object)[codes]
+
+
 def workload_texts(analysis: Analysis) -> np.ndarray:
     """Each row's workload as canonical JSON (keys sorted), "" where it has none: the same
     benchmark written with its keys in another order is the same key."""
-    values, as_text = _raw_workloads(analysis.columns)
+    import polars as pl  # distinct workloads found by the engine
+
+    cols = analysis.columns
+    extras = cols.extras
+    if extras is not None and "workload" in extras.columns and extras["workload"].dtype == (
+            pl.String):
+        # each distinct value made canonical once (a sweep repeats its shapes)
+        column = extras["workload"]
+        distinct = column.drop_nulls().unique(maintain_order=True).to_list()
+        as_text = "workload" in cols.extras_json
+        canonical = canonical_json(_decode_many(distinct) if as_text else distinct)
+        return (column.replace_strict(distinct, canonical, default=None,
+                                      return_dtype=pl.String)
+                .fill_null("").to_numpy().astype(object))
+    values, as_text = _raw_workloads(cols)
     present = [k for k, v in enumerate(values) if v is not None]
     out = np.full(len(values), "", dtype=object)
     if present:
@@ -366,10 +424,16 @@ def _raw_workloads(cols: Any) -> tuple[list[Any], bool]:
 
 def _key_codes(runs: tuple[_Run, _Run]) -> list[np.ndarray]:
     """One integer per row for (op, workload, device), shared by both runs."""
-    index: dict[tuple[str, str, str], int] = {}
-    return [np.fromiter((index.setdefault(key, len(index)) for key in
-                         zip(run.op.tolist(), run.workload.tolist(), run.device.tolist(),
-                             strict=True)), np.int64, len(run.op)) for run in runs]
+    import polars as pl  # the engine hashes the keys; only compare needs it here
+
+    both = pl.DataFrame({name: pl.Series(name, np.concatenate([getattr(r, name) for r in runs])
+                                         .tolist(), dtype=pl.String)
+                         for name in ("op", "workload", "device")})
+    keys = both.unique().with_row_index("code")  # hashed, not sorted
+    codes = both.join(keys, on=both.columns, how="left", maintain_order="left")[
+        "code"].to_numpy()
+    cut = len(runs[0].op)
+    return [codes[:cut].astype(np.int64), codes[cut:].astype(np.int64)]
 
 
 def _occurrence(codes: np.ndarray) -> np.ndarray:
@@ -385,15 +449,13 @@ def _occurrence(codes: np.ndarray) -> np.ndarray:
 
 
 def _duplicates(side: str, run: _Run, codes: np.ndarray, occurrence: np.ndarray
-                ) -> list[Duplicate]:
+                ) -> tuple[str, _Run, np.ndarray, np.ndarray]:
+    """A `Duplicates` part: the rows whose key an earlier row has, and that row's line."""
     repeated = np.flatnonzero(occurrence > 0)
-    if not len(repeated):
-        return []
-    first = {}
-    for k in np.flatnonzero(occurrence == 0).tolist():
-        first[int(codes[k])] = int(run.line[k])
-    return [Duplicate(side, run.key(k), int(run.line[k]), first[int(codes[k])])
-            for k in repeated.tolist()]
+    first_line = np.zeros(int(codes.max(initial=-1)) + 1, dtype=np.int64)
+    firsts = occurrence == 0
+    first_line[codes[firsts]] = run.line[firsts]
+    return side, run, repeated, first_line[codes[repeated]]
 
 
 def _match(codes: list[np.ndarray], occurrence: list[np.ndarray]

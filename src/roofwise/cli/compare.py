@@ -80,12 +80,13 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     base, new = (analyze(loaded[p].columns, machines, machine) for p in (base_path, new_path))
     result = compare(base, new, threshold)
     paths = {"base": base_path, "new": new_path}
-    said = dict.fromkeys(f"roofwise: {paths[d.side]}: duplicate key: {d.describe()}"
-                         for d in result.duplicates)  # BASE and NEW may be one file
-    for line in list(said)[:MAX_SKIPPED_LINES]:
-        note(line)
-    if len(said) > MAX_SKIPPED_LINES:
-        note(f"roofwise: {len(said) - MAX_SKIPPED_LINES} more duplicate key(s) not listed")
+    # BASE and NEW may be one file: its repeated keys are said once
+    repeated = (result.duplicates.of_side("base") if base_path == new_path
+                else result.duplicates)
+    for d in repeated[:MAX_SKIPPED_LINES]:
+        note(f"roofwise: {paths[d.side]}: duplicate key: {d.describe()}")
+    if len(repeated) > MAX_SKIPPED_LINES:
+        note(f"roofwise: {len(repeated) - MAX_SKIPPED_LINES} more duplicate key(s) not listed")
     if as_json:
         write_lines(result.changes.json_lines())
     else:

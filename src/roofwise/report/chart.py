@@ -53,7 +53,7 @@ from .. import paths
 from ..analysis import Analysis
 from ..errors import InputError
 from ..machine import Machine
-from ..pricing import AUTO_MIX
+from ..pricing import AUTO_MIX, equal_to
 from ..recordio import atomic_writer
 from ..text import encodable, for_mpl, shown
 from ..verdict import (
@@ -205,7 +205,7 @@ def _used_units(analyses: Sequence[tuple[str, Analysis]], name: str,
     """Units the rows priced on `name` use: their roofs and any unit split with work on it."""
     used: set[str] = set()
     for _, analysis in analyses:
-        mine = analysis.machine_name == name
+        mine = equal_to(analysis.machine_name, name)
         codes, names = analysis.columns.roof_categories()  # codes: no string sort of 1M roofs
         used.update(str(names[int(c)]) for c in np.unique(codes[mine]))
         for key, ops in analysis.priced.unit_ops.items():
@@ -218,8 +218,9 @@ def _series(analyses: Sequence[tuple[str, Analysis]]) -> list[_Series]:
     pairs: list[tuple[str, str, Analysis, np.ndarray]] = []
     for label, analysis in analyses:
         plotted = analysis.judged.verdict != BLANK
-        for name in dict.fromkeys(str(n) for n in analysis.machine_name[plotted]):
-            rows = np.flatnonzero(plotted & (analysis.machine_name == name))
+        found = [(name, rows) for name in analysis.machines if len(rows := np.flatnonzero(
+            plotted & equal_to(analysis.machine_name, name)))]
+        for name, rows in sorted(found, key=lambda pair: int(pair[1][0])):  # first seen first
             pairs.append((label, name, analysis, rows))
     several_runs = len({p[0] for p in pairs}) > 1
     several_machines = len({p[1] for p in pairs}) > 1
@@ -258,8 +259,8 @@ def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
             analyses: Sequence[tuple[str, Analysis]], ceilings: Mapping[str, _Ceilings]
             ) -> tuple[tuple[float, float], tuple[float, float]]:
     """Axis limits from the points, the ridges and the roofs, padded in log space."""
-    x_vals = list(xs)
-    y_vals = list(ys)
+    x_vals: list[float] = []  # the roofs' points; the data's are numpy columns
+    y_vals: list[float] = []
     for name, machine in machines.items():
         bandwidths = [b for b in (ceilings[name].bandwidth(machine),
                                   machine.dram.effective_bytes_per_s()) if b]
@@ -272,8 +273,12 @@ def _limits(xs: np.ndarray, ys: np.ndarray, machines: Mapping[str, Machine],
                     x_vals.extend(rate / b for b in bandwidths)
                     # a decade of flat roof right of each ridge: room for the roof's label
                     x_vals.extend(rate / b * _FLAT_ROOF_DECADES / 4 for b in bandwidths)
-    x_arr = np.array([v for v in x_vals if v > 0 and math.isfinite(v)] or [1.0])
-    y_arr = np.array([v for v in y_vals if v > 0 and math.isfinite(v)] or [1e12])
+    x_all = np.concatenate([np.asarray(xs, dtype=np.float64), np.array(x_vals, dtype=float)])
+    y_all = np.concatenate([np.asarray(ys, dtype=np.float64), np.array(y_vals, dtype=float)])
+    x_arr = x_all[(x_all > 0) & np.isfinite(x_all)]
+    y_arr = y_all[(y_all > 0) & np.isfinite(y_all)]
+    x_arr = x_arr if len(x_arr) else np.array([1.0])
+    y_arr = y_arr if len(y_arr) else np.array([1e12])
     x_lo, x_hi = float(x_arr.min()) / 4, float(x_arr.max()) * 4
     y_lo, y_hi = float(y_arr.min()) / 4, float(y_arr.max()) * 3
     return (x_lo, x_hi), (y_lo, y_hi)
@@ -448,7 +453,7 @@ def _floor_spans(analyses: Sequence[tuple[str, Analysis]], name: str,
         floor_s = analysis.judged.floor_s
         if floor_s is None:
             continue
-        rows = np.flatnonzero((analysis.machine_name == name)
+        rows = np.flatnonzero(equal_to(analysis.machine_name, name)
                               & (analysis.judged.verdict != BLANK)
                               & (analysis.priced.sol_time_s < floor_s))
         if not len(rows):
@@ -589,7 +594,10 @@ def _label_lost_time(ax: Axes, series: Sequence[_Series], n: int) -> list[str]:
         s = candidates[int(owner[k])][0]
         i = int(index[k])
         (x,), (y,) = _coords(s.analysis, np.array([i]))
-        row = s.analysis.columns.rows[i] if s.analysis.columns.rows is not None else {}
+        records = s.analysis.columns.rows
+        # one record built, not the block around it (`LazyRows.take`)
+        row = ({} if records is None else records.take(np.array([i]))[0]
+               if hasattr(records, "take") else records[i])
         workload = fmt.workload(row.get("workload")) if isinstance(row, Mapping) else ""
         short = workload if len(workload) <= 34 else workload[:33] + "…"
         key.append(for_mpl(f"{rank}. {s.analysis.columns.op[i]}, lost "

@@ -26,8 +26,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import paths
 from ..analysis import Analysis
 from ..errors import InputError
@@ -152,7 +150,10 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
     shown = order if rows <= 0 else order[:rows]
     # lint reads only the rows the table holds: a million rows cost their counts, not their
     # sentences (the lint section says so when rows were left out)
-    findings = lint_rows(analysis.take(shown), [r.ledger for r in references], path=source)
+    # the table's rows as their own analysis: walked in order, their records are built a block
+    # at a time (walking a million rows worst first built a block per row)
+    picked = analysis.take(shown)
+    findings = lint_rows(picked, [r.ledger for r in references], path=source)
     templates: dict[int, tuple[str, Ledger]] = {}
     counts = ", ".join(f"{n:,} {name}" for name, n in analysis.counts().items() if n)
     mismatch = mismatch_summary(analysis)
@@ -164,7 +165,7 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
         f"{_e(counts)}</p>",
         f'<p class="warning" id="mismatch">{_e(mismatch)}</p>' if mismatch else "",
         '<h2>Roofline</h2><div class="chart" id="chart">', figure_svg(fig), "</div>",
-        _table(analysis, shown, LedgerFinder(references), findings, templates),
+        _table(analysis, picked, LedgerFinder(references), findings, templates),
         *(f'<template id="{key}">{_ledger_view(ledger)}</template>'
           for key, ledger in templates.values()),
         _lint([*(f for row in findings for f in row), *check_stale_profiles(analysis)]),
@@ -188,10 +189,11 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _table(analysis: Analysis, shown: np.ndarray, finder: LedgerFinder,
+def _table(analysis: Analysis, shown: Analysis, finder: LedgerFinder,
            findings: Sequence[Sequence[Finding]],
            templates: dict[int, tuple[str, Ledger]]) -> str:
-    """The verdict table over the `shown` rows (worst first); `findings` are theirs, in order."""
+    """The verdict table of `shown` (the rows of `analysis` it holds, worst first);
+    `findings` are theirs, in order."""
     out = ['<h2>Verdicts</h2><div class="controls">',
            '<input type="search" id="filter" placeholder="filter rows (any text)">',
            '<select id="verdict-filter"><option value="">all verdicts</option>']
@@ -204,9 +206,9 @@ def _table(analysis: Analysis, shown: np.ndarray, finder: LedgerFinder,
     out += [f'<th class="{"" if h == "reasons" else "sortable"}">{_e(h)}</th>'
             for h in _HEADERS]
     out.append("</tr></thead><tbody>")
-    for rank, i in enumerate(shown):
-        row = analysis.row(int(i))
-        out.append(_row(analysis, int(i), rank, row,
+    for rank in range(len(shown)):
+        row = shown.row(rank)
+        out.append(_row(shown, rank, rank, row,
                         _row_ledger(finder.find(row), findings[rank], templates)))
     out.append("</tbody></table>")
     return "\n".join(out)
