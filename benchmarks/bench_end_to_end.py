@@ -244,6 +244,8 @@ def main() -> None:
     parser.add_argument("--stream-rows", type=int, default=10_000_000,
                         help="rows for the streaming run (0: skip)")
     parser.add_argument("--formats", nargs="+", default=list(FORMATS))
+    parser.add_argument("--report-rows", type=int, default=1_000_000,
+                        help="rows for the report and compare runs (0: skip)")
     args = parser.parse_args()
     python, c, full = sys.executable, json.dumps(constants()), json.dumps(constants_full())
     roofwise_cli = [str(Path(python).with_name("roofwise"))]  # the installed command
@@ -277,6 +279,8 @@ def main() -> None:
                       f"hand-written polars pipeline with the same output "
                       f"({json_s / rows['polars, lighter job']:4.2f}x the lighter one)")
             sys.stdout.flush()
+        if args.report_rows:
+            report_and_compare(Path(tmp), args.report_rows, roofwise_cli, args.runs)
         if args.stream_rows:
             stream(Path(tmp), args.stream_rows, roofwise_cli)
     print(f"# load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -303,6 +307,28 @@ def _check_same_output(roofwise_json: list[str], by_hand: list[str], folder: Pat
     differing = [c for c in ours.columns if not ours[c].equals(theirs[c])]
     if differing:
         raise SystemExit(f"the hand-written pipeline's output differs in {differing}")
+
+
+def report_and_compare(folder: Path, total: int, roofwise_cli: list[str], runs: int) -> None:
+    """`roofwise report` on `total` rows and `roofwise compare` of two runs of `total` rows
+    (the second 2% slower), Parquet, beside `analyze --json` of the same file (a report reads
+    and judges as much, then draws and writes a page): seconds, and the page's size."""
+    base = folder / "report"
+    base.mkdir()
+    frame = records_frame(total, seed=7)
+    frame.write_parquet(base / "base.parquet")
+    frame.with_columns(pl.col("time_s") * 1.02).write_parquet(base / "new.parquet")
+    page = base / "report.html"
+    commands = {
+        "analyze --json": [*roofwise_cli, "analyze", str(base / "base.parquet"), "-m", "h200",
+                           "--json"],
+        "report": [*roofwise_cli, "report", str(base / "base.parquet"), "-m", "h200", "-o",
+                   str(page)],
+        "compare": [*roofwise_cli, "compare", str(base / "base.parquet"),
+                    str(base / "new.parquet"), "-m", "h200"]}
+    seconds = timed_rounds(commands, runs)
+    print(f"{total:>9,} rows parquet " + "  ".join(f"{k} {v:6.2f} s" for k, v in seconds.items())
+          + f"  (report page {page.stat().st_size / 1e6:.1f} MB; compare reads two runs)")
 
 
 def stream(folder: Path, total: int, roofwise_cli: list[str]) -> None:
