@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -207,6 +208,7 @@ class Skipped:
 class Loaded:
     columns: RecordColumns
     skipped: tuple[Skipped, ...]
+    file_bytes: int = 0  # the share of its file this batch covers: what a progress bar counts
 
 
 def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
@@ -241,7 +243,7 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
         fields=tuple(dict.fromkeys(f for c in columns for f in c.fields)),
         kernels=np.concatenate([np.full(len(c), np.nan) if c.kernels is None else c.kernels
                                 for c in columns])),
-        tuple(s for p in parts for s in p.skipped))
+        tuple(s for p in parts for s in p.skipped), sum(p.file_bytes for p in parts))
 
 
 def _chained_rows(parts: list[Sequence[Mapping[str, Any]]]) -> LazyRows:
@@ -259,14 +261,19 @@ def _chained_rows(parts: list[Sequence[Mapping[str, Any]]]) -> LazyRows:
 
 
 def read_records(path: str | Path, strict: bool = False, keep_rows: bool = True,
-                 columnar: bool = True) -> Loaded:
+                 columnar: bool = True,
+                 progress: Callable[[Loaded], None] | None = None) -> Loaded:
     """Validated columns of a file or a folder of shards; malformed rows are skipped (and
-    listed) unless `strict`.
+    listed) unless `strict`. `progress` is called with each file (or shard) as it is read.
 
     A file with no valid record at all is bad input, whatever `strict` says. `columnar=False`
     reads row by row through `validate_record` (the reference the screen is tested against).
     """
-    parts = list(iter_batches(path, strict, keep_rows, columnar, batch_rows=None))
+    parts = []
+    for part in iter_batches(path, strict, keep_rows, columnar, batch_rows=None):
+        parts.append(part)
+        if progress is not None:
+            progress(part)
     loaded = concat_loaded(parts) if parts else Loaded(columns_from_valid([]), ())
     check_not_empty(path, loaded)
     return loaded
@@ -357,9 +364,12 @@ def _parquet_batches(path: Path, strict: bool, keep_rows: bool, batch_rows: int 
         step = total if batch_rows is None else max(1, batch_rows)
         for start in range(0, max(total, 1), max(step, 1)):
             part = frame.slice(start, step).collect()
-            yield load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
-                                    f"{path}:row ", frame_rows(part, (None,))),
-                              strict, keep_rows)
+            loaded = load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
+                                      f"{path}:row ", frame_rows(part, (None,))),
+                                strict, keep_rows)
+            # a Parquet file's bytes are its rows' share of it
+            yield dataclasses.replace(loaded, file_bytes=path.stat().st_size * part.height
+                                      // max(total, 1))
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(str(path), f"not a readable Parquet file ({_one_line(exc)})"
                          ) from None
@@ -399,8 +409,9 @@ def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,
                 batch = _jsonl_batch(path, data, newline, first_line)
             else:
                 batch = _csv_batch(path, header, data, newline, first_line)
-            yield (load_batch(batch, strict, keep_rows) if batch is not None else
-                   _per_row(path, kind, header, data, first_line, strict, keep_rows))
+            loaded = (load_batch(batch, strict, keep_rows) if batch is not None else
+                      _per_row(path, kind, header, data, first_line, strict, keep_rows))
+            yield dataclasses.replace(loaded, file_bytes=len(data))
             first_line += len(newline) + (0 if data.endswith(b"\n") else 1)
 
 

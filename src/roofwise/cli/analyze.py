@@ -24,7 +24,6 @@ from ..records import (
     columns_from_valid,
     concat_loaded,
     iter_batches,
-    read_records,
 )
 from ..text import shown
 from ..traces.reader import is_trace
@@ -35,6 +34,7 @@ from .common import (
     load_machine_arg,
     machine_option,
     note,
+    read_records_shown,
     reading_progress,
     regime_mix_options,
     report_skipped,
@@ -91,7 +91,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     references = _references(reference_paths)
     machine, machines = load_machine_arg(machine_name), all_machines()
     if plot_path is not None:  # the chart draws every row at once
-        loaded = read_records(records_path, strict=strict)
+        loaded = read_records_shown(records_path, strict=strict)
         report_skipped(records_path, loaded)
         analysis = analyze(loaded.columns, machines, machine, regime, mix)
         if as_json or as_csv:
@@ -111,7 +111,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     batches = prefetched(iter_batches(records_path, strict=strict, batch_rows=BATCH_ROWS))
     with reading_progress(records_path) as advance, BackgroundWriter() as writer:
         for loaded in batches:
-            advance(len(loaded.columns) + len(loaded.skipped))
+            advance(loaded)
             stream.count(loaded)
             if not len(loaded.columns):
                 continue

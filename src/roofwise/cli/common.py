@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import numpy as np
 
+from ..errors import InputError
 from ..machine import Machine
 from ..profiles import builtin_machines, choose_machine
 from . import notes
@@ -111,24 +112,41 @@ def report_skipped(path: str, loaded: Loaded) -> int:
 
 
 @contextmanager
-def reading_progress(path: str) -> Iterator[Callable[[int], None]]:
-    """A progress line on stderr while records are read and judged, only when stderr is a
-    terminal (a pipe or a log gets nothing); yields `advance(rows)`."""
+def reading_progress(path: str, verb: str = "judging"
+                     ) -> Iterator[Callable[[Loaded], None]]:
+    """A progress bar on stderr over the bytes of the records at `path` while they are read
+    (and judged), only when stderr is a terminal (a pipe or a log gets nothing); yields
+    `advance(batch)`."""
     if not sys.stderr.isatty():
-        yield lambda rows: None
+        yield lambda batch: None
         return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console(err=True), transient=True) as progress:
-        task = progress.add_task(f"judging {path}", total=None)
+    from ..records import record_files
+
+    try:
+        total: int | None = sum(f.stat().st_size for f in record_files(path))
+    except (OSError, InputError):
+        total = None  # the reader says what is wrong with the path
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TimeElapsedColumn(), console=console(err=True), transient=True) as progress:
+        task = progress.add_task(f"{verb} {path}", total=total)
         done = [0]
 
-        def advance(rows: int) -> None:
-            done[0] += rows
-            progress.update(task, description=f"judging {path}: {done[0]:,} records")
+        def advance(batch: Loaded) -> None:
+            done[0] += len(batch.columns) + len(batch.skipped)
+            progress.update(task, advance=batch.file_bytes,
+                            description=f"{verb} {path}: {done[0]:,} records")
 
         yield advance
+
+
+def read_records_shown(path: str, strict: bool = False) -> Loaded:
+    """`records.read_records`, with the progress bar of `reading_progress` on a terminal."""
+    from ..records import read_records
+
+    with reading_progress(path, "reading") as advance:
+        return read_records(path, strict=strict, progress=advance)
 
 
 def print_hanging(out: Console, text: str, indent: str = "  ") -> None:

@@ -20,7 +20,6 @@ from ..compare import (
     Comparison,
     compare,
 )
-from ..records import read_records
 from ..report import fmt
 from ..report.layout import Column, fit_table
 from .common import (
@@ -30,6 +29,7 @@ from .common import (
     load_machine_arg,
     machine_option,
     note,
+    read_records_shown,
     report_skipped,
 )
 
@@ -75,7 +75,7 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     """
     machine = load_machine_arg(machine_name)
     machines = all_machines()
-    loaded = {path: read_records(path, strict=strict) for path in (base_path, new_path)}
+    loaded = {path: read_records_shown(path, strict=strict) for path in (base_path, new_path)}
     skipped = sum(report_skipped(path, loaded[path]) for path in dict.fromkeys(loaded))
     base, new = (analyze(loaded[p].columns, machines, machine) for p in (base_path, new_path))
     result = compare(base, new, threshold)

@@ -9,7 +9,6 @@ import numpy as np
 
 from ..analysis import Analysis, analyze
 from ..errors import InputError
-from ..records import read_records
 from ..report.chart import LOST_LABELS, check_chart_path, roofline_figure, save_figure
 from ..verdict import BLANK
 from .common import (
@@ -17,6 +16,7 @@ from .common import (
     console,
     load_machine_arg,
     machine_option,
+    read_records_shown,
     regime_mix_options,
     report_skipped,
 )
@@ -44,7 +44,7 @@ def plot_command(records_paths: tuple[str, ...], machine_name: str | None, regim
     machine = load_machine_arg(machine_name)
     runs: list[tuple[str, Analysis]] = []
     for path in records_paths:
-        loaded = read_records(path, strict=strict)
+        loaded = read_records_shown(path, strict=strict)
         report_skipped(path, loaded)
         runs.append((_run_label(path, records_paths),
                      analyze(loaded.columns, all_machines(), machine, regime, mix)))

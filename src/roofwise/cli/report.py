@@ -7,7 +7,6 @@ import click
 from ..analysis import analyze
 from ..errors import InputError
 from ..ledgerio import load_ledger
-from ..records import read_records
 from ..report.html import DEFAULT_ROWS, check_report_path, write_report
 from ..report.row_ledgers import Reference
 from ..traces.reader import is_trace
@@ -16,6 +15,7 @@ from .common import (
     load_machine_arg,
     machine_option,
     note,
+    read_records_shown,
     regime_mix_options,
     report_skipped,
 )
@@ -51,7 +51,7 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
                            title, references)
         note(f"roofwise: wrote {output}")
         return
-    loaded = read_records(records_path, strict=strict)
+    loaded = read_records_shown(records_path, strict=strict)
     report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),
                        regime, mix)
