@@ -209,21 +209,38 @@ def constants_full() -> dict[str, object]:
             "ceilings": {k: ceiling(False, k) for k in ROOFS}}
 
 
+# A small launcher that runs the command as its own child and reports that child's peak RSS:
+# a process forked straight from this script would count this script's memory in its own
+# peak (Linux folds the forked image's high-water mark into the child's at exec).
+# It times the command too, so that its own start-up is in no figure.
+_PEAK = r"""
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(f"{time.perf_counter() - start} {usage.ru_maxrss}")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def timed(command: list[str], runs: int) -> tuple[float, float]:
-    """Median wall seconds over `runs` whole-process runs, and the largest peak RSS (MB)."""
+    """Median wall seconds over `runs` whole-process runs, and the largest peak RSS (MB) of the
+    command itself (measured by a small launcher, not inherited from this script)."""
     times, peak = [], 0.0
     for _ in range(runs):
-        start = time.perf_counter()
-        with tempfile.TemporaryFile() as err:
-            child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
-            _, status, usage = os.wait4(child.pid, 0)
-            child.returncode = os.waitstatus_to_exitcode(status)
-            times.append(time.perf_counter() - start)
+        with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as measured:
+            child = subprocess.run([sys.executable, "-c", _PEAK, measured.name, *command],
+                                   stdout=subprocess.DEVNULL, stderr=err, check=False)
             if child.returncode not in (0, 1):
                 err.seek(0)
                 raise SystemExit(f"{' '.join(command[:4])}: exit {child.returncode}: "
                                  f"{err.read().decode()[-400:]}")
-        peak = max(peak, usage.ru_maxrss / 1024)
+            seconds, rss_kb = measured.read().split()
+            times.append(float(seconds))
+            peak = max(peak, int(rss_kb) / 1024)
     return statistics.median(times), peak
 
 
