@@ -254,9 +254,10 @@ def _lines_of(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: in
         frame = frame.with_columns(_lint_column(n, lint))
         tail = pl.struct([*(c for c in frame.columns if c in VERDICT_FIELDS), "lint"]
                          ).struct.json_encode().str.slice(1)
-    return frame.select(
+    # the streaming engine builds the lines a morsel at a time on every core, in row order
+    return frame.lazy().select(
         (pl.lit("{") + pl.concat_str([*fragments, tail], separator=",", ignore_nulls=True))
-        .alias("line")).to_series()
+        .alias("line")).collect(engine="streaming").to_series()
 
 
 def _lint_column(n: int, lint: Lint) -> pl.Series:

@@ -424,10 +424,16 @@ def _line_batches(handle: IO[bytes], batch_rows: int | None
     while True:
         chunk = handle.read() if batch_rows is None else handle.read(size)
         size = min(2 * size, CHUNK_BYTES)
-        data = pending + chunk
         if chunk and batch_rows is not None:  # keep a partial last line for the next chunk
-            cut = data.rfind(b"\n") + 1
-            data, pending = data[:cut], data[cut:]
+            cut = chunk.rfind(b"\n") + 1  # (one copy of the chunk, not three)
+            if not cut:
+                data, pending = b"", pending + chunk
+            elif cut == len(chunk):
+                data, pending = pending + chunk, b""
+            else:
+                data, pending = pending + memoryview(chunk)[:cut], chunk[cut:]
+        else:
+            data, pending = pending + chunk, b""
         newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
         start, first = 0, 0
         for k in range(batch_rows or len(newline) + 1, len(newline) + 1, batch_rows or 1):
