@@ -1,33 +1,61 @@
 """Batches read, judged and written at once.
 
 The engine's readers and writers (polars) release the GIL while they parse and format, so on
-a machine with two cores or more the next batch can be read, and the previous one written,
-while one is judged. Each side is one background thread, in order, holding at most one batch:
-memory stays bounded by three batches, and output order is input order.
+a machine with two cores or more the next batches can be read, and the previous one written,
+while one is judged. Reading is cut in two: one thread cuts the file into batches in order,
+and a few threads parse them side by side (`in_order`); writing is one background thread, in
+order. Memory stays bounded by a few batches, and output order is input order.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from queue import Empty, Queue
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 _END = object()
+READERS = 2  # batches parsed at once: with the judge and the writer, every core of two busy
 
 
-def prefetched(items: Iterator[T]) -> Iterator[T]:
-    """`items`, each produced on a background thread while the caller works on the one
-    before. An exception raised producing an item is raised here, in order."""
-    with ThreadPoolExecutor(1, thread_name_prefix="roofwise-read") as pool:
-        pending: Future[object] = pool.submit(next, items, _END)
+def in_order(jobs: Iterator[Callable[[], T]], workers: int = READERS) -> Iterator[T]:
+    """The result of each job, in the order of `jobs`: `jobs` is advanced on a background
+    thread, and up to `workers` jobs run at once on others, while the caller works on the
+    result before. An exception (advancing `jobs`, or in a job) is raised here, in order."""
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="roofwise-read")
+    pending: Queue[Any] = Queue(maxsize=workers)  # futures, in job order, then _END
+    stop = threading.Event()
+
+    def feed() -> None:
+        try:
+            for job in jobs:
+                if stop.is_set():
+                    break
+                pending.put(pool.submit(job))
+        except BaseException as exc:  # the file itself is bad: said after the batches before
+            failed: Future[Any] = Future()
+            failed.set_exception(exc)
+            pending.put(failed)
+        pending.put(_END)
+
+    feeder = threading.Thread(target=feed, name="roofwise-read-feed", daemon=True)
+    feeder.start()
+    try:
         while True:
-            item = pending.result()
+            item = pending.get()
             if item is _END:
                 return
-            pending = pool.submit(next, items, _END)
-            yield item  # type: ignore[misc]
+            yield item.result()
+    finally:  # the caller stopped early (or finished): let the feeder end, then the jobs
+        stop.set()
+        while feeder.is_alive():
+            with contextlib.suppress(Empty):
+                pending.get(timeout=0.05)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class BackgroundWriter:

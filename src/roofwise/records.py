@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -317,14 +318,25 @@ def iter_batches(path: str | Path, strict: bool = False, keep_rows: bool = True,
 
     A folder is read shard by shard, in name order. Memory holds one batch at a time.
     """
+    for job in batch_jobs(path, strict, keep_rows, columnar, batch_rows):
+        yield job()
+
+
+def batch_jobs(path: str | Path, strict: bool = False, keep_rows: bool = True,
+               columnar: bool = True, batch_rows: int | None = BATCH_ROWS
+               ) -> Iterator[Callable[[], Loaded]]:
+    """`iter_batches` in two steps: advancing this cuts the next batch out of its file (in
+    file order, one at a time); calling what it gives parses, screens and validates that
+    batch, which several threads may do at once (`overlap.in_order`)."""
     for file in record_files(path):
         kind = _check_file(file)
         if not columnar:
-            yield from_records(iter_raw_records(file), strict=strict, keep_rows=keep_rows)
+            yield functools.partial(from_records, iter_raw_records(file), strict=strict,
+                                    keep_rows=keep_rows)
         elif kind == "parquet":
-            yield from _parquet_batches(file, strict, keep_rows, batch_rows)
+            yield from _parquet_jobs(file, strict, keep_rows, batch_rows)
         else:
-            yield from _text_batches(file, kind, strict, keep_rows, batch_rows)
+            yield from _text_jobs(file, kind, strict, keep_rows, batch_rows)
 
 
 def _check_file(path: Path) -> str:
@@ -356,23 +368,34 @@ class Batch:
         return f"{self.where_prefix}{line}"
 
 
-def _parquet_batches(path: Path, strict: bool, keep_rows: bool, batch_rows: int | None
-                     ) -> Iterator[Loaded]:
+def _parquet_jobs(path: Path, strict: bool, keep_rows: bool, batch_rows: int | None
+                  ) -> Iterator[Callable[[], Loaded]]:
     try:
         frame = pl.scan_parquet(path)
         total = int(frame.select(pl.len()).collect().item())
-        step = total if batch_rows is None else max(1, batch_rows)
-        for start in range(0, max(total, 1), max(step, 1)):
-            part = frame.slice(start, step).collect()
-            loaded = load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
-                                      f"{path}:row ", frame_rows(part, (None,))),
-                                strict, keep_rows)
-            # a Parquet file's bytes are its rows' share of it
-            yield dataclasses.replace(loaded, file_bytes=path.stat().st_size * part.height
-                                      // max(total, 1))
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(str(path), f"not a readable Parquet file ({_one_line(exc)})"
-                         ) from None
+        raise _unreadable_parquet(path, exc) from None
+    step = total if batch_rows is None else max(1, batch_rows)
+    for start in range(0, max(total, 1), max(step, 1)):
+        yield functools.partial(_parquet_batch, path, frame, start, step, total, strict,
+                                keep_rows)
+
+
+def _parquet_batch(path: Path, frame: pl.LazyFrame, start: int, step: int, total: int,
+                   strict: bool, keep_rows: bool) -> Loaded:
+    try:
+        part = frame.slice(start, step).collect()
+        loaded = load_batch(Batch(part, np.arange(start + 1, start + part.height + 1),
+                                  f"{path}:row ", frame_rows(part, (None,))), strict, keep_rows)
+        # a Parquet file's bytes are its rows' share of it
+        return dataclasses.replace(loaded, file_bytes=path.stat().st_size * part.height
+                                   // max(total, 1))
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _unreadable_parquet(path, exc) from None
+
+
+def _unreadable_parquet(path: Path, exc: BaseException) -> InputError:
+    return InputError(str(path), f"not a readable Parquet file ({_one_line(exc)})")
 
 
 def frame_rows(frame: pl.DataFrame, absent: tuple[Any, ...]
@@ -391,8 +414,8 @@ def _one_line(exc: BaseException) -> str:
 CHUNK_BYTES = 1 << 24  # when streaming, read text files 16 MiB at a time (memory stays bounded)
 
 
-def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,
-                  batch_rows: int | None) -> Iterator[Loaded]:
+def _text_jobs(path: Path, kind: str, strict: bool, keep_rows: bool,
+               batch_rows: int | None) -> Iterator[Callable[[], Loaded]]:
     """JSONL or CSV, a batch of whole lines at a time; lines are numbered across batches."""
     with path.open("rb") as handle:
         if handle.read(3) != b"\xef\xbb\xbf":
@@ -405,14 +428,20 @@ def _text_batches(path: Path, kind: str, strict: bool, keep_rows: bool,
                 header += b"\n"
         first_line = 2 if kind == "csv" else 1
         for data, newline in _line_batches(handle, batch_rows):
-            if kind == "jsonl":
-                batch = _jsonl_batch(path, data, newline, first_line)
-            else:
-                batch = _csv_batch(path, header, data, newline, first_line)
-            loaded = (load_batch(batch, strict, keep_rows) if batch is not None else
-                      _per_row(path, kind, header, data, first_line, strict, keep_rows))
-            yield dataclasses.replace(loaded, file_bytes=len(data))
+            yield functools.partial(_text_batch, path, kind, header, data, newline, first_line,
+                                    strict, keep_rows)
             first_line += len(newline) + (0 if data.endswith(b"\n") else 1)
+
+
+def _text_batch(path: Path, kind: str, header: bytes, data: bytes, newline: np.ndarray,
+                first_line: int, strict: bool, keep_rows: bool) -> Loaded:
+    if kind == "jsonl":
+        batch = _jsonl_batch(path, data, newline, first_line)
+    else:
+        batch = _csv_batch(path, header, data, newline, first_line)
+    loaded = (load_batch(batch, strict, keep_rows) if batch is not None else
+              _per_row(path, kind, header, data, first_line, strict, keep_rows))
+    return dataclasses.replace(loaded, file_bytes=len(data))
 
 
 def _line_batches(handle: IO[bytes], batch_rows: int | None

@@ -15,11 +15,12 @@ from ..lint import Finding, lint_analysis, lint_columns
 from ..machine import Machine
 from ..mismatch import mismatch_counts, mismatch_line
 from ..output import Write, csv_writer, json_writer
-from ..overlap import BackgroundWriter, prefetched
+from ..overlap import BackgroundWriter, in_order
 from ..records import (
     BATCH_ROWS,
     Loaded,
     Skipped,
+    batch_jobs,
     check_not_empty,
     columns_from_valid,
     concat_loaded,
@@ -107,8 +108,8 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
                               batch_rows=BATCH_ROWS):
             pass
     stream = _Stream(records_path)
-    # the next batch is read, and the last one written, while one is judged (`overlap`)
-    batches = prefetched(iter_batches(records_path, strict=strict, batch_rows=BATCH_ROWS))
+    # the next batches are read, and the last one written, while one is judged (`overlap`)
+    batches = in_order(batch_jobs(records_path, strict=strict, batch_rows=BATCH_ROWS))
     with reading_progress(records_path) as advance, BackgroundWriter() as writer:
         for loaded in batches:
             advance(loaded)
