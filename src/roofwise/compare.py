@@ -30,7 +30,7 @@ import math
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -38,6 +38,8 @@ from .analysis import Analysis
 from .errors import InputError
 from .report import fmt
 from .verdict import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+
+T = TypeVar("T")
 
 REGRESSION, INCOMPARABLE, IMPROVEMENT, UNCHANGED, ONLY_BASE, ONLY_NEW = (
     "regression", "incomparable", "improvement", "unchanged", "only_base", "only_new")
@@ -142,7 +144,34 @@ class _Run:
         return (str(self.op[i]), str(self.workload[i]), str(self.device[i]))
 
 
-class Changes(Sequence[Change]):
+class _Built(Sequence[T]):
+    """A sequence whose items are built only when looked at (`_at`): a million rows cost
+    their columns, not a million objects."""
+
+    def _at(self, k: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, k: int) -> T: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[T]: ...
+
+    def __getitem__(self, k: int | slice) -> T | list[T]:
+        if isinstance(k, slice):
+            return [self._at(j) for j in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return self._at(k)
+
+    def __iter__(self) -> Iterator[T]:
+        for k in range(len(self)):
+            yield self._at(k)
+
+
+class Changes(_Built[Change]):
     """The pairs in display order; each `Change` is built when it is looked at."""
 
     def __init__(self, base: _Run, new: _Run, base_index: np.ndarray, new_index: np.ndarray,
@@ -157,19 +186,7 @@ class Changes(Sequence[Change]):
     def __len__(self) -> int:
         return int(self.status.shape[0])
 
-    @overload
-    def __getitem__(self, k: int) -> Change: ...
-
-    @overload
-    def __getitem__(self, k: slice) -> list[Change]: ...
-
-    def __getitem__(self, k: int | slice) -> Change | list[Change]:
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
+    def _at(self, k: int) -> Change:
         b, n = int(self.base_index[k]), int(self.new_index[k])
         key = self._base.key(b) if b >= 0 else self._new.key(n)
         beyond = int(self.beyond[k])
@@ -178,10 +195,6 @@ class Changes(Sequence[Change]):
                       self._new.side(n) if n >= 0 else None,
                       float(self.time_change[k]), float(self.efficiency_change[k]),
                       None if beyond < 0 else bool(beyond), str(self.reason[k] or ""))
-
-    def __iter__(self) -> Iterator[Change]:
-        for k in range(len(self)):
-            yield self[k]
 
     def json_lines(self) -> Iterator[str]:
         """`Change.to_json` of every pair as a JSON line, without building the objects: each
@@ -214,7 +227,7 @@ class Changes(Sequence[Change]):
             yield template % values
 
 
-class Duplicates(Sequence[Duplicate]):
+class Duplicates(_Built[Duplicate]):
     """The keys repeated within a file, base's then new's, in file order; each `Duplicate` is
     built when it is looked at (a million repeated keys cost arrays, not a million objects).
     Each part is (side, run, the repeated rows, the line of each one's first row)."""
@@ -226,28 +239,12 @@ class Duplicates(Sequence[Duplicate]):
     def __len__(self) -> int:
         return int(self._ends[-1]) if len(self._ends) else 0
 
-    @overload
-    def __getitem__(self, k: int) -> Duplicate: ...
-
-    @overload
-    def __getitem__(self, k: slice) -> list[Duplicate]: ...
-
-    def __getitem__(self, k: int | slice) -> Duplicate | list[Duplicate]:
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
+    def _at(self, k: int) -> Duplicate:
         part = int(np.searchsorted(self._ends, k, side="right"))
         side, run, rows, first_lines = self._parts[part]
         j = k - (int(self._ends[part - 1]) if part else 0)
         row = int(rows[j])
         return Duplicate(side, run.key(row), int(run.line[row]), int(first_lines[j]))
-
-    def __iter__(self) -> Iterator[Duplicate]:
-        for k in range(len(self)):
-            yield self[k]
 
     def of_side(self, side: str) -> Duplicates:
         return Duplicates([p for p in self._parts if p[0] == side])
