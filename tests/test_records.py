@@ -373,3 +373,19 @@ def test_writing_under_a_file_says_so(tmp_path):
     (tmp_path / "f.txt").write_text("")
     with pytest.raises(InputError, match=r"f\.txt is a file, not a folder"):
         write_records(tmp_path / "f.txt" / "r.jsonl", [GOOD])
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
+def test_many_distinct_ops_and_devices_keep_their_names(tmp_path, suffix):
+    """A text field with tens of thousands of distinct values (an op per shape, say) is read
+    with every row's own value, in order, and blanks still read as absent."""
+    n = 30_000
+    rows = [{"op": f"op{k}", "flops": 1.0, "bytes": 2.0, "roof": "cuda_core.fp32",
+             "time_s": 1e-3, "device": f"card {k % 7}" if k % 5 else ""} for k in range(n)]
+    path = tmp_path / f"r.{suffix}"
+    write_records(path, rows)
+    cols = read_records(path).columns
+    assert list(cols.op) == [f"op{k}" for k in range(n)]
+    assert list(cols.device) == [r["device"] for r in rows]
+    codes, names = cols.device_categories()
+    assert [names[c] for c in codes[:6]] == ["", "card 1", "card 2", "card 3", "card 4", ""]

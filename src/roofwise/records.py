@@ -787,9 +787,7 @@ def _screen(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
     bad = np.zeros(n, dtype=bool)
     for name in NUMBER_FIELDS:
         bad |= ~ok[name] if name in REQUIRED_FIELDS else present[name] & ~ok[name]
-    categories = {name: _screen_categories(frame, name, clean) for name, clean in
-                  (("op", _clean_op), ("roof", _clean_roof), ("timing", _clean_timing),
-                   ("device", _clean_device))}
+    categories = _screen_categories(frame)
     for codes, _ in categories.values():
         bad |= codes < 0
     kernels = numbers["kernels"]
@@ -880,30 +878,50 @@ def _screen_numbers(frame: pl.DataFrame) -> tuple[dict[str, np.ndarray], dict[st
     return numbers, present, ok
 
 
-def _screen_categories(frame: pl.DataFrame, name: str, clean: Callable[[Any], str | None],
-                       ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Codes into clean names per row (-1 where `clean` rejects the value), from the column's
-    distinct values: a million rows cost a hash of the column and a few Python calls."""
+def _screen_categories(frame: pl.DataFrame) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
+    """Per text field of the contract (op, roof, timing, device): codes into its clean names per
+    row (-1 where the field's cleaner refuses the value), from the distinct values. The engine
+    hashes every column in one pass each, side by side; Python sees each distinct value once."""
     n = frame.height
-    kind = frame.schema.get(name)
-    if kind is None or kind == pl.Null:
-        return np.zeros(n, dtype=np.int32) + (0 if clean(None) is not None else -1), tuple(
-            [c] if (c := clean(None)) is not None else [])
-    if kind.is_nested() or kind == pl.Boolean:
-        raise NotColumnar(name)
-    column = frame[name].cast(pl.String)
-    values = column.unique(maintain_order=True).to_list()
-    index: dict[str, int] = {}
-    lookup: list[int] = []
-    for value in values:
-        cleaned = clean(value)
-        lookup.append(-1 if cleaned is None else index.setdefault(cleaned, len(index)))
-    null_code = lookup[values.index(None)] if None in values else -1
-    plain = [v for v in values if v is not None]
-    codes = column.replace_strict(plain, [lookup[values.index(v)] for v in plain],
-                                  default=-1, return_dtype=pl.Int32)
-    return np.where(column.is_null().to_numpy(), null_code, codes.to_numpy()).astype(
-        np.int32), tuple(index)
+    cleaners = {"op": _clean_op, "roof": _clean_roof, "timing": _clean_timing,
+                "device": _clean_device}
+    out: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
+    present = []
+    for name, clean in cleaners.items():
+        kind = frame.schema.get(name)
+        if kind is None or kind == pl.Null:
+            absent = clean(None)
+            out[name] = (np.full(n, 0 if absent is not None else -1, dtype=np.int32),
+                         () if absent is None else (absent,))
+        elif kind.is_nested() or kind == pl.Boolean:
+            raise NotColumnar(name)
+        else:
+            present.append(name)
+    if not present:
+        return out
+    distinct = frame.select(pl.col(name).cast(pl.String).unique(maintain_order=True).implode()
+                            for name in present).row(0)
+    mappings = []
+    for name, values in zip(present, distinct, strict=True):
+        index: dict[str, int] = {}  # clean name -> code, in first-seen order
+        lookup: dict[str, int] = {}  # raw value -> code
+        null_code = -1
+        for value in values:
+            cleaned = cleaners[name](value)
+            code = -1 if cleaned is None else index.setdefault(cleaned, len(index))
+            if value is None:
+                null_code = code
+            else:
+                lookup[value] = code
+        mappings.append((name, index, lookup, null_code))
+    codes = frame.select(  # (replace_strict gives a null its default, so nulls go first)
+        pl.when(pl.col(name).is_null()).then(pl.lit(null_code, dtype=pl.Int32))
+        .otherwise(pl.col(name).cast(pl.String).replace_strict(
+            list(lookup), list(lookup.values()), default=-1, return_dtype=pl.Int32))
+        .alias(name) for name, _, lookup, null_code in mappings)
+    for (name, index, _, _), column in zip(mappings, codes.iter_columns(), strict=True):
+        out[name] = (column.to_numpy().astype(np.int32), tuple(index))
+    return {name: out[name] for name in cleaners}
 
 
 def _screen_units(frame: pl.DataFrame
