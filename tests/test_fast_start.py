@@ -49,3 +49,16 @@ def test_import_roofwise_loads_nothing_heavy_until_a_name_is_used():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.split() == ["[]", "True", "True", "True", "False"], done.stderr
+
+
+def test_python_dash_m_runs_the_same_command(examples):
+    """`python -m roofwise` is the console script: the same verdicts, the same exit code."""
+    done = subprocess.run([sys.executable, "-m", "roofwise", "analyze",
+                           str(examples / "records.jsonl"), "--json"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 8 and all(line.startswith('{"') for line in lines)
+    bad = subprocess.run([sys.executable, "-m", "roofwise", "analyze", "no-such-file.jsonl"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "no-such-file.jsonl" in bad.stderr

@@ -11,7 +11,7 @@ import pytest
 
 import roofwise
 from roofwise.analysis import analyze
-from roofwise.output import json_lines, write_csv
+from roofwise.output import json_lines, write_csv, write_json_lines
 from roofwise.profiles import builtin_machines
 from roofwise.recordio import write_records
 from roofwise.records import read_records
@@ -53,6 +53,35 @@ def test_json_lines_hold_what_analysis_row_holds(tmp_path, suffix):
     assert written[3]["machine"] is None and written[3]["efficiency"] is None
     assert written[2]["efficiency"] is None and written[2]["sol_time_s"] > 0
     assert "read_bytes" not in written[0] and written[1]["read_bytes"] == 6e6
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_the_writer_writes_the_lines_json_lines_builds(tmp_path, complete):
+    """Where every row has every field (one with JSON text among them), the engine's CSV
+    writer joins the pieces of each line; else they are joined first. Both write the lines
+    `json_lines` builds, each the row's object."""
+    rows = [{"workload": {"n": k, "shape": [k, 2]}, "op": f"op{k}", "flops": 1e9 * (k + 1),
+             "bytes": 1e6, "roof": "cuda_core.fp32", "time_s": 1e-3, "device": "H200"}
+            for k in range(5)]
+    if not complete:
+        del rows[2]["device"], rows[3]["workload"]
+    path = tmp_path / "r.jsonl"
+    write_records(path, rows)
+    analysis = analyze(read_records(path).columns, builtin_machines())
+    into_bytes = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    write_json_lines(analysis, into_bytes)
+    into_bytes.flush()
+    into_text = io.StringIO()
+    write_json_lines(analysis, into_text)
+    lines = list(json_lines(analysis))
+    assert into_bytes.buffer.getvalue().decode().splitlines() == lines
+    assert into_text.getvalue().splitlines() == lines
+    written = [json.loads(line) for line in lines]
+    assert [w["workload"] for w in written if "workload" in w] == [
+        r["workload"] for r in rows if "workload" in r]
+    assert ["device" in w for w in written] == ["device" in r for r in rows]
+    for i, row in enumerate(written):
+        _same(row, analysis.row(i))
 
 
 def test_the_example_file_verbatim(examples):

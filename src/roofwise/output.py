@@ -233,31 +233,50 @@ def _verdicts_once(analysis: Analysis) -> tuple[pl.DataFrame, list[str], set[str
 def _lines_of(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: int,
               lint: Lint | None) -> pl.Series:
     """`json_lines` of a verdict frame already built: a field a row lacks is left out."""
+    frame, fragments, _ = _fragments(frame, inputs, json_text, n, lint)
+    # the streaming engine builds the lines a morsel at a time on every core, in row order
+    return frame.lazy().select(_joined(fragments)).collect(engine="streaming").to_series()
+
+
+def _fragments(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: int,
+               lint: Lint | None) -> tuple[pl.DataFrame, list[pl.Expr], bool]:
+    """The pieces of each JSON line, in order, which joined by commas and after a `{` make the
+    line (the last ends with `}`); a piece is null where the row lacks that field.
+    Also whether every row has every piece. Neighbouring fields that every row has, and the
+    judgement's fields, are encoded together by the engine."""
     if json_text:
         frame = frame.with_columns(_valid_json_text(frame[name]) for name in json_text)
+    if lint is not None:
+        frame = frame.with_columns(_lint_column(n, lint))
     fragments: list[pl.Expr] = []
     run: list[str] = []  # neighbouring fields every row has: encoded together
-    for name in [*inputs, ""]:
-        if name and name not in json_text and frame[name].null_count() == 0:
+    complete = True
+    for name in inputs:
+        if name not in json_text and frame[name].null_count() == 0:
             run.append(name)
             continue
         if run:
-            fragments.append(pl.struct(run).struct.json_encode().str.slice(1)
-                             .str.strip_suffix("}"))
+            fragments.append(_encoded(run))
             run = []
-        if name:
-            fragments.append(_json_fragment(name, name in json_text, True))
-    judged = pl.struct([c for c in frame.columns if c in VERDICT_FIELDS]).struct.json_encode()
-    if lint is None:
-        tail = judged.str.slice(1)  # '"machine":...}'
-    else:
-        frame = frame.with_columns(_lint_column(n, lint))
-        tail = pl.struct([*(c for c in frame.columns if c in VERDICT_FIELDS), "lint"]
-                         ).struct.json_encode().str.slice(1)
-    # the streaming engine builds the lines a morsel at a time on every core, in row order
-    return frame.lazy().select(
-        (pl.lit("{") + pl.concat_str([*fragments, tail], separator=",", ignore_nulls=True))
-        .alias("line")).collect(engine="streaming").to_series()
+        fragments.append(_json_fragment(name, name in json_text, True))
+        column = frame[name]
+        complete &= column.null_count() == 0 and not (name in json_text and (column == "").any())
+    fragments.append(pl.struct([*run, *(c for c in frame.columns if c in VERDICT_FIELDS),
+                                *(["lint"] if lint is not None else [])]
+                               ).struct.json_encode().str.slice(1))  # '"...":...}'
+    return frame, fragments, complete
+
+
+def _joined(fragments: list[pl.Expr]) -> pl.Expr:
+    """The line of `_fragments`' pieces; a piece that is null (a field the row lacks) is left
+    out."""
+    return (pl.lit("{") + pl.concat_str(fragments, separator=",", ignore_nulls=True)
+            ).alias("line")
+
+
+def _encoded(names: list[str]) -> pl.Expr:
+    """The fields `names` as `"name":value,...`, JSON by the engine."""
+    return pl.struct(names).struct.json_encode().str.slice(1).str.strip_suffix("}")
 
 
 def _lint_column(n: int, lint: Lint) -> pl.Series:
@@ -311,7 +330,7 @@ def json_writer(analysis: Analysis, lint: Lint | None = None) -> Write:
         # the lines are encoded by the engine when written (on the writer's thread, so that
         # the next batch is judged meanwhile)
         n = len(analysis)
-        return lambda out: _write_lines(_lines_of(frame, inputs, json_text, n, lint), out)
+        return lambda out: _write_pieces(*_fragments(frame, inputs, json_text, n, lint), out)
     if lint is not None:
         frame = frame.with_columns(_lint_column(len(analysis), lint))
     return lambda out: _write_target(out, frame.write_ndjson)
@@ -356,6 +375,21 @@ def csv_writer(analysis: Analysis, header: bool = True, columns: Sequence[str] |
     return [c.meta.output_name() for c in cells], lambda out: _write_target(
         out, lambda target: frame.select(cells).write_csv(
             target, include_header=header, line_terminator="\n")), left_out
+
+
+def _write_pieces(frame: pl.DataFrame, fragments: list[pl.Expr], complete: bool,
+                  out: TextIO) -> None:
+    """The JSON lines whose pieces are `fragments` (`_fragments`), written. Where every row has
+    every piece, the engine's CSV writer joins them (its separator is the comma between
+    fields), which spares a copy of every line."""
+    if not complete:
+        lines = frame.lazy().select(_joined(fragments)).collect(engine="streaming")
+        _write_lines(lines.to_series(), out)
+        return
+    pieces = frame.lazy().select((pl.lit("{") + fragments[0]).alias("p0"), *(
+        piece.alias(f"p{k}") for k, piece in enumerate(fragments[1:], 1)))
+    _write_target(out, lambda target: pieces.collect(engine="streaming").write_csv(
+        target, include_header=False, quote_style="never", line_terminator="\n"))
 
 
 def _write_lines(lines: pl.Series, out: TextIO) -> None:
