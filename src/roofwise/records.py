@@ -520,6 +520,8 @@ _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
 def _is_utf8(data: bytes) -> bool:
+    if data.isascii():  # most records: a check a word at a time, no decoded copy
+        return True
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -649,7 +651,7 @@ def _read_ndjson(piece: bytes, json_columns: set[str], sample: bytes | None = No
     typed = {**schema, **{name: pl.Float64() for name in NUMBER_FIELDS}}
     for attempt in (typed, schema):
         try:
-            frame = pl.read_ndjson(io.BytesIO(piece), schema=attempt)
+            frame = pl.read_ndjson(piece, schema=attempt)
             break
         except pl.exceptions.PolarsError:
             continue
@@ -722,7 +724,7 @@ def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, firs
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
     names = _csv_header(header)
-    frame = _read_csv(header + data, names)
+    frame = _read_csv(data, names)
     if frame is None:
         return None  # a row with the wrong number of cells: the csv reader says where
     starts, ends = _lines(data, newline)
@@ -744,15 +746,17 @@ def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, firs
     return Batch(frame, index + first_line, f"{path}:", raw_rows)
 
 
-def _read_csv(text: bytes, names: list[str]) -> pl.DataFrame | None:
-    """CSV cells as text, the number fields parsed by the engine where every cell of them
-    parses (what it reads, float() reads the same; what it refuses, such as `1_0` or `12 `,
-    sends the batch to the all-text read, whose screen leaves those cells to Python)."""
+def _read_csv(data: bytes, names: list[str]) -> pl.DataFrame | None:
+    """CSV lines (no header) as cells of text under `names`, the number fields parsed by the
+    engine where every cell of them parses (what it reads, float() reads the same; what it
+    refuses, such as `1_0` or `12 `, sends the batch to the all-text read, whose screen leaves
+    those cells to Python). The lines are read as they lie, with no header copied in front."""
     for numbers_typed in (True, False):
         schema = {n: pl.Float64 for n in names if n in NUMBER_FIELDS} if numbers_typed else {}
         try:
-            return pl.read_csv(io.BytesIO(text), infer_schema=False, schema_overrides=schema,
-                               truncate_ragged_lines=False, raise_if_empty=False)
+            return pl.read_csv(data, has_header=False, new_columns=names, infer_schema=False,
+                               schema_overrides=schema, truncate_ragged_lines=False,
+                               raise_if_empty=False)
         except pl.exceptions.PolarsError:
             continue
     return None
