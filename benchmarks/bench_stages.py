@@ -36,7 +36,7 @@ def timed(name, work):
             spent[name] += time.perf_counter() - start
     return run
 
-class InOrder:  # writes run where they are submitted
+class WriteHere:  # `BackgroundWriter` without the thread: each write runs when submitted
     def submit(self, write):
         timed("write", write)()
     def wait(self):
@@ -46,7 +46,7 @@ class InOrder:  # writes run where they are submitted
     def __exit__(self, *exc):
         pass
 
-command.BackgroundWriter = InOrder
+command.BackgroundWriter = WriteHere
 command.in_order = lambda jobs, workers=0: (timed("read and screen", job)() for job in jobs)
 command.analyze = timed("price and judge", command.analyze)
 command.lint_columns = timed("lint", command.lint_columns)
