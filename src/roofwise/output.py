@@ -234,8 +234,7 @@ def _lines_of(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: in
               lint: Lint | None) -> pl.Series:
     """`json_lines` of a verdict frame already built: a field a row lacks is left out."""
     frame, fragments, _ = _fragments(frame, inputs, json_text, n, lint)
-    # the streaming engine builds the lines a morsel at a time on every core, in row order
-    return frame.lazy().select(_joined(fragments)).collect(engine="streaming").to_series()
+    return _joined(frame, fragments)
 
 
 def _fragments(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: int,
@@ -267,11 +266,11 @@ def _fragments(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: i
     return frame, fragments, complete
 
 
-def _joined(fragments: list[pl.Expr]) -> pl.Expr:
-    """The line of `_fragments`' pieces; a piece that is null (a field the row lacks) is left
-    out."""
-    return (pl.lit("{") + pl.concat_str(fragments, separator=",", ignore_nulls=True)
-            ).alias("line")
+def _joined(frame: pl.DataFrame, fragments: list[pl.Expr]) -> pl.Series:
+    """The lines of `_fragments`' pieces; a piece that is null (a field the row lacks) is left
+    out. The streaming engine builds them a morsel at a time on every core, in row order."""
+    line = pl.lit("{") + pl.concat_str(fragments, separator=",", ignore_nulls=True)
+    return frame.lazy().select(line.alias("line")).collect(engine="streaming").to_series()
 
 
 def _encoded(names: list[str]) -> pl.Expr:
@@ -383,8 +382,7 @@ def _write_pieces(frame: pl.DataFrame, fragments: list[pl.Expr], complete: bool,
     every piece, the engine's CSV writer joins them (its separator is the comma between
     fields), which spares a copy of every line."""
     if not complete:
-        lines = frame.lazy().select(_joined(fragments)).collect(engine="streaming")
-        _write_lines(lines.to_series(), out)
+        _write_lines(_joined(frame, fragments), out)
         return
     pieces = frame.lazy().select((pl.lit("{") + fragments[0]).alias("p0"), *(
         piece.alias(f"p{k}") for k, piece in enumerate(fragments[1:], 1)))
