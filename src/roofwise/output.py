@@ -378,24 +378,18 @@ def csv_writer(analysis: Analysis, header: bool = True, columns: Sequence[str] |
 
 def _write_pieces(frame: pl.DataFrame, fragments: list[pl.Expr], complete: bool,
                   out: TextIO) -> None:
-    """The JSON lines whose pieces are `fragments` (`_fragments`), written. Where every row has
-    every piece, the engine's CSV writer joins them (its separator is the comma between
-    fields), which spares a copy of every line."""
-    if not complete:
-        _write_lines(_joined(frame, fragments), out)
-        return
-    pieces = frame.lazy().select((pl.lit("{") + fragments[0]).alias("p0"), *(
-        piece.alias(f"p{k}") for k, piece in enumerate(fragments[1:], 1)))
-    _write_target(out, lambda target: pieces.collect(engine="streaming").write_csv(
+    """The JSON lines whose pieces are `fragments` (`_fragments`), written unquoted by the
+    engine's CSV writer. Where every row has every piece, the writer joins them itself (its
+    separator is the comma between fields), which spares a copy of every line; else they are
+    joined first (`_joined`), leaving out the missing ones."""
+    if complete:
+        pieces = frame.lazy().select((pl.lit("{") + fragments[0]).alias("p0"), *(
+            piece.alias(f"p{k}") for k, piece in enumerate(fragments[1:], 1))
+        ).collect(engine="streaming")
+    else:
+        pieces = _joined(frame, fragments).to_frame()
+    _write_target(out, lambda target: pieces.write_csv(
         target, include_header=False, quote_style="never", line_terminator="\n"))
-
-
-def _write_lines(lines: pl.Series, out: TextIO) -> None:
-    """Each text on its own line, written by the engine (to the bytes under `out` when it has
-    them)."""
-    frame = lines.to_frame("line")
-    _write_target(out, lambda target: frame.write_csv(target, include_header=False,
-                                                      quote_style="never"))
 
 
 def _write_target(out: TextIO, write: Any) -> None:
