@@ -3,9 +3,11 @@ its Hugging Face config alone (no weights, no network, no GPU)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
@@ -62,6 +64,27 @@ def model_command(config_path: str, machine_name: str, phase: str, batch: int,
                   records_out: str | None, limit: int) -> None:
     """Project one prefill or decode step of a transformers model on a machine: every op
     priced, per layer type and in total."""
+    with _no_stdin():
+        _model(config_path, machine_name, phase, batch, seq, context, tp, dtype, kv_dtype,
+               regime, unfused, sweeps, as_json, records_out, limit)
+
+
+@contextlib.contextmanager
+def _no_stdin() -> Iterator[None]:
+    """Standard input reads as empty while a model is built: nothing a library asks there can
+    wait for, or take, an answer (a `[y/N]` for a config's custom code is answered no)."""
+    saved = sys.stdin
+    sys.stdin = io.StringIO("")
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int | None,
+           context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
+           unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
+           limit: int) -> None:
     from ..models.config import load_config, shard
 
     machine = load_machine_arg(machine_name)

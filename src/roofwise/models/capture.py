@@ -79,7 +79,7 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     """Record one step: `seq` new tokens per sequence over `context` cached ones."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from transformers import AutoModelForCausalLM, StaticCache
+    from transformers import StaticCache
     from transformers.utils import logging as hf_logging
 
     if dtype not in TORCH_DTYPES:
@@ -92,7 +92,8 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     recorder = _recorder_class()(seq, kv)
     with warnings.catch_warnings(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
-        model = AutoModelForCausalLM.from_config(hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+        model = causal_lm_class(config)._from_config(
+            hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
         model.eval()
         hooks = _hook_modules(model, recorder, fused)
         cache = StaticCache(config=hf, max_cache_len=context + seq)
@@ -124,6 +125,28 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     return Capture(tuple(recorder.captured), int(weights),
                    math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
                    config.layers, int(hf.hidden_size), dtype, kv)
+
+
+def causal_lm_class(config: ModelConfig) -> Any:
+    """transformers' own causal-LM class for this config type, looked up in its mapping.
+
+    Never through `AutoModelForCausalLM.from_config`: for a config type without a causal-LM
+    class it falls back to the config's `auto_map`, which asks on stdin whether to run (and
+    then imports) `modeling_*.py` from the config's folder or the hub."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    try:
+        found = MODEL_FOR_CAUSAL_LM_MAPPING[type(config.hf)]
+    except KeyError:
+        raise InputError(f"{config.path}: model_type",
+                         f"transformers has no causal-LM model for {config.hf.model_type!r}; "
+                         "expected a decoder-only language model (llama, qwen2, mixtral, ...)"
+                         ) from None
+    model_class = found[0] if isinstance(found, (tuple, list)) else found
+    if not str(model_class.__module__).startswith("transformers."):
+        raise InputError(f"{config.path}: model_type", "its causal-LM class is registered "
+                                                       "from outside transformers; refused")
+    return model_class
 
 
 def _recorder_class() -> Any:

@@ -10,6 +10,7 @@ size, norms, router and MLA latent projections stay whole on every device.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,20 @@ from typing import Any
 from ..errors import InputError
 
 _SHARDED = ("intermediate_size", "moe_intermediate_size", "vocab_size")
+# Keys that point transformers at code or files outside the config: a config's folder may hold
+# `modeling_*.py` that `auto_map` would import (and run), or hub references it would download.
+# roofwise reads sizes only, so they are dropped before transformers sees the config.
+_CODE_KEYS = ("auto_map", "_name_or_path", "name_or_path", "trust_remote_code",
+              "custom_pipelines", "_commit_hash")
+
+
+def offline_transformers() -> None:
+    """Keep the hub and transformers offline for this process: a projection reads one local
+    file, and no config may make it open a connection (set before transformers is imported,
+    which reads these once)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 
 @dataclass(frozen=True)
@@ -42,12 +57,14 @@ def load_config(path: str | Path) -> ModelConfig:
     if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
         raise InputError(f"{target}: model_type", "expected a config.json naming its "
                                                   "model_type (llama, mixtral, deepseek_v2, ...)")
+    offline_transformers()
     try:
         from transformers import AutoConfig
     except ImportError:
         raise InputError("roofwise model", "needs transformers: pip install 'roofwise[models]'"
                          ) from None
-    fields = {k: v for k, v in raw.items() if k not in ("model_type", "architectures")}
+    fields = {k: v for k, v in raw.items()
+              if k not in ("model_type", "architectures", *_CODE_KEYS)}
     try:
         hf = AutoConfig.for_model(raw["model_type"], **fields)
     except (ValueError, KeyError, TypeError) as exc:
