@@ -187,7 +187,7 @@ def constants_full() -> dict[str, object]:
     """The h200 numbers `by_hand_same_output.py` needs, read from the profile as its author
     would: per roof its rate, envelope rate, theoretical rate, calibration and what its work is
     counted in; the bandwidths, the events and kernel floors, and the ceilings anomalies name."""
-    from roofwise.report.fmt import op_name
+    from roofwise.base.fmt import op_name
 
     h200 = roofwise.builtin_machines()["h200"]
 

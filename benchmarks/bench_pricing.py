@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from roofwise.analysis import analyze
-from roofwise.pricing import uniform
-from roofwise.profiles import builtin_machines
-from roofwise.recordio import write_records
-from roofwise.records import RecordColumns, read_records
-from roofwise.verdict import (
+from roofwise.pricing.core import uniform
+from roofwise.profiles.load import builtin_machines
+from roofwise.records.read import RecordColumns, read_records
+from roofwise.records.write import write_records
+from roofwise.verdicts.analysis import analyze
+from roofwise.verdicts.rules import (
     ANOMALY_EFFICIENCY,
     AT_CEILING_EFFICIENCY,
     FLOOR_EXPLAINS_SHARE,

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from roofwise.profiles import builtin_machines
+from roofwise.profiles.load import builtin_machines
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from roofwise.analysis import analyze
-from roofwise.records import columns_from_valid, read_records, validate_record
+from roofwise.records.read import columns_from_valid, read_records, validate_record
+from roofwise.verdicts.analysis import analyze
 
 BW = 4800e9 * 0.9380  # h200 hbm, read mix (the envelope)
 CUDA = 67.0e12 * 0.8548
@@ -154,7 +154,7 @@ def test_reason_names_the_mix_when_above_it_within_the_envelope(machines):
 
 
 def test_unknown_regime_is_bad_input(machines):
-    from roofwise.errors import InputError
+    from roofwise.base.errors import InputError
 
     with pytest.raises(InputError, match="--regime: expected one of sustained, burst"):
         _one({**BASE, "bytes": 1e9, "time_s": 1e-3}, machines, regime="turbo")

@@ -10,8 +10,8 @@ import pytest
 
 from roofwise.lint import lint_machine
 from roofwise.ops import gemm, softmax
-from roofwise.pricing import placed, price_ledger, price_ledger_cycles
-from roofwise.profiles import builtin_paths
+from roofwise.pricing.core import placed, price_ledger, price_ledger_cycles
+from roofwise.profiles.load import builtin_paths
 
 T = 1e12
 # (profile, unit or memory level, vendor figure in the unit's rate, why this figure)

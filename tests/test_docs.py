@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from roofwise import ledgerio, profiles, records
 from roofwise.cli.reference import cli_reference
+from roofwise.ledgers import files as ledgerio
 from roofwise.lint.findings import CODES
-from roofwise.verdict import VERDICTS
+from roofwise.profiles import load as profiles
+from roofwise.records import read as records
+from roofwise.verdicts.rules import VERDICTS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 README = (DOCS.parent / "README.md").read_text()

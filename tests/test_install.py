@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roofwise import install
+from roofwise.base import install
 
 
 def test_checkout_gets_the_editable_form():

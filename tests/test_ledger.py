@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from roofwise.errors import InputError
-from roofwise.ledger import Ledger, Role, Tensor, Work, fuse, separate
-from roofwise.ledgerio import ledger_to_yaml_data, load_ledger, parse_ledger
+from roofwise.base.errors import InputError
+from roofwise.ledgers.files import ledger_to_yaml_data, load_ledger, parse_ledger
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work, fuse, separate
 from roofwise.ops import qk_norm_rope_quant, qk_norm_rope_quant_split, qk_norm_rope_quant_stages
 
 TOKENS, HEADS, D = 4096, 40, 128
@@ -143,8 +143,8 @@ def test_more_bad_ledgers(data, where, expected):
 
 
 def test_a_profile_is_not_a_ledger(h200):
-    from roofwise.profiles import builtin_paths
-    from roofwise.schema import load_yaml
+    from roofwise.base.schema import load_yaml
+    from roofwise.profiles.load import builtin_paths
 
     path = next(p for p in builtin_paths() if p.name == "h200.yaml")
     with pytest.raises(InputError, match="machine profile, not a ledger"):

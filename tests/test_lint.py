@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from roofwise.analysis import Analysis, analyze
 from roofwise.cli import main
-from roofwise.ledger import Ledger, Role, Tensor, Work
-from roofwise.ledgerio import ledger_to_yaml_data
+from roofwise.ledgers.files import ledger_to_yaml_data
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
 from roofwise.lint import (
     ANALYSIS_CHECKS,
     CODES,
@@ -35,7 +34,6 @@ from roofwise.lint import (
     lint_machine,
     lint_rows,
 )
-from roofwise.machine import ComputeUnit, Machine
 from roofwise.ops import (
     attention_decode,
     gemm,
@@ -44,9 +42,11 @@ from roofwise.ops import (
     qk_norm_rope_quant_stages,
     rmsnorm,
 )
-from roofwise.profiles import builtin_machines
-from roofwise.recordio import write_records
-from roofwise.records import columns_from_valid, validate_record
+from roofwise.profiles.load import builtin_machines
+from roofwise.profiles.machine import ComputeUnit, Machine
+from roofwise.records.read import columns_from_valid, validate_record
+from roofwise.records.write import write_records
+from roofwise.verdicts.analysis import Analysis, analyze
 
 MACHINES = builtin_machines()
 H200 = MACHINES["h200"]
@@ -705,7 +705,7 @@ def test_analyze_reference_feeds_lint(capsys: pytest.CaptureFixture[str]) -> Non
 def test_r1_names_the_stage_whose_roof_is_a_typo() -> None:
     from dataclasses import replace
 
-    from roofwise.ledger import fuse
+    from roofwise.ledgers.ledger import fuse
     from roofwise.ops import qk_norm_rope_quant_stages
 
     norm, rope, quant = qk_norm_rope_quant_stages()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from roofwise.machine import ASSUMED_FLOORS, TIMINGS
-from roofwise.profiles import match_device, resolve_machine
+from roofwise.profiles.load import match_device, resolve_machine
+from roofwise.profiles.machine import ASSUMED_FLOORS, TIMINGS
 
 
 def test_builtin_profiles_present(machines):
@@ -107,7 +107,7 @@ def test_profiles_are_read_only(h200):
 def test_built_in_profiles_read_by_libyaml_equal_the_limited_reader():
     # built-ins are parsed by libyaml (ten times faster at start-up); a user's profile by the
     # pure-Python reader with depth and alias limits: both must build the same machines
-    from roofwise.profiles import builtin_paths, load_machine
+    from roofwise.profiles.load import builtin_paths, load_machine
 
     for path in builtin_paths():
         assert load_machine(path, packaged=True) == load_machine(path), path

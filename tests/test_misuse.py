@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roofwise.misuse import render
+from roofwise.lint.misuse import render
 
 SEED = Path(__file__).resolve().parent / "fixtures" / "seed"  # a copy, so a clone stands alone
 

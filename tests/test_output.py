@@ -10,11 +10,11 @@ import math
 import pytest
 
 import roofwise
-from roofwise.analysis import analyze
-from roofwise.output import json_lines, write_csv, write_json_lines
-from roofwise.profiles import builtin_machines
-from roofwise.recordio import write_records
-from roofwise.records import read_records
+from roofwise.output.frame import json_lines, write_csv, write_json_lines
+from roofwise.profiles.load import builtin_machines
+from roofwise.records.read import read_records
+from roofwise.records.write import write_records
+from roofwise.verdicts.analysis import analyze
 
 ROWS = [
     {"op": "a", "flops": 10, "bytes": 20, "roof": "cuda_core.fp32", "time_s": 1e-6,
@@ -158,8 +158,8 @@ def _varied_rows(n, seed):
 @pytest.mark.parametrize("options", [{}, {"machine": "h200"}, {"regime": "sustained"},
                                      {"machine": "h200", "mix": "copy"}, {"mix": "auto"}])
 def test_reasons_built_over_columns_are_the_per_row_sentences(tmp_path, seed, options):
-    from roofwise.profiles import resolve_machine
-    from roofwise.reason_columns import reasons_column
+    from roofwise.explain.reason_columns import reasons_column
+    from roofwise.profiles.load import resolve_machine
 
     path = tmp_path / "r.jsonl"
     write_records(path, _varied_rows(400, seed))
@@ -171,7 +171,7 @@ def test_reasons_built_over_columns_are_the_per_row_sentences(tmp_path, seed, op
     verdicts = {analysis.verdict_name(i) for i in range(len(analysis))}
     assert {"blank", "impossible", "below"} <= verdicts
     # the sentences built from floor and rate columns are among them
-    from roofwise.reasons import Reason
+    from roofwise.pricing.reasons import Reason
 
     flags = [int(f) for f in analysis.judged.flags]
     for flag in (Reason.FLOOR_SPLIT, Reason.FLOOR_SHARE, Reason.BELOW_LATENCY_FLOOR,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from roofwise.overlap import BackgroundWriter, in_order
+from roofwise.base.overlap import BackgroundWriter, in_order
 
 
 def test_jobs_run_side_by_side_and_results_keep_their_order():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roofwise.ledger import Ledger, Role, Tensor, Work
-from roofwise.misuse import softmax_row_ledger
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.lint.misuse import softmax_row_ledger
 from roofwise.ops import qk_norm_rope_quant
-from roofwise.pricing import cycles_by_unit, price_columns, price_ledger
-from roofwise.reasons import Reason
+from roofwise.pricing.core import cycles_by_unit, price_columns, price_ledger
+from roofwise.pricing.reasons import Reason
 
 BW = 4800e9 * 0.9380
 

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from roofwise.errors import InputError
-from roofwise.profiles import load_machine
+from roofwise.base.errors import InputError
+from roofwise.profiles.load import load_machine
 
 GOOD = """
 name: test

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from roofwise.recordio import write_records
+from roofwise.records.write import write_records
 
 ROOFWISE = str(Path(sys.executable).with_name("roofwise"))  # the console script
 

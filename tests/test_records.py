@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from roofwise.errors import InputError
-from roofwise.recordio import write_records
-from roofwise.records import LazyRows, read_records
+from roofwise.base.errors import InputError
+from roofwise.records.read import LazyRows, read_records
+from roofwise.records.write import write_records
 
 GOOD = {"op": "a", "flops": 10, "bytes": 20, "roof": "cuda_core.fp32", "time_s": 1e-6,
         "flops_by_unit": {"cuda_core.fp32": 8, "sfu.fp32": 2}, "workload": {"n": 4}}

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from roofwise.errors import InputError
-from roofwise.records import concat_loaded, iter_batches, read_records
+from roofwise.base.errors import InputError
+from roofwise.records.read import concat_loaded, iter_batches, read_records
 
 GOOD = {"op": "a", "flops": 10, "bytes": 20, "roof": "cuda_core.fp32", "time_s": 1e-6}
 HEADER = "op,flops,bytes,roof,time_s,read_bytes,write_bytes"
@@ -146,7 +146,7 @@ def test_a_broken_line_among_many_costs_only_that_line(tmp_path):
 
 @pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])
 def test_small_batches_give_the_same_columns_as_one(tmp_path, suffix):
-    from roofwise.recordio import write_records
+    from roofwise.records.write import write_records
 
     rows = [{**GOOD, "op": f"r{k}", "time_s": (k + 1) * 1e-6, "device": ["H200", "A100"][k % 2],
              "workload": {"n": k}} for k in range(23)]
@@ -168,7 +168,7 @@ def test_small_batches_give_the_same_columns_as_one(tmp_path, suffix):
 
 
 def test_a_folder_of_shards_is_read_in_name_order(tmp_path):
-    from roofwise.recordio import write_records
+    from roofwise.records.write import write_records
 
     folder = tmp_path / "shards"
     folder.mkdir()

@@ -10,7 +10,7 @@ import pytest
 
 import roofwise.cli.analyze as analyze_cli
 from roofwise.cli import main
-from roofwise.recordio import write_records
+from roofwise.records.write import write_records
 
 ROWS = [{"op": f"op{k}", "flops": 1e9 * (k + 1), "bytes": 4e8 * (k % 5 + 1),
          "roof": ["cuda_core.fp32", "tensor_core.bf16", "sfu.fp32"][k % 3],
@@ -56,7 +56,7 @@ def test_small_batches_say_what_one_batch_says(capsys, monkeypatch, records, mod
 def test_chunks_that_cut_lines_say_what_one_read_says(capsys, monkeypatch, tmp_path, suffix):
     """Text is read a chunk of bytes at a time (the first chunk smaller): a chunk that ends
     inside a line carries the rest to the next, and lines keep their numbers across chunks."""
-    import roofwise.records as records_module
+    import roofwise.records.read as records_module
 
     rows = [dict(r) for r in ROWS]
     rows[6]["bytes"] = -1
@@ -101,12 +101,12 @@ def test_judge_batches_as_a_spark_worker_runs_it(records):
     pa = pytest.importorskip("pyarrow")
     import polars as pl
 
-    from roofwise.analysis import analyze
-    from roofwise.profiles import builtin_machines, resolve_machine
-    from roofwise.records import read_records
-    from roofwise.stream import VERDICT_SCHEMA_COLUMNS, judge_frame
+    from roofwise.output.stream import VERDICT_SCHEMA_COLUMNS, judge_frame
+    from roofwise.profiles.load import builtin_machines, resolve_machine
+    from roofwise.records.read import read_records
+    from roofwise.verdicts.analysis import analyze
 
-    def judge_batches(batches):  # as in roofwise.stream's docstring
+    def judge_batches(batches):  # as in roofwise.output.stream's docstring
         for batch in batches:
             verdicts = judge_frame(pl.from_arrow(batch), machine="h200")
             yield from verdicts.select(VERDICT_SCHEMA_COLUMNS).to_arrow().to_batches()

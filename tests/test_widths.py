@@ -89,7 +89,7 @@ def test_machine_says_the_latency_floor_once(capsys, monkeypatch):
 
 
 def test_one_unit_vocabulary_flop_per_s_op_per_s_and_bytes_per_s(capsys, monkeypatch):
-    from roofwise.report import fmt
+    from roofwise.base import fmt
 
     assert fmt.unit_rate(989.5e12, "tensor_core.bf16") == "989.5 TFLOP/s"
     assert fmt.unit_rate(4.18e12, "sfu.fp32") == "4.2 Top/s"  # an exp is an op, not a FLOP
@@ -98,7 +98,7 @@ def test_one_unit_vocabulary_flop_per_s_op_per_s_and_bytes_per_s(capsys, monkeyp
     assert fmt.rate(4.5024e12, "B/s", 2) == "4.50 TB/s"
     outs = [run_at(capsys, monkeypatch, 100, *args) for args in (
         ("machine", "h200"), ("price", "examples/qk_norm_rope_quant.yaml", "-m", "h200"),
-        ("analyze", "examples/records.jsonl"), ("lint", "src/roofwise/machines/h200.yaml"))]
+        ("analyze", "examples/records.jsonl"), ("lint", "src/roofwise/profiles/machines/h200.yaml"))]
     for out in outs:
         assert not re.search(r"\d (T|G)/s|Top/s \(tensor|\bT/s\b", out)
     assert "Top/s" in outs[0] and "TFLOP/s" in outs[0]
@@ -204,7 +204,7 @@ def test_audit_shortens_templated_kernel_names_by_rule(capsys, monkeypatch, tmp_
 
 
 def test_short_kernels_keeps_names_apart():
-    from roofwise.text import short_kernel, short_kernels
+    from roofwise.base.text import short_kernel, short_kernels
 
     fill, add = LONG.format(f="FillFunctor"), LONG.format(f="CUDAFunctor_add")
     assert short_kernel(fill, 40) == "vectorized_elementwise_kernel<...>"

@@ -52,7 +52,7 @@ rw() { local t; t=$(limit "$1"); shift; timeout "$t" python3 -c "$PYRW" "$@" 2>&
 # The card's own built-in profile supplies the theoretical rates; if the driver names it in a
 # way no profile lists, say so and divide by the h200 datasheet rates explicitly (--force).
 THEORY=()
-if ! python3 -c "import sys, torch; from roofwise.profiles import builtin_machines, match_device
+if ! python3 -c "import sys, torch; from roofwise.profiles.load import builtin_machines, match_device
 sys.exit(match_device(torch.cuda.get_device_name(0), builtin_machines().values()).machine is None)" >> "$LOG" 2>&1; then
   echo "no built-in profile matches this card's name: --theoretical-from h200 --force" | tee -a "$LOG"
   THEORY=(--theoretical-from h200 --force)

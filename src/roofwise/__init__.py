@@ -17,39 +17,42 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Submodules that share a name with a top-level function load first, so that loading them
-# later can never rebind `roofwise.machine` or `roofwise.report` to the module.
-from . import machine as _machine_module  # noqa: F401
-from . import report as _report_package  # noqa: F401
-
 __version__ = "0.1.0"
 
 # name -> the module that defines it
 _EXPORTS = {
-    "Analysis": "analysis", "analyze": "analysis",
+    "Analysis": "verdicts.analysis", "analyze": "verdicts.analysis",
     "analyze_file": "api", "op": "api", "plot": "api", "price": "api",
-    "InputError": "errors",
-    "Ledger": "ledger", "Role": "ledger", "Tensor": "ledger", "Work": "ledger",
-    "fuse": "ledger", "separate": "ledger", "load_ledger": "ledgerio",
-    "ComputeUnit": "machine", "LatencyFloors": "machine", "Machine": "machine",
-    "MemoryLevel": "machine", "TimingFloor": "machine",
-    "LedgerPrice": "pricing", "cycles_by_unit": "pricing", "price_columns": "pricing",
-    "price_ledger": "pricing",
-    "builtin_machines": "profiles", "load_machine": "profiles", "match_device": "profiles",
-    "resolve_machine": "profiles",
-    "VERDICTS": "verdict", "judge": "verdict",
+    "InputError": "base.errors",
+    "Ledger": "ledgers.ledger", "Role": "ledgers.ledger", "Tensor": "ledgers.ledger",
+    "Work": "ledgers.ledger", "fuse": "ledgers.ledger", "separate": "ledgers.ledger",
+    "load_ledger": "ledgers.files",
+    "ComputeUnit": "profiles.machine", "LatencyFloors": "profiles.machine",
+    "Machine": "profiles.machine", "MemoryLevel": "profiles.machine",
+    "TimingFloor": "profiles.machine",
+    "LedgerPrice": "pricing.core", "cycles_by_unit": "pricing.core",
+    "price_columns": "pricing.core", "price_ledger": "pricing.core",
+    "builtin_machines": "profiles.load", "load_machine": "profiles.load",
+    "match_device": "profiles.load", "resolve_machine": "profiles.load",
+    "VERDICTS": "verdicts.rules", "judge": "verdicts.rules",
 }
 
 if TYPE_CHECKING:
-    from .analysis import Analysis, analyze
-    from .api import analyze_file, op, plot, price
-    from .errors import InputError
-    from .ledger import Ledger, Role, Tensor, Work, fuse, separate
-    from .ledgerio import load_ledger
-    from .machine import ComputeUnit, LatencyFloors, Machine, MemoryLevel, TimingFloor
-    from .pricing import LedgerPrice, cycles_by_unit, price_columns, price_ledger
-    from .profiles import builtin_machines, load_machine, match_device, resolve_machine
-    from .verdict import VERDICTS, judge
+    from roofwise.api import analyze_file, op, plot, price
+    from roofwise.base.errors import InputError
+    from roofwise.ledgers.files import load_ledger
+    from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work, fuse, separate
+    from roofwise.pricing.core import LedgerPrice, cycles_by_unit, price_columns, price_ledger
+    from roofwise.profiles.load import builtin_machines, load_machine, match_device, resolve_machine
+    from roofwise.profiles.machine import (
+        ComputeUnit,
+        LatencyFloors,
+        Machine,
+        MemoryLevel,
+        TimingFloor,
+    )
+    from roofwise.verdicts.analysis import Analysis, analyze
+    from roofwise.verdicts.rules import VERDICTS, judge
 
 
 def __getattr__(name: str) -> Any:
@@ -67,21 +70,21 @@ def __dir__() -> list[str]:
 
 def machine(name: Any) -> Any:
     """A machine profile by name, alias, short name or YAML path (`roofwise.api.machine`)."""
-    from .api import machine as _machine
+    from roofwise.api import machine as _machine
 
     return _machine(name)
 
 
 def report(*args: Any, **kwargs: Any) -> Any:
     """Write the self-contained HTML report to a path and return it (`roofwise.api.report`)."""
-    from .api import report as _report
+    from roofwise.api import report as _report
 
     return _report(*args, **kwargs)
 
 
 def bench(*args: Any, **kwargs: Any) -> Any:
     """`roofwise.measure.bench.bench`, imported on first use so torch stays optional."""
-    from .measure.bench import bench as _bench
+    from roofwise.measure.bench import bench as _bench
 
     return _bench(*args, **kwargs)
 

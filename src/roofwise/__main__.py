@@ -1,6 +1,6 @@
 """`python -m roofwise`: the same command as the `roofwise` console script."""
 
-from .cli import run
+from roofwise.cli import run
 
 if __name__ == "__main__":
     run()

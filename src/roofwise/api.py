@@ -16,15 +16,15 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .analysis import Analysis, analyze
-from .errors import InputError
-from .ledger import Ledger
-from .ledgerio import load_ledger
-from .machine import Machine
-from .ops import OPS, op_function
-from .pricing import LedgerPrice, price_ledger
-from .profiles import builtin_machines, resolve_machine
-from .records import read_records
+from roofwise.base.errors import InputError
+from roofwise.ledgers.files import load_ledger
+from roofwise.ledgers.ledger import Ledger
+from roofwise.ops import OPS, op_function
+from roofwise.pricing.core import LedgerPrice, price_ledger
+from roofwise.profiles.load import builtin_machines, resolve_machine
+from roofwise.profiles.machine import Machine
+from roofwise.records.read import read_records
+from roofwise.verdicts.analysis import Analysis, analyze
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -52,7 +52,7 @@ def price(target: str | Path | Ledger, on: str | Machine, *, regime: str | None 
     bound, intensity (FLOP/byte). `target` is a Ledger, a ledger YAML path, or an operator name
     whose parameters are the keyword arguments. `regime`/`mix` default to the envelope (the
     highest measured). On a profile with no clock (ascend-a5-vector) use
-    `roofwise.pricing.price_ledger_cycles` instead: seconds would be a guess."""
+    `roofwise.pricing.core.price_ledger_cycles` instead: seconds would be a guess."""
     return price_ledger(_ledger(target, params), machine(on), regime, mix)
 
 
@@ -75,7 +75,7 @@ def plot(runs: Analysis | str | Path | list[tuple[str, Analysis]], path: str | P
          *, machine: str | Machine | None = None, title: str | None = None) -> Figure:
     """The roofline chart of one analysis (or a record file, or labelled runs) as a matplotlib
     Figure; also written to `path` (.png, .svg, .pdf) when given."""
-    from .report.chart import roofline_figure, save_figure
+    from roofwise.render.chart import roofline_figure, save_figure
 
     if isinstance(runs, (str, Path)):
         runs = [(Path(runs).stem, analyze_file(runs, machine))]
@@ -93,7 +93,7 @@ def report(analysis: Analysis | str | Path, path: str | Path, *,
     """Write the self-contained HTML report (chart, verdict table, lint, profile) to `path`
     (.html) and return it. The table holds the `rows` worst rows (0: all); the summary and the
     chart count every row."""
-    from .report.html import check_report_path, write_report
+    from roofwise.render.html import check_report_path, write_report
 
     check_report_path(path)
     source = ""

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from roofwise import numbers
-from roofwise.errors import InputError
-from roofwise.text import elide, one_line, shown
+from roofwise.base import numbers
+from roofwise.base.errors import InputError
+from roofwise.base.text import elide, one_line, shown
 
 
 def test_exact_int_reads_past_cpythons_4300_digit_limit():

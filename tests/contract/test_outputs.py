@@ -59,7 +59,7 @@ def test_a_read_only_output_is_refused(tmp_path, capsys, examples):
 
 
 def test_a_failed_write_leaves_no_file_and_no_temporary(tmp_path):
-    from roofwise.recordio import atomic_writer
+    from roofwise.records.write import atomic_writer
 
     target = tmp_path / "out.jsonl"
     target.write_text("before\n")

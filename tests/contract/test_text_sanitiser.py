@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from roofwise.base.text import for_mpl, for_rich
 from roofwise.cli import main
-from roofwise.profiles import builtin_paths
-from roofwise.text import for_mpl, for_rich
+from roofwise.profiles.load import builtin_paths
 
 MARKUP = "[/x]"
 MATH = "$\\frac{$"

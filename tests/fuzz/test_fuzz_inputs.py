@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roofwise.ops import OPS
-from roofwise.profiles import builtin_paths
+from roofwise.profiles.load import builtin_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "ncu"

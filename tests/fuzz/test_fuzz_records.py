@@ -20,7 +20,7 @@ from fuzzkit import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roofwise.compare import INCOMPARABLE, STATUS_ORDER
+from roofwise.compare.runs import INCOMPARABLE, STATUS_ORDER
 
 
 def expect_lenient(run, f: RecordFile, strict: bool) -> None:

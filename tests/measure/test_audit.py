@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from roofwise.base.errors import InputError
 from roofwise.cli import main
-from roofwise.errors import InputError
 from roofwise.measure.audit import audit, judge_reads, parse_ncu_csv, to_bytes
 from roofwise.ops import rmsnorm
 

@@ -9,21 +9,21 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import roofwise  # noqa: E402
+from roofwise.base.errors import InputError  # noqa: E402
 from roofwise.cli import main  # noqa: E402
 from roofwise.cli.bench import check_appendable  # noqa: E402
-from roofwise.errors import InputError  # noqa: E402
 from roofwise.measure.bench import BenchResult, _rotated, bench  # noqa: E402
-from roofwise.measure.timer import replay_plan  # noqa: E402
-from roofwise.measure.torch_ops import build_case, resolve_params  # noqa: E402
-from roofwise.ops import OPS  # noqa: E402
-from roofwise.records import validate_record  # noqa: E402
-from roofwise.sweep import (  # noqa: E402
+from roofwise.measure.sweep import (  # noqa: E402
     parse_assignments,
     parse_shard,
     shard,
     shard_or_refuse,
     sweep_points,
 )
+from roofwise.measure.timer import replay_plan  # noqa: E402
+from roofwise.measure.torch_ops import build_case, resolve_params  # noqa: E402
+from roofwise.ops import OPS  # noqa: E402
+from roofwise.records.read import validate_record  # noqa: E402
 
 
 def test_result_fields_on_the_host():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from roofwise.base.errors import InputError
 from roofwise.cli import main
-from roofwise.errors import InputError
 from roofwise.measure.calibration_math import (
     Clocks,
     FloorMeasurement,
@@ -25,7 +25,7 @@ from roofwise.measure.calibration_math import (
     judge_measurements,
     regime_from_clocks,
 )
-from roofwise.profiles import builtin_machines, parse_machine
+from roofwise.profiles.load import builtin_machines, parse_machine
 
 GiB = 1 << 30
 STEADY = Clocks(sm_mhz=1980, mem_mhz=3201, power_limit_w=700, driver="580.159.04")

@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
+from roofwise.base.errors import InputError  # noqa: E402
+from roofwise.capture.tracer import trace, trace_ledger  # noqa: E402
 from roofwise.cli import main  # noqa: E402
-from roofwise.errors import InputError  # noqa: E402
-from roofwise.ledger import Role  # noqa: E402
-from roofwise.ledgerio import load_ledger  # noqa: E402
+from roofwise.ledgers.files import load_ledger  # noqa: E402
+from roofwise.ledgers.ledger import Role  # noqa: E402
 from roofwise.measure.reference_ops import qk_norm_rope_quant_reference  # noqa: E402
-from roofwise.measure.trace import trace, trace_ledger  # noqa: E402
 from roofwise.ops.case_study import qk_norm_rope_quant  # noqa: E402
 
 LOOKUPS = ("q_norm_weight", "k_norm_weight", "cos", "sin")
@@ -258,7 +258,7 @@ def test_command_bad_input_is_one_line_exit_2(capsys, args, needle):
 
 def test_command_without_torch_says_how_to_install(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
-    monkeypatch.delitem(sys.modules, "roofwise.measure.trace")
+    monkeypatch.delitem(sys.modules, "roofwise.capture.tracer")
     code, _, err = run(capsys, "trace", TARGET, *SHAPES)
     assert code == 2
     assert err.count("\n") == 1
@@ -266,7 +266,7 @@ def test_command_without_torch_says_how_to_install(capsys, monkeypatch):
 
 
 def test_shape_dtypes_are_roofwise_names(capsys):
-    from roofwise.measure.inputs import parse_shape_spec, torch_dtype
+    from roofwise.capture.inputs import parse_shape_spec, torch_dtype
 
     spec = parse_shape_spec("a=4x8:fp8")
     assert (spec.name, spec.dims, spec.dtype) == ("a", (4, 8), "fp8")

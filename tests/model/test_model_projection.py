@@ -251,8 +251,8 @@ def test_h100_and_h200_profiles_carry_a_sourced_nvlink_and_an_assumed_hop_latenc
 def test_a_malformed_interconnect_is_named_in_one_line(tmp_path):
     import yaml
 
-    from roofwise.errors import InputError
-    from roofwise.profiles import builtin_paths, parse_machine
+    from roofwise.base.errors import InputError
+    from roofwise.profiles.load import builtin_paths, parse_machine
 
     path = next(p for p in builtin_paths() if p.name == "h200.yaml")
     data = yaml.safe_load(path.read_text())

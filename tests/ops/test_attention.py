@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from roofwise.errors import InputError
+from roofwise.base.errors import InputError
 from roofwise.ops import attention, attention_decode, attention_prefill, causal_pairs
 
 

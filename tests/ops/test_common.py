@@ -2,7 +2,7 @@
 
 import pytest
 
-from roofwise.errors import InputError
+from roofwise.base.errors import InputError
 from roofwise.ops import _common as c
 
 

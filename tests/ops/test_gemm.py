@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from roofwise.errors import InputError
+from roofwise.base.errors import InputError
 from roofwise.ops import batched_gemm, gemm
 
 F8 = np.uint8  # one byte per element, as fp8

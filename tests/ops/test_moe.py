@@ -5,8 +5,8 @@ from collections.abc import Iterable
 import numpy as np
 import pytest
 
-from roofwise.errors import InputError
-from roofwise.ledger import Work
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Work
 from roofwise.ops import expert_counts, moe, softmax, swiglu
 
 H, INTER = 16, 32  # hidden, intermediate

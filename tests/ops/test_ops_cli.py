@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from roofwise.base.errors import InputError
 from roofwise.cli import main
-from roofwise.errors import InputError
 from roofwise.ops import OPS, build_op, gemm, parse_shape_args
 
 

@@ -12,11 +12,11 @@ from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.colors import to_hex
 from matplotlib.transforms import Affine2D, Bbox
 
-from roofwise.analysis import Analysis, analyze
-from roofwise.errors import InputError
-from roofwise.profiles import builtin_machines
-from roofwise.records import columns_from_valid
-from roofwise.report.chart import VERDICT_COLOR, roofline_figure, save_figure
+from roofwise.base.errors import InputError
+from roofwise.profiles.load import builtin_machines
+from roofwise.records.read import columns_from_valid
+from roofwise.render.chart import VERDICT_COLOR, roofline_figure, save_figure
+from roofwise.verdicts.analysis import Analysis, analyze
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from roofwise.analysis import analyze
 from roofwise.cli import main
-from roofwise.compare import (
+from roofwise.compare.runs import (
     IMPROVEMENT,
     INCOMPARABLE,
     ONLY_BASE,
@@ -15,9 +14,10 @@ from roofwise.compare import (
     UNCHANGED,
     compare,
 )
-from roofwise.profiles import builtin_machines
-from roofwise.recordio import write_records
-from roofwise.records import columns_from_valid
+from roofwise.profiles.load import builtin_machines
+from roofwise.records.read import columns_from_valid
+from roofwise.records.write import write_records
+from roofwise.verdicts.analysis import analyze
 
 H200 = builtin_machines()["h200"]
 

@@ -9,9 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from roofwise.analysis import analyze
 from roofwise.cli import main
-from roofwise.compare import (
+from roofwise.compare.runs import (
     IMPROVEMENT,
     INCOMPARABLE,
     ONLY_BASE,
@@ -20,9 +19,10 @@ from roofwise.compare import (
     UNCHANGED,
     compare,
 )
-from roofwise.profiles import builtin_machines
-from roofwise.recordio import write_records
-from roofwise.records import columns_from_valid
+from roofwise.profiles.load import builtin_machines
+from roofwise.records.read import columns_from_valid
+from roofwise.records.write import write_records
+from roofwise.verdicts.analysis import analyze
 
 MACHINES = builtin_machines()
 H200 = MACHINES["h200"]

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofwise.report import fmt
+from roofwise.base import fmt
 
 EDGES = [0.0, -0.0, 1.0, 0.9995, 0.0009995, 999.9995, 1e-9, 1e-15, 9.99e-16, 1e-300, 1e6,
          999_999.9999, 1e18, 1e18 - 128, 2.5e17, 0.05, 0.0005, 0.00049, 1e4, 9_999.99, -3.2,

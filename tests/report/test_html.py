@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from roofwise.analysis import analyze
 from roofwise.cli import main
-from roofwise.ledgerio import load_ledger
-from roofwise.profiles import builtin_machines
-from roofwise.records import read_records
-from roofwise.report.html import report_html, write_report
-from roofwise.report.row_ledgers import NO_LEDGER, Reference
+from roofwise.ledgers.files import load_ledger
+from roofwise.profiles.load import builtin_machines
+from roofwise.records.read import read_records
+from roofwise.render.html import report_html, write_report
+from roofwise.render.row_ledgers import NO_LEDGER, Reference
+from roofwise.verdicts.analysis import analyze
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 FUSED = EXAMPLES.with_name("qk_norm_rope_quant.yaml")
@@ -295,7 +295,7 @@ def test_report_refuses_an_output_that_is_not_html(tmp_path, capsys):
 
 
 def test_ledger_lists_every_unit_with_work_and_marks_the_binding_one():
-    from roofwise.records import columns_from_valid
+    from roofwise.records.read import columns_from_valid
 
     row = {"op": "softmax_like", "device": "NVIDIA H200", "flops": 1.1e9, "bytes": 1e6,
            "roof": "cuda_core.fp32", "time_s": 50e-6, "timing": "device",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roofwise.ledgerio import load_ledger
-from roofwise.records import read_records
-from roofwise.report.row_ledgers import NO_LEDGER, LedgerFinder, NoLedger, Reference, RowLedger
+from roofwise.ledgers.files import load_ledger
+from roofwise.records.read import read_records
+from roofwise.render.row_ledgers import NO_LEDGER, LedgerFinder, NoLedger, Reference, RowLedger
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "records.jsonl"

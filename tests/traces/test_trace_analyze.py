@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from roofwise import records
 from roofwise.cli import main
+from roofwise.records import read as records
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 ALL = sorted(p.name for p in TRACES.glob("*.json.gz"))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from roofwise.ledger import Role
+from roofwise.ledgers.ledger import Role
 from roofwise.traces.aten import make_call, price_call
 from roofwise.traces.build import build_ops
 from roofwise.traces.reader import is_trace, read_trace

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..text import one_line
-from . import notes
+from roofwise.base.errors import InputError
+from roofwise.base.text import one_line
+from roofwise.cli import notes
 
 # In the order of the data flow: profiles, ledgers, verdicts, pictures, measurement. Each
 # command's module is imported only when that command runs (matplotlib, torch and polars load

@@ -9,26 +9,9 @@ from pathlib import Path
 
 import click
 
-from ..analysis import Analysis, analyze
-from ..ledger import Ledger
-from ..lint import Finding, lint_analysis, lint_columns
-from ..machine import Machine
-from ..mismatch import mismatch_counts, mismatch_line
-from ..output import Write, csv_writer, json_writer
-from ..overlap import BackgroundWriter, in_order
-from ..records import (
-    BATCH_ROWS,
-    Loaded,
-    Skipped,
-    batch_jobs,
-    check_not_empty,
-    columns_from_valid,
-    concat_loaded,
-    iter_batches,
-)
-from ..text import shown
-from ..traces.reader import is_trace
-from .common import (
+from roofwise.base.overlap import BackgroundWriter, in_order
+from roofwise.base.text import shown
+from roofwise.cli.common import (
     MAX_SKIPPED_LINES,
     all_machines,
     console,
@@ -40,6 +23,23 @@ from .common import (
     regime_mix_options,
     report_skipped,
 )
+from roofwise.ledgers.ledger import Ledger
+from roofwise.lint import Finding, lint_analysis, lint_columns
+from roofwise.output.frame import Write, csv_writer, json_writer
+from roofwise.profiles.machine import Machine
+from roofwise.records.read import (
+    BATCH_ROWS,
+    Loaded,
+    Skipped,
+    batch_jobs,
+    check_not_empty,
+    columns_from_valid,
+    concat_loaded,
+    iter_batches,
+)
+from roofwise.traces.reader import is_trace
+from roofwise.verdicts.analysis import Analysis, analyze
+from roofwise.verdicts.mismatch import mismatch_counts, mismatch_line
 
 
 @click.command("analyze")
@@ -74,7 +74,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     profile; a record whose device matches none is blank, with that reason.
     """
     if is_trace(records_path):  # told by content: a trace is grouped by op and shapes
-        from .traces import analyze_trace_command
+        from roofwise.cli.traces import analyze_trace_command
 
         analyze_trace_command(records_path, load_machine_arg(machine_name), regime, mix,
                               as_json, None if limit == 0 else limit, records_out,
@@ -86,7 +86,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive; choose one")
     if plot_path is not None:
-        from ..report.chart import check_chart_path  # matplotlib only for a chart
+        from roofwise.render.chart import check_chart_path  # matplotlib only for a chart
 
         check_chart_path(plot_path, "--plot")  # before any row is printed
     references = _references(reference_paths)
@@ -100,7 +100,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
             _prepare(analysis, as_json, True, references, records_path)[1](sys.stdout)
         else:
             _render(analysis, lint_analysis(analysis, references, path=records_path), limit)
-        from .plot import write_chart  # matplotlib only when a chart is asked for
+        from roofwise.cli.plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
         return
     if strict:  # all or nothing: the whole input is checked before a row is written
@@ -144,7 +144,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
 def _references(paths: tuple[str, ...]) -> list[Ledger]:
     if not paths:
         return []
-    from ..ledgerio import load_ledger  # YAML only for a reference
+    from roofwise.ledgers.files import load_ledger  # YAML only for a reference
 
     return [load_ledger(p) for p in paths]
 
@@ -152,8 +152,8 @@ def _references(paths: tuple[str, ...]) -> list[Ledger]:
 def _render(analysis: Analysis, findings: list[Finding], limit: int,
             counts: dict[str, int] | None = None) -> None:
     """The table and the findings under it (rich loads here: --json and --csv never draw)."""
-    from ..report.table import render_analysis
-    from .lint import render_findings_brief
+    from roofwise.cli.lint import render_findings_brief
+    from roofwise.render.table import render_analysis
 
     shown = render_analysis(analysis, console(), None if limit == 0 else limit, counts=counts)
     render_findings_brief(findings, console(), shown=shown)
@@ -211,7 +211,7 @@ class _Stream:
         for name, n in analysis.counts().items():
             self.verdicts[name] = self.verdicts.get(name, 0) + n
         self.findings += lint_analysis(analysis, references, path=self.path)
-        from ..report.table import worst_first
+        from roofwise.render.table import worst_first
 
         order = worst_first(analysis)
         worst = analysis.columns.take(order if limit is None else order[:limit])

@@ -9,10 +9,13 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from ..errors import InputError
-from ..ledger import Ledger
-from ..ledgerio import load_ledger
-from ..measure.audit import (
+from roofwise.base import fmt
+from roofwise.base.errors import InputError
+from roofwise.base.text import short_kernels
+from roofwise.cli.common import console, echo_json, print_hanging
+from roofwise.ledgers.files import load_ledger
+from roofwise.ledgers.ledger import Ledger
+from roofwise.measure.audit import (
     FAIL,
     FAIL_BELOW,
     WARN_ABOVE,
@@ -21,11 +24,8 @@ from ..measure.audit import (
     parse_ncu_csv,
     run_ncu,
 )
-from ..ops import build_op, parse_shape_args
-from ..report import fmt
-from ..report.layout import Column, fit_table
-from ..text import short_kernels
-from .common import console, echo_json, print_hanging
+from roofwise.ops import build_op, parse_shape_args
+from roofwise.render.layout import Column, fit_table
 
 STYLE = {"PASS": "green", "FAIL": "red", "WARN": "yellow", "UNJUDGED": "dim"}
 

@@ -1,6 +1,6 @@
 """`roofwise bench OP --shape k=v --sweep k=v1,v2 -o RECORDS`: time an operator, write records.
 
-The sweep and its shards are `roofwise.sweep`'s; this module parses the options, checks the
+The sweep and its shards are `roofwise.measure.sweep`'s; this module parses the options, checks the
 output and the device before any timing, and reports.
 """
 
@@ -14,14 +14,11 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import paths
-from ..errors import InputError
-from ..install import install_hint
-from ..ops import parse_shape_args
-from ..profiles import builtin_machines, match_device
-from ..recordio import write_records
-from ..records import format_of, iter_raw_records
-from ..sweep import (
+from roofwise.base import paths
+from roofwise.base.errors import InputError
+from roofwise.base.install import install_hint
+from roofwise.cli.common import console, load_machine_arg, machine_option
+from roofwise.measure.sweep import (
     parse_assignments,
     parse_shard,
     point_text,
@@ -29,7 +26,10 @@ from ..sweep import (
     shard_or_refuse,
     sweep_points,
 )
-from .common import console, load_machine_arg, machine_option
+from roofwise.ops import parse_shape_args
+from roofwise.profiles.load import builtin_machines, match_device
+from roofwise.records.read import format_of, iter_raw_records
+from roofwise.records.write import write_records
 
 
 def check_appendable(out: str) -> bool:
@@ -115,9 +115,9 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
                   machine_name: str | None, out: str, shard_text: str | None, device: str,
                   reps: int, warmup: int, compile_fn: bool, no_flush: bool) -> None:
     """Time a torch reference of OP (gemm, rmsnorm, softmax, qk_norm_rope_quant)."""
-    from ..measure.bench import bench
-    from ..measure.memory import available_bytes, require_fits
-    from ..measure.torch_ops import build_case, build_ledger, resolve_params
+    from roofwise.measure.bench import bench
+    from roofwise.measure.memory import available_bytes, require_fits
+    from roofwise.measure.torch_ops import build_case, build_ledger, resolve_params
 
     format_of(out)  # a bad suffix fails before any timing
     index, count = parse_shard(shard_text)

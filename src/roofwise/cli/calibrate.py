@@ -12,15 +12,14 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from .. import paths
-from ..errors import InputError
-from ..install import install_hint
-from ..measure.calibration_math import choose_theoretical, resolve_theoretical
-from ..profiles import builtin_machines, parse_machine
-from ..recordio import atomic_writer
-from ..report import fmt
-from ..report.layout import Column, fit_table
-from .common import console, print_hanging
+from roofwise.base import fmt, paths
+from roofwise.base.errors import InputError
+from roofwise.base.install import install_hint
+from roofwise.cli.common import console, print_hanging
+from roofwise.measure.calibration_math import choose_theoretical, resolve_theoretical
+from roofwise.profiles.load import builtin_machines, parse_machine
+from roofwise.records.write import atomic_writer
+from roofwise.render.layout import Column, fit_table
 
 # designed for 80 columns: what was measured, its rate and its spread always; the clocks and
 # the method (in the --log file and the profile's windows) drop first
@@ -116,7 +115,7 @@ def calibrate_command(out: str, quick: bool, theoretical_from: str | None, force
     require_gpu()
     import torch
 
-    from ..measure.calibrate import run_calibration
+    from roofwise.measure.calibrate import run_calibration
 
     theoretical = choose_theoretical(torch.cuda.get_device_name(0), requested, force, machines)
 

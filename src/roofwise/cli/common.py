@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import numpy as np
 
-from ..errors import InputError
-from ..machine import Machine
-from ..profiles import builtin_machines, choose_machine
-from . import notes
+from roofwise.base.errors import InputError
+from roofwise.cli import notes
+from roofwise.profiles.load import builtin_machines, choose_machine
+from roofwise.profiles.machine import Machine
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..records import Loaded
+    from roofwise.records.read import Loaded
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -122,7 +122,7 @@ def reading_progress(path: str, verb: str = "judging"
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..records import record_files
+    from roofwise.records.read import record_files
 
     try:
         total: int | None = sum(f.stat().st_size for f in record_files(path))
@@ -143,7 +143,7 @@ def reading_progress(path: str, verb: str = "judging"
 
 def read_records_shown(path: str, strict: bool = False) -> Loaded:
     """`records.read_records`, with the progress bar of `reading_progress` on a terminal."""
-    from ..records import read_records
+    from roofwise.records.read import read_records
 
     with reading_progress(path, "reading") as advance:
         return read_records(path, strict=strict, progress=advance)

@@ -9,20 +9,8 @@ from collections.abc import Iterable
 import click
 from rich.text import Text
 
-from ..analysis import analyze
-from ..compare import (
-    DEFAULT_THRESHOLD,
-    IMPROVEMENT,
-    INCOMPARABLE,
-    ONLY_BASE,
-    REGRESSION,
-    Change,
-    Comparison,
-    compare,
-)
-from ..report import fmt
-from ..report.layout import Column, fit_table
-from .common import (
+from roofwise.base import fmt
+from roofwise.cli.common import (
     MAX_SKIPPED_LINES,
     all_machines,
     console,
@@ -32,6 +20,18 @@ from .common import (
     read_records_shown,
     report_skipped,
 )
+from roofwise.compare.runs import (
+    DEFAULT_THRESHOLD,
+    IMPROVEMENT,
+    INCOMPARABLE,
+    ONLY_BASE,
+    REGRESSION,
+    Change,
+    Comparison,
+    compare,
+)
+from roofwise.render.layout import Column, fit_table
+from roofwise.verdicts.analysis import analyze
 
 _STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
                  "improvement": "green", "unchanged": "dim",

@@ -11,16 +11,16 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from .. import schema
-from ..analysis import analyze
-from ..ledger import Ledger
-from ..ledgerio import load_ledger, parse_ledger
-from ..lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_machine
-from ..machine import Machine
-from ..profiles import parse_machine
-from ..records import read_records
-from ..report.layout import Column, fit_table
-from .common import all_machines, console, load_machine_arg, machine_option
+from roofwise.base import schema
+from roofwise.cli.common import all_machines, console, load_machine_arg, machine_option
+from roofwise.ledgers.files import load_ledger, parse_ledger
+from roofwise.ledgers.ledger import Ledger
+from roofwise.lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_machine
+from roofwise.profiles.load import parse_machine
+from roofwise.profiles.machine import Machine
+from roofwise.records.read import read_records
+from roofwise.render.layout import Column, fit_table
+from roofwise.verdicts.analysis import analyze
 
 _YAML_SUFFIXES = (".yaml", ".yml")
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}

@@ -8,11 +8,11 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..machine import Machine
-from ..reason_text import floor_line
-from ..report import fmt
-from ..report.layout import Column, Fitted, fit_table
-from .common import all_machines, console, echo_json, machine_arg, print_hanging
+from roofwise.base import fmt
+from roofwise.cli.common import all_machines, console, echo_json, machine_arg, print_hanging
+from roofwise.explain.reason_text import floor_line
+from roofwise.profiles.machine import Machine
+from roofwise.render.layout import Column, Fitted, fit_table
 
 
 @click.command("machines")

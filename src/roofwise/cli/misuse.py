@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InputError
-from ..misuse import DEMOS, render
+from roofwise.base.errors import InputError
+from roofwise.lint.misuse import DEMOS, render
 
 
 def misuse_number(text: str | None) -> int | None:

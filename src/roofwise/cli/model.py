@@ -14,13 +14,13 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..errors import InputError
-from ..machine import Machine
-from ..recordio import format_of, write_records
-from ..report import fmt
-from ..report.layout import Column, fit_table
-from .common import console, finite, load_machine_arg, note, print_hanging
-from .machines import print_fitted
+from roofwise.base import fmt
+from roofwise.base.errors import InputError
+from roofwise.cli.common import console, finite, load_machine_arg, note, print_hanging
+from roofwise.cli.machines import print_fitted
+from roofwise.profiles.machine import Machine
+from roofwise.records.write import format_of, write_records
+from roofwise.render.layout import Column, fit_table
 
 
 @click.command("model")
@@ -85,7 +85,7 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
            context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
            limit: int) -> None:
-    from ..models.config import load_config, shard
+    from roofwise.models.config import load_config, shard
 
     machine = load_machine_arg(machine_name)
     assert machine is not None
@@ -118,8 +118,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
 
 def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
              regime: str | None, options: dict[str, Any]) -> Any:
-    from ..models.capture import capture_step
-    from ..models.project import project
+    from roofwise.models.capture import capture_step
+    from roofwise.models.project import project
 
     capture = capture_step(config, options["phase"], batch, seq, context, options["dtype"],
                            options["kv_dtype"], options["fused"])
@@ -140,7 +140,7 @@ def _echo(data: dict[str, Any]) -> None:
 def projection_records(projection: Any) -> list[dict[str, Any]]:
     """One record per op row: the ledger's fields, its predicted time, time_s empty."""
     records = []
-    from ..models.project import is_collective
+    from roofwise.models.project import is_collective
 
     for row in projection.rows:
         if row.ledger is None or is_collective(row):
@@ -244,9 +244,9 @@ def bound_by(row: Any) -> str:
 
 def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
            options: dict[str, Any], as_json: bool) -> None:
-    from ..models import sweep
-    from ..models.capture import capture_step
-    from ..models.project import project
+    from roofwise.models import sweep
+    from roofwise.models.capture import capture_step
+    from roofwise.models.project import project
 
     points = sweep.grid(base, sweep.parse_sweeps(texts))
     captures: dict[tuple[int, int, int], Any] = {}

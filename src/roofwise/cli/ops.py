@@ -6,9 +6,9 @@ import inspect
 
 import click
 
-from ..ops import OPS, op_parameters
-from ..report.layout import Column, fit_table
-from .common import console, echo_json
+from roofwise.cli.common import console, echo_json
+from roofwise.ops import OPS, op_parameters
+from roofwise.render.layout import Column, fit_table
 
 
 @click.command("ops")

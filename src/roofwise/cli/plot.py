@@ -7,11 +7,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..analysis import Analysis, analyze
-from ..errors import InputError
-from ..report.chart import LOST_LABELS, check_chart_path, roofline_figure, save_figure
-from ..verdict import BLANK
-from .common import (
+from roofwise.base.errors import InputError
+from roofwise.cli.common import (
     all_machines,
     console,
     load_machine_arg,
@@ -20,6 +17,9 @@ from .common import (
     regime_mix_options,
     report_skipped,
 )
+from roofwise.render.chart import LOST_LABELS, check_chart_path, roofline_figure, save_figure
+from roofwise.verdicts.analysis import Analysis, analyze
+from roofwise.verdicts.rules import BLANK
 
 
 @click.command("plot")

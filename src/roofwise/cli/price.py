@@ -13,13 +13,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .. import paths
-from ..errors import InputError
-from ..ledger import Ledger
-from ..ledgerio import load_ledger
-from ..machine import Machine
-from ..ops import build_op, parse_shape_args
-from ..pricing import (
+from roofwise.base import fmt, paths
+from roofwise.base.errors import InputError
+from roofwise.cli.common import (
+    console,
+    echo_json,
+    machine_arg,
+    machine_option,
+    note,
+    regime_mix_options,
+)
+from roofwise.ledgers.files import load_ledger
+from roofwise.ledgers.ledger import Ledger
+from roofwise.ops import build_op, parse_shape_args
+from roofwise.pricing.core import (
     LedgerPrice,
     missing_units,
     moved_work,
@@ -28,9 +35,8 @@ from ..pricing import (
     price_ledger_cycles,
     rate_gaps,
 )
-from ..report import fmt
-from ..report.layout import Column, Fitted, fit_table
-from .common import console, echo_json, machine_arg, machine_option, note, regime_mix_options
+from roofwise.profiles.machine import Machine
+from roofwise.render.layout import Column, Fitted, fit_table
 
 
 @click.command("price")

@@ -24,7 +24,7 @@ line on stderr naming the file, line or field).
 
 def cli_reference() -> str:
     """Every command's --help, in the order `roofwise --help` lists them, as Markdown."""
-    from . import cli
+    from roofwise.cli import cli
 
     root = click.Context(cli, info_name="roofwise", terminal_width=WIDTH,
                          max_content_width=WIDTH, help_option_names=["-h", "--help"])
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         sys.stdout.write(text)
         return 0
-    from ..recordio import atomic_writer
+    from roofwise.records.write import atomic_writer
 
     with atomic_writer(argv[0]) as handle:
         handle.write(text)

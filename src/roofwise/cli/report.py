@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..analysis import analyze
-from ..errors import InputError
-from ..ledgerio import load_ledger
-from ..report.html import DEFAULT_ROWS, check_report_path, write_report
-from ..report.row_ledgers import Reference
-from ..traces.reader import is_trace
-from .common import (
+from roofwise.base.errors import InputError
+from roofwise.cli.common import (
     all_machines,
     load_machine_arg,
     machine_option,
@@ -19,7 +14,12 @@ from .common import (
     regime_mix_options,
     report_skipped,
 )
-from .plot import nothing_priced, priced_rows
+from roofwise.cli.plot import nothing_priced, priced_rows
+from roofwise.ledgers.files import load_ledger
+from roofwise.render.html import DEFAULT_ROWS, check_report_path, write_report
+from roofwise.render.row_ledgers import Reference
+from roofwise.traces.reader import is_trace
+from roofwise.verdicts.analysis import analyze
 
 
 @click.command("report")
@@ -45,7 +45,7 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
     check_report_path(output)  # before any work: a wrong name fails at once
     references = load_references(reference_paths)
     if is_trace(records_path):  # told by content: the grouped view leads the report
-        from .traces import write_trace_report
+        from roofwise.cli.traces import write_trace_report
 
         write_trace_report(records_path, load_machine_arg(machine_name), regime, mix, output,
                            title, references)

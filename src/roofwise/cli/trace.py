@@ -11,18 +11,17 @@ from typing import Any
 import click
 import yaml
 
-from .. import paths
-from ..errors import InputError
-from ..install import install_hint
-from ..ledger import Ledger
-from ..ledgerio import ledger_to_yaml_data
-from ..measure.inputs import example_inputs, load_function
-from ..recordio import atomic_writer
-from ..report import fmt
-from ..report.layout import Column, fit_table
-from ..text import for_rich
-from .common import console, machine_arg, machine_option
-from .price import TENSOR_COLUMNS
+from roofwise.base import fmt, paths
+from roofwise.base.errors import InputError
+from roofwise.base.install import install_hint
+from roofwise.base.text import for_rich
+from roofwise.capture.inputs import example_inputs, load_function
+from roofwise.cli.common import console, machine_arg, machine_option
+from roofwise.cli.price import TENSOR_COLUMNS
+from roofwise.ledgers.files import ledger_to_yaml_data
+from roofwise.ledgers.ledger import Ledger
+from roofwise.records.write import atomic_writer
+from roofwise.render.layout import Column, fit_table
 
 NEEDS_TORCH = "trace needs torch: " + install_hint("gpu")
 
@@ -52,7 +51,7 @@ def trace_command(target: str, shapes: tuple[str, ...], lookups: tuple[str, ...]
     try:
         import torch
 
-        from ..measure.trace import trace
+        from roofwise.capture.tracer import trace
     except ImportError:
         raise InputError("trace", NEEDS_TORCH) from None
     if out_path:
@@ -75,7 +74,7 @@ def trace_command(target: str, shapes: tuple[str, ...], lookups: tuple[str, ...]
             yaml.safe_dump(ledger_yaml(ledger), handle, sort_keys=False)
         click.echo(f"wrote {out_path}", err=True)
     if machine_name:
-        from .price import render_price
+        from roofwise.cli.price import render_price
 
         render_price(ledger, machine_arg(machine_name), None, None, as_json=False)
     elif not out_path:

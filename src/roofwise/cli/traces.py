@@ -16,16 +16,16 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from ..errors import InputError
-from ..machine import Machine
-from ..recordio import atomic_writer, format_of, write_records
-from ..report import fmt
-from ..report.layout import Column, fit_table
-from ..report.row_ledgers import Reference
-from ..traces.analysis import Group, TraceAnalysis, analyze_trace, groups, summary_json
-from ..traces.projection import LinedUp, line_up, read_projection
-from .common import all_machines, console, finite, note, print_hanging
-from .machines import print_fitted
+from roofwise.base import fmt
+from roofwise.base.errors import InputError
+from roofwise.cli.common import all_machines, console, finite, note, print_hanging
+from roofwise.cli.machines import print_fitted
+from roofwise.profiles.machine import Machine
+from roofwise.records.write import atomic_writer, format_of, write_records
+from roofwise.render.layout import Column, fit_table
+from roofwise.render.row_ledgers import Reference
+from roofwise.traces.analysis import Group, TraceAnalysis, analyze_trace, groups, summary_json
+from roofwise.traces.projection import LinedUp, line_up, read_projection
 
 RECORD_OUT_FORMATS = ("jsonl", "parquet")
 
@@ -173,7 +173,7 @@ def groups_html(result: TraceAnalysis, limit: int = 200) -> str:
 def write_trace_report(path: str, machine: Machine | None, regime: str | None, mix: str | None,
                        output: str, title: str, references: Sequence[Reference]) -> None:
     """The records report of the trace's priced ops, with the grouped view and summary first."""
-    from ..report.html import report_html
+    from roofwise.render.html import report_html
 
     result = load_trace(path, machine, regime, mix)
     if result.analysis is None:

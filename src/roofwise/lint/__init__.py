@@ -5,17 +5,25 @@ Each check is a small function registered by its code. `lint_machine` checks a p
 (`lint_columns` the same findings as a frame).
 """
 
-from .findings import CODES, ERROR, WARNING, Finding, has_errors, is_matrix_unit, is_sfu_unit
-from .judgments import MAX_STAGES_SPLIT, Reading, decompositions
-from .ledger_checks import LEDGER_CHECKS, LedgerCase, lint_ledger
-from .machine_checks import (
+from roofwise.lint.findings import (
+    CODES,
+    ERROR,
+    WARNING,
+    Finding,
+    has_errors,
+    is_matrix_unit,
+    is_sfu_unit,
+)
+from roofwise.lint.judgments import MAX_STAGES_SPLIT, Reading, decompositions
+from roofwise.lint.ledger_checks import LEDGER_CHECKS, LedgerCase, lint_ledger
+from roofwise.lint.machine_checks import (
     DATASHEET_MARGIN,
     KNOWN_DENSE_PEAKS,
     MACHINE_CHECKS,
     lint_machine,
     sparse_reason,
 )
-from .record_checks import (
+from roofwise.lint.record_checks import (
     ROW_CHECKS,
     RowCase,
     lint_analysis,
@@ -24,7 +32,7 @@ from .record_checks import (
     lint_rows,
     row_where,
 )
-from .stale_checks import ANALYSIS_CHECKS, check_stale_profiles, stale_profile_groups
+from roofwise.lint.stale_checks import ANALYSIS_CHECKS, check_stale_profiles, stale_profile_groups
 
 __all__ = [
     "ANALYSIS_CHECKS",

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..report import fmt
+from roofwise.base import fmt
 
 ERROR = "error"
 WARNING = "warning"

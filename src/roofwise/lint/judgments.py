@@ -11,9 +11,9 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import InputError
-from ..ledger import Ledger, Role, fuse
-from .findings import busiest, dtype_family, is_matrix_unit, is_sfu_unit, same_count
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, fuse
+from roofwise.lint.findings import busiest, dtype_family, is_matrix_unit, is_sfu_unit, same_count
 
 MAX_STAGES_SPLIT = 8  # 2**(n-1) ways to cut n stages into consecutive calls
 

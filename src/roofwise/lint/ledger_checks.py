@@ -9,18 +9,10 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..errors import InputError
-from ..ledger import Ledger, Role, Work
-from ..machine import Machine
-from ..pricing import (
-    SECOND_PIPE_SHARE,
-    LedgerPrice,
-    cycles_by_unit,
-    missing_units,
-    price_ledger,
-)
-from ..report import fmt
-from .findings import (
+from roofwise.base import fmt
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, Work
+from roofwise.lint.findings import (
     ERROR,
     UNIT_NOT_ON_MACHINE_FIX,
     WARNING,
@@ -31,7 +23,7 @@ from .findings import (
     nbytes_text,
     ops_text,
 )
-from .judgments import (
+from roofwise.lint.judgments import (
     busiest_vector_unit,
     contraction_units,
     decompositions,
@@ -40,7 +32,7 @@ from .judgments import (
     misread,
     misreadings,
 )
-from .machine_checks import (
+from roofwise.lint.machine_checks import (
     DATASHEET_MARGIN,
     SPARSE_FIX,
     sparse_reason,
@@ -48,6 +40,14 @@ from .machine_checks import (
     uncalibrated_unit_fix,
     units_missing_reason,
 )
+from roofwise.pricing.core import (
+    SECOND_PIPE_SHARE,
+    LedgerPrice,
+    cycles_by_unit,
+    missing_units,
+    price_ledger,
+)
+from roofwise.profiles.machine import Machine
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ def check_ledger_m4(case: LedgerCase) -> list[Finding]:
                 f"one call priced with {r.label} {nbytes_text(r.bytes)} (AI "
                 f"{ledger.intensity_flops_per_byte:.2f}); fused its stages move "
                 f"{nbytes_text(fused.bytes)} ({fused_ai})",
-                "fuse the stages (roofwise.ledger.fuse): intermediates of one call cost "
+                "fuse the stages (roofwise.ledgers.ledger.fuse): intermediates of one call cost "
                 "nothing")]
         if r is not None:
             return [_stage_finding(case, fused, f"bytes and FLOPs are {r.label}", fused_ai)]
@@ -182,7 +182,7 @@ def check_ledger_m4(case: LedgerCase) -> list[Finding]:
                 f"{ledger.calls} calls priced with the fused one-call bytes "
                 f"{nbytes_text(ledger.bytes)}; run as calls they move more (e.g. "
                 f"{splits[-1].label} {nbytes_text(splits[-1].bytes)})",
-                "compose separate calls with roofwise.ledger.separate: each pays its "
+                "compose separate calls with roofwise.ledgers.ledger.separate: each pays its "
                 "intermediates")]
     names = {t.name for t in ledger.tensors}
     fused_names = {t.name for t in fused.tensors}

@@ -10,9 +10,9 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from ..machine import ComputeUnit, Machine
-from ..report import fmt
-from .findings import ERROR, WARNING, Finding
+from roofwise.base import fmt
+from roofwise.lint.findings import ERROR, WARNING, Finding
+from roofwise.profiles.machine import ComputeUnit, Machine
 
 # Calibrations on record run 0.63-0.94 of the datasheet, so a datasheet ceiling whose time is
 # within 2x of the speed of light could decide the reading once measured.

@@ -24,22 +24,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..analysis import Analysis, floor_facts
-from ..ledger import Ledger
-from ..machine import Machine
-from ..pricing import Priced, equal_to, pipes_near_binding
-from ..reason_columns import above_envelope_whats
-from ..reason_text import (
+from roofwise.base import fmt
+from roofwise.base.text_columns import strings
+from roofwise.explain.reason_columns import above_envelope_whats
+from roofwise.explain.reason_text import (
     FloorFacts,
     latency_bound_sentence,
     pipes_text,
     retime_advice,
 )
-from ..reasons import Reason
-from ..report import fmt
-from ..text_columns import strings
-from ..verdict import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
-from .findings import (
+from roofwise.ledgers.ledger import Ledger
+from roofwise.lint.findings import (
     ERROR,
     UNIT_NOT_ON_MACHINE_FIX,
     WARNING,
@@ -51,14 +46,14 @@ from .findings import (
     nbytes_text_each,
     ops_text,
 )
-from .judgments import (
+from roofwise.lint.judgments import (
     RoofCall,
     busiest_vector_unit,
     decompositions,
     expected_roof,
     misreadings,
 )
-from .machine_checks import (
+from roofwise.lint.machine_checks import (
     DATASHEET_MARGIN,
     SPARSE_FIX,
     sparse_reason,
@@ -66,7 +61,12 @@ from .machine_checks import (
     uncalibrated_unit_fix,
     units_missing_reason,
 )
-from .stale_checks import ANALYSIS_CHECKS, stale_profile_groups
+from roofwise.lint.stale_checks import ANALYSIS_CHECKS, stale_profile_groups
+from roofwise.pricing.core import Priced, equal_to, pipes_near_binding
+from roofwise.pricing.reasons import Reason
+from roofwise.profiles.machine import Machine
+from roofwise.verdicts.analysis import Analysis, floor_facts
+from roofwise.verdicts.rules import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 
 
 @dataclass(frozen=True)

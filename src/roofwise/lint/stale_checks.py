@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ..analysis import Analysis
-from ..pricing import equal_to
-from ..reasons import IMPOSSIBLE_REASONS
-from ..verdict import BLANK, LATENCY_BOUND
-from .findings import WARNING, Finding
+from roofwise.lint.findings import WARNING, Finding
+from roofwise.pricing.core import equal_to
+from roofwise.pricing.reasons import IMPOSSIBLE_REASONS
+from roofwise.verdicts.analysis import Analysis
+from roofwise.verdicts.rules import BLANK, LATENCY_BOUND
 
 STALE_MIN_ROWS = 3  # fewer rows above a ceiling than this is not a pattern
 STALE_MARGIN = 1.02  # their median efficiency against it: beyond run-to-run noise (~1-2%)

@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import InputError
+from roofwise.base.errors import InputError
 
 READ_METRIC = "dram__bytes_read.sum"
 WRITE_METRIC = "dram__bytes_write.sum"

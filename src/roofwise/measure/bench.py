@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ledger import Ledger
-from .timer import (
+from roofwise.ledgers.ledger import Ledger
+from roofwise.measure.timer import (
     CPU_FLUSH_BYTES,
     CacheFlusher,
     profile_kernels,

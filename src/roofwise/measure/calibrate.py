@@ -29,9 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..machine import Machine
-from ..ops._common import CUDA, SFU, contraction_unit
-from .calibration_math import (
+from roofwise.measure.calibration_math import (
     BURST_CALLS,
     BURST_WAKE_CALLS,
     Clocks,
@@ -43,6 +41,8 @@ from .calibration_math import (
     gemm_flops,
     regime_from_clocks,
 )
+from roofwise.ops._common import CUDA, SFU, contraction_unit
+from roofwise.profiles.machine import Machine
 
 GiB = 1 << 30
 
@@ -223,7 +223,7 @@ def hbm_measurements(plan: Plan, log: Log) -> list[Measurement]:
         keep(_measure(log, "memory", "hbm", mix, bytes_moved(mix, plan.array_bytes),
                       "torch", call, plan.window_s))
     try:
-        from . import triton_kernels
+        from roofwise.measure import triton_kernels
 
         kernels = triton_kernels.STREAM
     except Exception as exc:  # no Triton, or it failed to compile here: torch's numbers stand
@@ -313,7 +313,7 @@ def alu_measurements(plan: Plan, log: Log) -> list[Measurement]:
     import torch
 
     try:
-        from . import triton_kernels
+        from roofwise.measure import triton_kernels
 
         kernels = triton_kernels.ALU
     except Exception as exc:
@@ -354,7 +354,12 @@ def latency_floors(log: Log, reps: int = 200) -> list[FloorMeasurement]:
     FLOOR_KERNELS launches per call for what each further kernel adds."""
     import torch
 
-    from .timer import profile_kernels, time_cuda_events, time_cuda_graph, time_host_synced
+    from roofwise.measure.timer import (
+        profile_kernels,
+        time_cuda_events,
+        time_cuda_graph,
+        time_host_synced,
+    )
 
     x = torch.zeros(1, device="cuda")
 
@@ -395,7 +400,7 @@ def l2_measurements(plan: Plan, log: Log) -> list[Measurement]:
     import torch
 
     try:
-        from . import triton_kernels
+        from roofwise.measure import triton_kernels
     except Exception as exc:  # no Triton: no L2 figure, and the log says so
         log.say(f"l2: not measured, Triton unavailable ({type(exc).__name__}: {exc})")
         return []

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
-from ..machine import Machine
-from ..profiles import match_device, resolve_machine
+from roofwise.base.errors import InputError
+from roofwise.profiles.load import match_device, resolve_machine
+from roofwise.profiles.machine import Machine
 
 # Bytes each access mix moves per byte of one array (STREAM convention): copy reads one array
 # and writes another; triad reads two and writes one.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import InputError
-from ..ledger import Ledger
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger
 
 GiB = 1 << 30
 

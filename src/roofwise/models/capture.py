@@ -33,13 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..dtypes import bytes_per_element
-from ..errors import InputError
-from ..ledger import Ledger, Role, Tensor
-from ..ops.attention import attention
-from ..ops.moe import moe
-from ..ops.norms import rmsnorm
-from .config import ModelConfig
+from roofwise.base.dtypes import bytes_per_element
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, Tensor
+from roofwise.models.config import ModelConfig
+from roofwise.ops.attention import attention
+from roofwise.ops.moe import moe
+from roofwise.ops.norms import rmsnorm
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 PHASES = ("prefill", "decode")
@@ -151,7 +151,7 @@ def causal_lm_class(config: ModelConfig) -> Any:
 
 def _recorder_class() -> Any:
     """The tracer's dispatch mode, extended with muting (inside fused regions) and places."""
-    from ..measure.trace import DEFAULT_UNITS, _Recorder
+    from roofwise.capture.tracer import DEFAULT_UNITS, _Recorder
 
     class Recorder(_Recorder):
         def __init__(self, seq: int, kv_dtype: str) -> None:
@@ -262,7 +262,7 @@ class _AttentionMode:
 
 
 def _torch_dtype_name(t: Any) -> str:
-    from ..measure.trace import _dtype
+    from roofwise.capture.tracer import _dtype
 
     return str(_dtype(t.dtype))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from roofwise.base.errors import InputError
 
 _SHARDED = ("intermediate_size", "moe_intermediate_size", "vocab_size")
 # Keys that point transformers at code or files outside the config: a config's folder may hold

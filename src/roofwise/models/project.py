@@ -20,11 +20,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dtypes import bytes_per_element
-from ..ledger import Ledger
-from ..machine import Machine
-from ..pricing import LedgerPrice, price_ledger
-from .capture import Capture, CapturedOp
+from roofwise.base.dtypes import bytes_per_element
+from roofwise.ledgers.ledger import Ledger
+from roofwise.models.capture import Capture, CapturedOp
+from roofwise.pricing.core import LedgerPrice, price_ledger
+from roofwise.profiles.machine import Machine
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import InputError
-from ..machine import Machine
-from ..ops.gemm import gemm
-from ..pricing import price_ledger
-from .project import Projection
+from roofwise.base.errors import InputError
+from roofwise.models.project import Projection
+from roofwise.ops.gemm import gemm
+from roofwise.pricing.core import price_ledger
+from roofwise.profiles.machine import Machine
 
 SWEEP_KEYS = ("batch", "seq", "context")
 REGIMES = ("sustained", "burst")

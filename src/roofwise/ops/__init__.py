@@ -1,18 +1,18 @@
 """Ledgers for common operators, one module per family, and a registry to price them by name."""
 
-from .activations import add, gelu, mul, silu, swiglu
-from .attention import attention, attention_decode, attention_prefill, causal_pairs
-from .case_study import (
+from roofwise.ops.activations import add, gelu, mul, silu, swiglu
+from roofwise.ops.attention import attention, attention_decode, attention_prefill, causal_pairs
+from roofwise.ops.case_study import (
     qk_norm_rope_quant,
     qk_norm_rope_quant_split,
     qk_norm_rope_quant_stages,
 )
-from .conv import conv
-from .gemm import batched_gemm, gemm
-from .moe import expert_counts, moe
-from .norms import layernorm, layernorm_backward, rmsnorm, softmax
-from .quant import quant_fp8_per_block, quant_fp8_per_tensor, quant_fp8_per_token
-from .registry import (
+from roofwise.ops.conv import conv
+from roofwise.ops.gemm import batched_gemm, gemm
+from roofwise.ops.moe import expert_counts, moe
+from roofwise.ops.norms import layernorm, layernorm_backward, rmsnorm, softmax
+from roofwise.ops.quant import quant_fp8_per_block, quant_fp8_per_tensor, quant_fp8_per_token
+from roofwise.ops.registry import (
     OPS,
     Param,
     build_op,
@@ -21,7 +21,7 @@ from .registry import (
     parse_op_params,
     parse_shape_args,
 )
-from .rope import rope
+from roofwise.ops.rope import rope
 
 __all__ = [
     "OPS", "Param", "add", "attention", "attention_decode", "attention_prefill",

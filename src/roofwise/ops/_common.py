@@ -18,10 +18,10 @@ import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from .. import numbers
-from ..dtypes import bytes_per_element
-from ..errors import InputError
-from ..text import shown
+from roofwise.base import numbers
+from roofwise.base.dtypes import bytes_per_element
+from roofwise.base.errors import InputError
+from roofwise.base.text import shown
 
 CUDA = "cuda_core.fp32"  # fp32 arithmetic and compares on the CUDA cores
 SFU = "sfu.fp32"  # transcendentals (exp, rsqrt, reciprocal, tanh) on the special-function pipe

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import InputError
-from ..ledger import Ledger, Role, Tensor, Work
-from ..text import shown
-from . import _common as c
+from roofwise.base.errors import InputError
+from roofwise.base.text import shown
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.ops import _common as c
 
 GELU_APPROXIMATIONS = ("tanh", "erf")
 

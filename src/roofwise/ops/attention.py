@@ -25,9 +25,9 @@ Convention:
 
 from __future__ import annotations
 
-from ..errors import InputError
-from ..ledger import Ledger, Role, Tensor, Work
-from . import _common as c
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.ops import _common as c
 
 
 def causal_pairs(q_len: int, kv_len: int) -> int:

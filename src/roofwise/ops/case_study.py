@@ -14,10 +14,10 @@ stage is `quant.quant_work` with one group per row: the two conventions are the 
 
 from __future__ import annotations
 
-from ..ledger import Ledger, Role, Tensor, Work, fuse, separate
-from . import _common as c
-from ._common import CUDA, SFU
-from .quant import quant_work
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work, fuse, separate
+from roofwise.ops import _common as c
+from roofwise.ops._common import CUDA, SFU
+from roofwise.ops.quant import quant_work
 
 LOOKUPS = ("per_call", "per_row")
 

@@ -32,11 +32,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import InputError
-from ..ledger import Ledger, Role, Tensor, Work
-from . import _common as c
-from .activations import silu_work, swiglu_work
-from .norms import softmax_work
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.ops import _common as c
+from roofwise.ops.activations import silu_work, swiglu_work
+from roofwise.ops.norms import softmax_work
 
 
 def expert_counts(routing: Sequence[Sequence[int]] | np.ndarray,

@@ -27,8 +27,8 @@ seed's facts. Both counts stand; this module's is the finer one. The MoE router'
 
 from __future__ import annotations
 
-from ..ledger import Ledger, Role, Tensor, Work
-from . import _common as c
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.ops import _common as c
 
 
 def _io(where: str, rows: int, hidden: int, dtype: str, out_dtype: str,

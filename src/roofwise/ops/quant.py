@@ -15,8 +15,8 @@ scales (one fp32 per group) are outputs. Groups:
 
 from __future__ import annotations
 
-from ..ledger import Ledger, Role, Tensor, Work
-from . import _common as c
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.ops import _common as c
 
 
 def quant_work(elems: int, groups: int, group: str = "group") -> tuple[Work, ...]:

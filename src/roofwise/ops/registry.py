@@ -15,19 +15,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import numbers
-from ..errors import InputError
-from ..ledger import Ledger
-from ..text import one_line, shown
-from .activations import add, gelu, mul, silu, swiglu
-from .attention import attention, attention_decode, attention_prefill
-from .case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
-from .conv import conv
-from .gemm import batched_gemm, gemm
-from .moe import moe
-from .norms import layernorm, layernorm_backward, rmsnorm, softmax
-from .quant import quant_fp8_per_block, quant_fp8_per_tensor, quant_fp8_per_token
-from .rope import rope
+from roofwise.base import numbers
+from roofwise.base.errors import InputError
+from roofwise.base.text import one_line, shown
+from roofwise.ledgers.ledger import Ledger
+from roofwise.ops.activations import add, gelu, mul, silu, swiglu
+from roofwise.ops.attention import attention, attention_decode, attention_prefill
+from roofwise.ops.case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
+from roofwise.ops.conv import conv
+from roofwise.ops.gemm import batched_gemm, gemm
+from roofwise.ops.moe import moe
+from roofwise.ops.norms import layernorm, layernorm_backward, rmsnorm, softmax
+from roofwise.ops.quant import quant_fp8_per_block, quant_fp8_per_tensor, quant_fp8_per_token
+from roofwise.ops.rope import rope
 
 OPS: dict[str, Callable[..., Ledger]] = {
     "gemm": gemm, "batched_gemm": batched_gemm, "conv": conv,

@@ -9,9 +9,9 @@ element, on cuda_core.fp32.
 
 from __future__ import annotations
 
-from ..errors import InputError
-from ..ledger import Ledger, Role, Tensor, Work
-from . import _common as c
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.ops import _common as c
 
 
 def rope(tokens: int = 4096, heads: int = 32, head_dim: int = 128, rotary_dim: int = 0,

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import Analysis, analyze
-from ..machine import Machine
-from ..records import columns_from_valid
-from .build import TraceOp, TraceOps, TraceSummary, build_ops
-from .reader import read_trace
+from roofwise.profiles.machine import Machine
+from roofwise.records.read import columns_from_valid
+from roofwise.traces.build import TraceOp, TraceOps, TraceSummary, build_ops
+from roofwise.traces.reader import read_trace
+from roofwise.verdicts.analysis import Analysis, analyze
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def shapes_text(op: TraceOp) -> str:
 
 @lru_cache(maxsize=65536)
 def _shapes_text(shapes: tuple[Any, ...], dtypes: tuple[str, ...]) -> str:
-    from .aten import TRACE_DTYPES
+    from roofwise.traces.aten import TRACE_DTYPES
 
     parts = [f"{list(d)} {TRACE_DTYPES[t]}" for d, t in zip(shapes, dtypes, strict=False)
              if t in TRACE_DTYPES and isinstance(d, (list, tuple))]

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
-from ..ledger import Ledger, Role, Tensor, Work
-from ..ops import _common as c
-from ..ops.attention import attention
-from ..ops.classes import (
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.ops import _common as c
+from roofwise.ops.attention import attention
+from roofwise.ops.classes import (
     MOVEMENT_OPS,
     OP_CLASS_TABLE,
     REDUCTION_OPS,
@@ -38,9 +38,9 @@ from ..ops.classes import (
     UNARY_OPS,
     VIEW_OPS,
 )
-from ..ops.conv import conv
-from ..ops.gemm import batched_gemm
-from ..ops.norms import layernorm, layernorm_backward, rmsnorm, softmax
+from roofwise.ops.conv import conv
+from roofwise.ops.gemm import batched_gemm
+from roofwise.ops.norms import layernorm, layernorm_backward, rmsnorm, softmax
 
 # The profiler's `Input type` strings -> roofwise dtypes (anything else is not a tensor).
 TRACE_DTYPES = {
@@ -199,7 +199,7 @@ def _price(call: Call, allow_tf32: bool, replay: bool) -> OpPrice:
         return found
     if not replay:
         return unpriced("no ledger for this op in the operator library")
-    from .replay import replay_call  # torch only when an op needs it
+    from roofwise.traces.replay import replay_call  # torch only when an op needs it
 
     return replay_call(call, allow_tf32)
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .aten import OpPrice, make_call, price_call, unpriced
-from .link import NO_OP, launching_ops
-from .reader import CpuOp, TraceEvents
+from roofwise.traces.aten import OpPrice, make_call, price_call, unpriced
+from roofwise.traces.link import NO_OP, launching_ops
+from roofwise.traces.reader import CpuOp, TraceEvents
 
 US = 1e-6  # trace timestamps and durations are in microseconds
 _COMMUNICATION = ("nccl", "rccl")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .reader import CpuOp, Flow, GpuEvent, RuntimeCall, TraceEvents
+from roofwise.traces.reader import CpuOp, Flow, GpuEvent, RuntimeCall, TraceEvents
 
 NO_OP = -1
 

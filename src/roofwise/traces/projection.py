@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .analysis import TraceAnalysis, shapes_text
+from roofwise.base.errors import InputError
+from roofwise.traces.analysis import TraceAnalysis, shapes_text
 
 # projection op -> words that mark the traced ops of the same fused kind
 FUSED_KINDS = {"attention (fused)": ("attention",), "rmsnorm (fused)": ("rms_norm", "rmsnorm"),

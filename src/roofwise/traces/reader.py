@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
-from ..errors import InputError
+from roofwise.base.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 1 << 20  # a trace names `traceEvents` (or an event's `ph`) well within 1 MiB

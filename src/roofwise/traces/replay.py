@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .aten import Call, OpPrice, unpriced
+from roofwise.traces.aten import Call, OpPrice, unpriced
 
 _TORCH_DTYPES = {
     "fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16",
@@ -29,7 +29,7 @@ def replay_call(call: Call, allow_tf32: bool = False) -> OpPrice:
     try:
         import torch
 
-        from ..measure.trace import trace
+        from roofwise.capture.tracer import trace
     except ImportError:
         return unpriced("not in the operator library; replaying it needs torch "
                         "(pip install 'roofwise[gpu]')")

@@ -1,0 +1,1 @@
+"""Bottom of the stack: errors, numbers, text, units, paths, YAML, threads."""

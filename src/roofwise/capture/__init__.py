@@ -1,0 +1,1 @@
+"""Ledgers captured from PyTorch functions on meta and fake tensors."""

@@ -1,0 +1,1 @@
+"""Why a row got its verdict: every reason sentence, written once."""

@@ -1,0 +1,366 @@
+"""Why each row got its verdict, for whole columns: the sentences `analysis.explain` gives one
+row at a time, built per verdict and flag template over the rows that carry it.
+
+The templates are `reason_text`'s (one per sentence); here they are fed columns of numbers
+formatted by `fmt`'s column formatters, or rendered once per distinct value (a machine's
+constants, a floor). Rows whose sentences need a row's whole unit split (a second pipe near
+the binding one, units a profile lacks, a non-positive time) are rare and still go through
+`explain`. Every list equals `explain(analysis, i)` (tests/test_output.py checks it).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from roofwise.base import fmt
+from roofwise.base.text import encodable
+from roofwise.base.text_columns import strings
+from roofwise.explain import reason_text
+from roofwise.pricing.core import equal_to
+from roofwise.pricing.reasons import IMPOSSIBLE_REASONS, Reason
+from roofwise.verdicts.rules import AT_CEILING, BELOW
+
+if TYPE_CHECKING:
+    from roofwise.profiles.machine import Machine
+    from roofwise.verdicts.analysis import Analysis
+
+# Flags whose sentences need a row's whole unit split: those rows are explained one by one.
+_ONE_BY_ONE = Reason.UNKNOWN_UNIT | Reason.BAD_TIME | Reason.SECOND_PIPE
+_UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
+
+
+def reasons_column(analysis: Analysis) -> pl.Series:
+    """A list of sentences per row, in the order `explain` says them."""
+    from roofwise.verdicts.analysis import explain
+    from roofwise.verdicts.mismatch import mismatches
+
+    n = len(analysis)
+    cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
+    flags = judged.flags.astype(np.int64)
+    verdict = judged.verdict.astype(np.int64)
+    reading = np.isin(verdict, (AT_CEILING, BELOW))
+    no_machine = (flags & int(Reason.NO_MACHINE)) != 0
+    alone = ((flags & int(_ONE_BY_ONE)) != 0) & ~no_machine
+    templated = ~alone & ~no_machine
+    machine_name = analysis.machine_name
+    on_machine = {name: equal_to(machine_name, name) for name in analysis.machines}
+    memory = np.asarray(priced.bound_memory, dtype=bool)
+    columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
+    texts: list[tuple[np.ndarray, pl.Expr]] = []  # (rows, their sentence), in saying order
+
+    def has(flag: Reason) -> np.ndarray:
+        return templated & ((flags & int(flag)) != 0)
+
+    def rows_with(flag: Reason, name: str | None = None, extra: np.ndarray | None = None
+                  ) -> np.ndarray:
+        mask = has(flag) if flag else templated.copy()
+        if name is not None:
+            mask &= on_machine[name]
+        return mask if extra is None else mask & extra
+
+    def when(mask: np.ndarray, text: pl.Expr | Callable[[], pl.Expr]) -> None:
+        """`text` for the rows in `mask`; nothing at all (nor its columns built, when `text`
+        is a function) when no row carries it."""
+        if mask.any():
+            texts.append((np.flatnonzero(mask), text if isinstance(text, pl.Expr) else text()))
+
+    def column(name: str, values: Any) -> pl.Expr:
+        if name not in columns:
+            columns[name] = values
+        return pl.col(name)
+
+    def sentences(mask: np.ndarray, values: list[str]) -> None:
+        """One sentence per row of `mask`, already written, in row order."""
+        if mask.any():
+            when(mask, column(f"t{len(columns)}", scattered(n, np.flatnonzero(mask), values)))
+
+    mismatch = mismatches(analysis)
+    when(templated & (mismatch != ""), lambda: column("mismatch", strings("mismatch", mismatch)))
+    def unknown_roof(m: Machine) -> pl.Expr:
+        return pl.format("unknown roof {} on {}; units: {}", _repr_text(column(
+            "roof", strings("roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units)))
+
+    def above_regime(m: Machine) -> pl.Expr:
+        used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
+            "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
+        return pl.format("above the ceiling of the {} it was priced with, but within the "
+                         "envelope (the highest measured mix and regime)", used)
+
+    for name, m in analysis.machines.items():
+        when(rows_with(Reason.UNKNOWN_ROOF, name), functools.partial(unknown_roof, m))
+        when(rows_with(Reason.UNIT_RATE_GAP, name), pl.lit(
+            f"{m.name} has no known rate for the units used (a gap in its sources)"))
+        when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
+            f"{m.name} has no known {m.dram.name} bandwidth (a gap)"))
+    when(rows_with(Reason.ZERO_BYTES), pl.lit(
+        "zero bytes: the ledger moves nothing, so there is no memory roof to read"))
+    over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
+    if over.any():
+        at = np.flatnonzero(over)
+        achieved = column("achieved", scattered(n, at, fmt.fixed_each(
+            judged.achieved_bytes_per_s[at] / 1e9, ".1f", "GB/s")))
+        for name, m in analysis.machines.items():
+            theory = m.dram.theoretical_bytes_per_s or math.nan
+            when(over & on_machine[name], pl.format(
+                "bytes/time {} exceeds {} theoretical {} GB/s: physically impossible, so the "
+                "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
+                pl.lit(f"{theory / 1e9:.0f}")))
+    over_rate = has(Reason.ABOVE_THEORETICAL_RATE)
+    if over_rate.any():
+        for name, m in analysis.machines.items():
+            for key, ops in priced.unit_ops.items():
+                unit = m.unit(key)
+                if unit is None or not unit.theoretical_ops_per_s:
+                    continue
+                peak = fmt.tera_rate(unit.theoretical_ops_per_s, key)
+                with np.errstate(all="ignore"):
+                    rate = ops / cols.time_s
+                    rows = over_rate & on_machine[name] & (cols.time_s > 0) & (
+                        rate > unit.theoretical_ops_per_s)
+                sentences(rows, [reason_text.above_rate_sentence(key, r, peak) for r in
+                                 fmt.tera_rate_each(rate[rows], key)])
+    floors = _FloorTexts(analysis, has(Reason.BELOW_LATENCY_FLOOR) | has(Reason.FLOOR_SPLIT)
+                         | (templated & reading & _finite(judged.net_efficiency, n)))
+    sentences(has(Reason.BELOW_LATENCY_FLOOR), floors.latency_bound(
+        np.flatnonzero(has(Reason.BELOW_LATENCY_FLOOR))))
+    # an impossible row's anomaly is said by its impossible sentence
+    anomaly = has(Reason.ANOMALY) & ((flags & int(IMPOSSIBLE_REASONS)) == 0)
+    if anomaly.any():
+        when(anomaly, column("anomaly", anomaly_texts(analysis, np.flatnonzero(anomaly))))
+    for name, m in analysis.machines.items():
+        when(rows_with(Reason.ABOVE_REGIME_WITHIN_ENVELOPE, name),
+             functools.partial(above_regime, m))
+    at = np.flatnonzero(templated & reading)
+    if len(at):
+        # a floor that binds part of the time: the efficiency net of it, said beside the
+        # efficiency (a split row says it in its own sentence instead)
+        beside = at[_finite(judged.net_efficiency, n)[at] & ((flags[at] & int(Reason.FLOOR_SPLIT))
+                                                          == 0)]
+        net = scattered(n, beside, floors.net_beside(beside))
+        percent = column("percent", percent_texts(judged.efficiency, at, n))
+        beside_text = column("net", net.fill_null(""))
+        for name, m in analysis.machines.items():
+            when(rows_with(Reason.NONE, name, reading & memory), pl.format(
+                "{} of SOL{}; memory-bound on {} {} mix", percent, beside_text,
+                pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
+            when(rows_with(Reason.NONE, name, reading & ~memory), pl.format(
+                "{} of SOL{}; compute-bound on {}", percent, beside_text,
+                column("binding", strings("binding", priced.binding_unit))))
+    split = has(Reason.FLOOR_SPLIT) if judged.net_efficiency is not None else np.zeros(n, bool)
+    sentences(split, floors.floor_split(np.flatnonzero(split)))
+    for name, m in analysis.machines.items():
+        when(rows_with(Reason.UNCALIBRATED_MEMORY, name), pl.lit(
+            f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)"))
+        raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(key))
+               for key, ops in priced.unit_ops.items()
+               if (unit := m.unit(key)) is not None and not unit.calibrated]
+        if raw:
+            when(rows_with(Reason.UNCALIBRATED_UNIT, name),
+                 pl.lit("uncalibrated unit(s) priced at the datasheet rate: ")
+                 + pl.concat_str(raw, separator=", ", ignore_nulls=True))
+    when(rows_with(Reason.WALL_TIMING), pl.lit(
+        "wall-clock time includes host overhead: efficiency is a lower bound"))
+    out = _lists(pl.DataFrame(columns, height=n), texts)
+    special = np.flatnonzero(alone | no_machine)
+    if len(special):
+        lists = [explain(analysis, i) for i in special.tolist()]
+        flat = [encodable(text) for found in lists for text in found]
+        owner = np.repeat(special, [len(found) for found in lists])
+        alone_rows = (pl.DataFrame({"i": owner, "alone": pl.Series(flat, dtype=pl.String)})
+                      .group_by("i", maintain_order=True).agg("alone"))
+        alone_rows = pl.concat([alone_rows, pl.DataFrame(  # rows explained by no sentence
+            {"i": np.setdiff1d(special, owner), "alone": [[]] * len(np.setdiff1d(
+                special, owner))}, schema={"i": pl.Int64, "alone": pl.List(pl.String)})])
+        out = (pl.DataFrame({"i": np.arange(n), "reasons": out})
+               .join(alone_rows, on="i", how="left", maintain_order="left")
+               .select(pl.coalesce("alone", "reasons")).to_series())
+    return out.alias("reasons")
+
+
+def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.Series:
+    """Each row's sentences as a list, in `texts` order.
+
+    Each template is filled for its own rows only (not evaluated over every row and masked).
+    Most rows say one sentence, which becomes a one-item list at no cost; where some rows say
+    several, theirs are joined on a separator no sentence holds and every row split on it
+    (an engine-side list build, several times faster than concatenating lists)."""
+    n = frame.height
+    said = np.zeros(n, dtype=np.int16)
+    joined = pl.repeat(None, n, dtype=pl.String, eager=True)
+    for rows, template in texts:
+        roots = list(dict.fromkeys(template.meta.root_names())) or frame.columns[:1]
+        values = frame.select(roots)[rows].select(template.alias("t")).to_series()
+        if len(values) != len(rows):  # a literal: one value for every row
+            values = values.new_from_index(0, len(rows))
+        again = np.flatnonzero(said[rows] > 0)
+        if len(again):
+            values = values.scatter(again, joined.gather(rows[again]) + _UNIT_SEPARATOR
+                                    + values.gather(again))
+        joined = joined.scatter(rows, values)
+        said[rows] += 1
+    if (said > 1).any():
+        lists = joined.str.split(_UNIT_SEPARATOR)
+    else:
+        lists = joined.reshape((-1, 1)).cast(pl.List(pl.String))
+    if (said == 0).any():
+        lists = pl.select(pl.when(pl.lit(pl.Series(said == 0)))
+                          .then(pl.lit([], dtype=pl.List(pl.String)))
+                          .otherwise(pl.lit(lists))).to_series()
+    return lists.alias("reasons")
+
+
+def _finite(values: np.ndarray | None, n: int) -> np.ndarray:
+    return np.zeros(n, dtype=bool) if values is None else np.isfinite(values)
+
+
+def scattered(n: int, at: np.ndarray, values: list[str]) -> pl.Series:
+    """A text column of `n` rows: `values` at the rows `at`, null elsewhere."""
+    column = pl.repeat(None, n, dtype=pl.String, eager=True)
+    return column.scatter(at, pl.Series(values, dtype=pl.String)) if len(at) else column
+
+
+class _FloorTexts:
+    """The floor sentences of the rows in `mask`: each row's floor (`analysis.floor_facts`)
+    is one of a few per (machine, timing, kernels), described once each."""
+
+    def __init__(self, analysis: Analysis, mask: np.ndarray) -> None:
+        from roofwise.records.read import categorize
+        from roofwise.verdicts.analysis import floor_facts
+
+        self._analysis = analysis
+        cols, flags = analysis.columns, analysis.judged.flags
+        self._rows = np.flatnonzero(mask)
+        rows = self._rows
+        if not len(rows):
+            self._group, self._facts, self._described = np.zeros(0, np.int64), [], []
+            self._floor_s = np.zeros(0)
+            return
+        # a row's floor is set by its machine, timing, kernel count and overlapped launches
+        keys = np.stack([categorize(analysis.machine_name[rows])[0],
+                         categorize(cols.timing[rows])[0],
+                         cols.kernel_counts()[rows].astype(np.int64),
+                         (flags[rows] & int(Reason.FLOOR_OVERLAPPED)) != 0], axis=1)
+        _, first, group = np.unique(keys.reshape(len(rows), 4), axis=0, return_index=True,
+                                    return_inverse=True)
+        self._group = group.reshape(-1)
+        self._facts = [floor_facts(analysis, int(i), analysis.machines[str(
+            analysis.machine_name[i])]) for i in rows[first].tolist()]
+        self._described = [f.describe() for f in self._facts]
+        self._floor_s = np.array([f.floor_s for f in self._facts], dtype=np.float64)
+
+    def _parts(self, at: np.ndarray) -> tuple[list[reason_text.FloorFacts], list[str],
+                                              np.ndarray]:
+        group = self._group[np.searchsorted(self._rows, at)].tolist()
+        return ([self._facts[g] for g in group], [self._described[g] for g in group],
+                self._floor_s[group])
+
+    def latency_bound(self, at: np.ndarray) -> list[str]:
+        facts, described, floor_s = self._parts(at)
+        time_s = self._analysis.columns.time_s[at]
+        with np.errstate(all="ignore"):
+            spans = np.where(floor_s > 0, time_s / np.where(floor_s > 0, floor_s, 1.0),
+                             np.inf)
+        return [reason_text.advised(reason_text.latency_bound_sentence(t, s, d, sol, f.timing),
+                                    f.timing)
+                for t, s, d, sol, f in zip(
+                    fmt.seconds_each(time_s), spans.tolist(), described,
+                    fmt.seconds_each(self._analysis.priced.sol_time_s[at]), facts,
+                    strict=True)]
+
+    def floor_split(self, at: np.ndarray) -> list[str]:
+        facts, described, floor_s = self._parts(at)
+        time_s = self._analysis.columns.time_s[at]
+        net = self._analysis.judged.net_efficiency
+        assert net is not None
+        nets = [text if math.isfinite(v) else "" for text, v in
+                zip(fmt.percent_each(net[at]), net[at].tolist(), strict=True)]
+        return [reason_text.floor_split_sentence(sol, d, t, rest, e, f.timing, f.kernels)
+                for sol, d, t, rest, e, f in zip(
+                    fmt.seconds_each(self._analysis.priced.sol_time_s[at]), described,
+                    fmt.seconds_each(time_s), fmt.seconds_each(time_s - floor_s), nets, facts,
+                    strict=True)]
+
+    def net_beside(self, at: np.ndarray) -> list[str]:
+        _, described, floor_s = self._parts(at)
+        net = self._analysis.judged.net_efficiency
+        assert net is not None
+        with np.errstate(all="ignore"):
+            share = floor_s / self._analysis.columns.time_s[at]
+        return [reason_text.net_beside_sentence(e, d, s) for e, d, s in zip(
+            fmt.percent_each(net[at]), described, fmt.percent_each(share), strict=True)]
+
+
+def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
+    """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, each
+    machine's rows at once."""
+    texts = np.empty(len(at), dtype=object)
+    machine_name = analysis.machine_name[at]
+    for name, machine in analysis.machines.items():
+        mine = np.flatnonzero(equal_to(machine_name, name))
+        if len(mine):
+            texts[mine] = [f"{what}: {reason_text.RECOUNT_ADVICE}" for what in
+                           above_envelope_whats(analysis, machine, at[mine])]
+    return scattered(len(analysis), at, texts.tolist())
+
+
+def above_envelope_whats(a: Analysis, machine: Machine, rows: np.ndarray) -> list[str]:
+    """`reason_text.above_envelope_what` of each row `rows` of `machine` (`analysis.ceiling_facts`
+    for its ceiling), the ceiling looked up once per bound and unit, the numbers per column:
+    what the anomaly reason and lint M8 say."""
+    cols, priced = a.columns, a.priced
+    memory = priced.bound_memory[rows]
+    ceilings = {}
+    per_row = []
+    for key in zip(memory.tolist(), np.asarray(priced.binding_unit[rows]).tolist(),
+                   strict=True):
+        if key not in ceilings:
+            ceilings[key] = machine.ceiling(bool(key[0]), str(key[1]))
+        per_row.append(ceilings[key])
+    theoretical = np.array([np.nan if c.theoretical_per_s is None else c.theoretical_per_s
+                            for c in per_row], dtype=np.float64)
+    time_s = cols.time_s[rows]
+    done = np.where(memory, cols.bytes[rows], priced.binding_ops[rows])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        implied = done / time_s / theoretical
+    known = (~np.isnan(theoretical) & (time_s > 0)).tolist()
+    efficiency = a.judged.envelope_efficiency[rows]
+    shown = [text if finite else reason_text.UNBOUNDED for text, finite in zip(
+        fmt.percent_each(efficiency), np.isfinite(efficiency).tolist(), strict=True)]
+    return [reason_text.above_envelope_sentence(
+        share, reason_text.implied_text(fraction, c.name, c.fraction) if ok else "")
+        for share, fraction, c, ok in zip(shown, implied.tolist(), per_row, known, strict=True)]
+
+
+def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:
+    """`fmt.percent` of `values` at the rows `at` (null elsewhere), formatted by the engine.
+
+    Rounding to 0.1% by the engine and by Python's format agree except within a hair of a
+    tie (x.x5); those rows, and the rare forms (<0.1%, scientific), are formatted by
+    `fmt.percent` itself, so every text is exactly what `fmt.percent` writes.
+    """
+    x = np.asarray(values, dtype=np.float64)[at] * 100
+    with np.errstate(invalid="ignore"):
+        scaled = x * 10
+        tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+        plain = np.isfinite(x) & (np.abs(x) >= 0.05) & (np.abs(x) < 1e6) & ~tie
+    texts = pl.select(pl.lit(pl.Series(x)).round(1).cast(pl.String) + "%").to_series()
+    python = np.flatnonzero(~plain)
+    if len(python):
+        texts = texts.scatter(python, pl.Series([fmt.percent(v / 100) for v in
+                                                 x[python].tolist()], dtype=pl.String))
+    column = pl.repeat(None, n, dtype=pl.String, eager=True)
+    return column.scatter(at, texts) if len(at) else column
+
+
+def _repr_text(column: pl.Expr) -> pl.Expr:
+    """Python's repr of a plain string (quotes chosen as repr chooses them)."""
+    return (pl.when(column.str.contains("'") & ~column.str.contains('"'))
+            .then(pl.lit('"') + column + pl.lit('"'))
+            .otherwise(pl.lit("'") + column.str.replace_all("\\", "\\\\", literal=True)
+                       .str.replace_all("'", "\\'", literal=True) + pl.lit("'")))

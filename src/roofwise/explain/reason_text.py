@@ -1,0 +1,211 @@
+"""Sentences for the floor, the ceilings and the pipes: one small pure function per flag.
+
+Each takes plain numbers (never an analysis), so that a row's reason can be rendered from its
+columns alone; `analysis.explain` gathers the numbers and calls these for the flags a row
+carries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from roofwise.base import fmt
+
+_RETIME_ADVICE = {
+    "events": "re-time with graph replay or kernel durations, or fuse or graph-capture the call",
+    "wall": "re-time with events, graph replay or kernel durations, or fuse the kernels",
+    "graph": "re-time with kernel durations, or fuse the kernels",
+    "kernel": "give each launch more work (batch, fuse)",
+}
+
+
+@dataclass(frozen=True)
+class FloorFacts:
+    """The floor one row was read against: its timing method, kernel count and parts."""
+
+    timing: str
+    kernels: int
+    per_call_s: float
+    per_kernel_s: float
+    floor_s: float
+    assumed: bool
+    source: str
+    # the method the record named, when its time sat clearly under that method's floor and
+    # the row was read against the kernel floor instead; "" otherwise
+    overlapped_from: str = ""
+
+    def describe(self) -> str:
+        """`the events floor 215.000 us for 40 kernels (20.000 us + 39 x 5.000 us, assumed)`."""
+        kind = "assumed" if self.assumed else "measured"
+        parts = (kind if self.kernels <= 1 else
+                 f"{fmt.seconds(self.per_call_s)} + {self.kernels - 1} x "
+                 f"{fmt.seconds(self.per_kernel_s)}, {kind}")
+        launches = "" if self.kernels <= 1 else f" for {self.kernels} kernels"
+        why = (f"; the time is under the {self.overlapped_from} floor, so launches overlapped"
+               if self.overlapped_from else "")
+        return f"the {self.timing} floor {fmt.seconds(self.floor_s)}{launches} ({parts}{why})"
+
+
+def retime_advice(timing: str) -> str:
+    """What to do about a row its timing method's floor explains."""
+    return _RETIME_ADVICE.get(timing, _RETIME_ADVICE["events"])
+
+
+def latency_bound_what(sol_s: float, time_s: float, floor: FloorFacts) -> str:
+    """SOL under the floor and the floor most of the time: what the time is made of."""
+    spans = time_s / floor.floor_s if floor.floor_s > 0 else math.inf
+    return latency_bound_sentence(fmt.seconds(time_s), spans, floor.describe(),
+                                  fmt.seconds(sol_s), floor.timing)
+
+
+def latency_bound_sentence(time_text: str, spans: float, floor_text: str, sol_text: str,
+                           timing: str) -> str:
+    """`latency_bound_what` from its numbers already formatted (what a column of rows uses)."""
+    cause = ("a kernel's fixed cost, not its work, sets the time" if timing == "kernel"
+             else "launches, not the kernel, set the time")
+    return (f"the {time_text} measured is {spans:.2f} x {floor_text} and "
+            f"SOL is {sol_text}: {cause}, so efficiency is no reading")
+
+
+def latency_bound_text(sol_s: float, time_s: float, floor: FloorFacts) -> str:
+    """The latency_bound reason: what the time is made of, then what to do."""
+    return advised(latency_bound_what(sol_s, time_s, floor), floor.timing)
+
+
+def advised(what: str, timing: str) -> str:
+    """A latency-bound finding, then what to do about it."""
+    return f"{what}; {retime_advice(timing)}"
+
+
+def floor_split_text(sol_s: float, time_s: float, floor: FloorFacts,
+                     net_efficiency: float) -> str:
+    """SOL under the floor but the time far above it: the floor, the rest, and what tells
+    the rest apart (kernel time under a profiler; under other methods it may be host
+    overhead above an assumed floor as well)."""
+    return floor_split_sentence(
+        fmt.seconds(sol_s), floor.describe(), fmt.seconds(time_s),
+        fmt.seconds(time_s - floor.floor_s),
+        fmt.percent(net_efficiency) if math.isfinite(net_efficiency) else "", floor.timing,
+        floor.kernels)
+
+
+def floor_split_sentence(sol_text: str, floor_text: str, time_text: str, rest_text: str,
+                         net_text: str, timing: str, kernels: int) -> str:
+    """`floor_split_text` from its numbers already formatted ("" for no net efficiency)."""
+    net = f", {net_text} of SOL net of the floor" if net_text else ""
+    if timing == "kernel":
+        action = ("the rest is the kernels' own time: fuse them" if kernels > 1 else
+                  "the rest is the kernel's own time: profile it")
+    else:
+        action = (("fuse the kernels, or " if kernels > 1 else "")
+                  + "re-time with kernel durations to tell the "
+                  + ("kernels'" if kernels > 1 else "kernel's")
+                  + " own time from overhead above the floor")
+    return (f"SOL {sol_text} is under {floor_text}, yet the {time_text} measured is that "
+            f"floor plus {rest_text} more{net}; {action}")
+
+
+def net_beside_text(net_efficiency: float, time_s: float, floor: FloorFacts) -> str:
+    """`, 84.2% net of the events floor 20.000 us (assumed), 33.3% of the time`, to follow
+    an efficiency where the floor is a sizeable share of the time."""
+    return net_beside_sentence(fmt.percent(net_efficiency), floor.describe(),
+                               fmt.percent(floor.floor_s / time_s))
+
+
+def net_beside_sentence(net_text: str, floor_text: str, share_text: str) -> str:
+    """`net_beside_text` from its numbers already formatted."""
+    return f", {net_text} net of {floor_text}, {share_text} of the time"
+
+
+def above_rate_sentence(unit_key: str, rate_text: str, peak_text: str) -> str:
+    """A unit's work over the time above the unit's theoretical rate (rates formatted by
+    `fmt.tera_rate`)."""
+    return f"{unit_key} at {rate_text} exceeds its theoretical {peak_text}: physically impossible"
+
+
+@dataclass(frozen=True)
+class CeilingFacts:
+    """The ceiling that bound a row, and the fraction of its theoretical the row implies."""
+
+    name: str  # "hbm read mix" or "tensor_core.bf16"
+    implied_fraction: float  # achieved rate over theoretical; NaN where theoretical is a gap
+    profile_fraction: float | None  # the profile's calibration of that ceiling
+
+
+UNBOUNDED = "unbounded"  # an envelope efficiency that is no finite number (a zero time)
+
+
+def above_envelope_what(envelope_efficiency: float, ceiling: CeilingFacts | None) -> str:
+    """Above the envelope but below every theoretical ceiling: both readings, with numbers."""
+    shown = fmt.percent(envelope_efficiency) if math.isfinite(envelope_efficiency) else (
+        UNBOUNDED)
+    implied = "" if ceiling is None else implied_text(
+        ceiling.implied_fraction, ceiling.name, ceiling.profile_fraction)
+    return above_envelope_sentence(shown, implied)
+
+
+def implied_text(implied_fraction: float, ceiling_name: str,
+                 profile_fraction: float | None) -> str:
+    """` (implies 0.9942 of hbm read mix theoretical, profile 0.9380)`: the fraction of its
+    theoretical rate a row implies for its ceiling; "" where that is no number."""
+    if not math.isfinite(implied_fraction):
+        return ""
+    profile = "uncalibrated" if profile_fraction is None else f"{profile_fraction:.4f}"
+    return f" (implies {implied_fraction:.4f} of {ceiling_name} theoretical, profile {profile})"
+
+
+def above_envelope_sentence(shown: str, implied: str) -> str:
+    """`above_envelope_what` from its parts already written (what a column of rows uses)."""
+    return (f"{shown} of the envelope ceiling: above 105% yet below theoretical, so bytes, "
+            "FLOPs or timer are wrong, or the profile is calibrated below this card"
+            f"{implied}")
+
+
+RECOUNT_ADVICE = "recount, or run `roofwise calibrate`"  # what to do about an anomaly
+
+
+def above_envelope_text(envelope_efficiency: float, ceiling: CeilingFacts | None) -> str:
+    """The anomaly reason: both readings, then what to do."""
+    return f"{above_envelope_what(envelope_efficiency, ceiling)}: {RECOUNT_ADVICE}"
+
+
+def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s: float,
+               efficiency: float, serial_efficiency: float) -> str:
+    """Every pipe near the binding one, the serial sum beside the overlapped bound, the band."""
+    binding_s = pipes[0][1]
+    # faster than the pipes one after another: they overlapped, which is no sign of a fast
+    # kernel (the overlapped bound is the reading)
+    overlap = " (over 100%: the pipes overlapped)" if serial_efficiency > 1.0 else ""
+    named = ", ".join(f"{key} {fmt.seconds(t)}" + (" (binding)" if k == 0 else
+                                                  f" ({fmt.percent(t / binding_s, 0)})")
+                      for k, (key, t) in enumerate(pipes))
+    return (f"pipes at >= 50% of the binding one: {named}; the call measures between the "
+            f"overlapped bound {fmt.seconds(overlapped_s)} and the serial sum "
+            f"{fmt.seconds(serial_s)}: efficiency {fmt.percent(efficiency)} overlapped, "
+            f"{fmt.percent(serial_efficiency)} serial{overlap}")
+
+
+def bound_label(bound_memory: bool, pipes: Sequence[tuple[str, float]], binding_unit: str,
+                memory_name: str = "memory") -> str:
+    """What bound the row, naming a second pipe when it matters: `tensor_core.bf16 + sfu.fp32`
+    (`memory_name`, e.g. `hbm`, for a memory-bound row)."""
+    named = " + ".join(k for k, _ in pipes)
+    if bound_memory:
+        return f"{memory_name} (pipes {named})" if len(pipes) > 1 else memory_name
+    return named if len(pipes) > 1 else binding_unit
+
+
+def efficiency_band_text(efficiency: float, serial_efficiency: float) -> str:
+    """`58.9%-84.2%`: against the overlapped bound, then against the serial sum."""
+    return f"{fmt.percent(efficiency)}-{fmt.percent(serial_efficiency)}"
+
+
+def floor_line(timing: str, per_call_s: float, per_kernel_s: float, assumed: bool,
+               source: str) -> str:
+    """One timing method's floor for a profile listing: `events: 20 us + 5 us per further
+    kernel (assumed: ...)`."""
+    kind = source if assumed or source.startswith("measured") else f"measured: {source}"
+    return (f"{timing}: {fmt.seconds(per_call_s, significant=3)} + "
+            f"{fmt.seconds(per_kernel_s, significant=3)} per further kernel ({kind})")

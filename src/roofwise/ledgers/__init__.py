@@ -1,0 +1,1 @@
+"""What one call must do: tensors and work, fuse/separate, ledger YAML."""

@@ -1,0 +1,1 @@
+"""The verdict frame and what is written from it (JSON lines, CSV)."""

@@ -1,0 +1,1 @@
+"""Machine profiles: values, loading and validation, the built-ins."""

@@ -1,0 +1,1 @@
+"""Benchmark records: reading (contract, screen, batches) and writing."""

@@ -1,0 +1,1 @@
+"""Verdicts: the rules that turn a price and a time into a verdict."""
