@@ -98,7 +98,8 @@ def test_one_unit_vocabulary_flop_per_s_op_per_s_and_bytes_per_s(capsys, monkeyp
     assert fmt.rate(4.5024e12, "B/s", 2) == "4.50 TB/s"
     outs = [run_at(capsys, monkeypatch, 100, *args) for args in (
         ("machine", "h200"), ("price", "examples/qk_norm_rope_quant.yaml", "-m", "h200"),
-        ("analyze", "examples/records.jsonl"), ("lint", "src/roofwise/profiles/machines/h200.yaml"))]
+        ("analyze", "examples/records.jsonl"),
+        ("lint", "src/roofwise/profiles/machines/h200.yaml"))]
     for out in outs:
         assert not re.search(r"\d (T|G)/s|Top/s \(tensor|\bT/s\b", out)
     assert "Top/s" in outs[0] and "TFLOP/s" in outs[0]
