@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from roofwise.output.analysis import analyze
 from roofwise.pricing.core import uniform
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import RecordColumns, read_records
 from roofwise.records.write import write_records
-from roofwise.verdicts.analysis import analyze
 from roofwise.verdicts.rules import (
     ANOMALY_EFFICIENCY,
     AT_CEILING_EFFICIENCY,

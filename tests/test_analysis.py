@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from roofwise.output.analysis import analyze
 from roofwise.records.read import columns_from_valid, read_records, validate_record
-from roofwise.verdicts.analysis import analyze
 
 BW = 4800e9 * 0.9380  # h200 hbm, read mix (the envelope)
 CUDA = 67.0e12 * 0.8548

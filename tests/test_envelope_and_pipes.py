@@ -16,11 +16,11 @@ from rich.console import Console
 
 from roofwise.lint import lint_analysis, lint_ledger
 from roofwise.ops.attention import attention
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import columns_from_valid, validate_record
 from roofwise.render.html import report_html
 from roofwise.render.table import render_analysis
-from roofwise.verdicts.analysis import Analysis, analyze
 
 MACHINES = builtin_machines()
 H200 = MACHINES["h200"]

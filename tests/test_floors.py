@@ -14,9 +14,9 @@ import pytest
 from roofwise.base.errors import InputError
 from roofwise.lint import lint_analysis
 from roofwise.ops.attention import attention_decode
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.load import builtin_machines, parse_machine
 from roofwise.records.read import columns_from_valid, validate_record
-from roofwise.verdicts.analysis import Analysis, analyze
 
 MACHINES = builtin_machines()
 H200 = MACHINES["h200"]

@@ -42,11 +42,11 @@ from roofwise.ops import (
     qk_norm_rope_quant_stages,
     rmsnorm,
 )
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.load import builtin_machines
 from roofwise.profiles.machine import ComputeUnit, Machine
 from roofwise.records.read import columns_from_valid, validate_record
 from roofwise.records.write import write_records
-from roofwise.verdicts.analysis import Analysis, analyze
 
 MACHINES = builtin_machines()
 H200 = MACHINES["h200"]

@@ -23,12 +23,12 @@ from roofwise.lint import ROW_CHECKS, lint_columns, lint_findings, lint_rows
 from roofwise.lint.findings import nbytes_text, nbytes_text_each
 from roofwise.ops import attention_decode, gemm, qk_norm_rope_quant, qk_norm_rope_quant_stages
 from roofwise.ops.attention import attention
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.output.frame import json_lines
 from roofwise.pricing.core import equal_to, uniform
 from roofwise.profiles.load import builtin_machines
 from roofwise.profiles.machine import ComputeUnit
 from roofwise.records.read import columns_from_valid, validate_record
-from roofwise.verdicts.analysis import Analysis, analyze
 
 MACHINES = builtin_machines()
 H200 = MACHINES["h200"]

@@ -10,11 +10,11 @@ import math
 import pytest
 
 import roofwise
+from roofwise.output.analysis import analyze
 from roofwise.output.frame import json_lines, write_csv, write_json_lines
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import read_records
 from roofwise.records.write import write_records
-from roofwise.verdicts.analysis import analyze
 
 ROWS = [
     {"op": "a", "flops": 10, "bytes": 20, "roof": "cuda_core.fp32", "time_s": 1e-6,

@@ -101,10 +101,10 @@ def test_judge_batches_as_a_spark_worker_runs_it(records):
     pa = pytest.importorskip("pyarrow")
     import polars as pl
 
+    from roofwise.output.analysis import analyze
     from roofwise.output.stream import VERDICT_SCHEMA_COLUMNS, judge_frame
     from roofwise.profiles.load import builtin_machines, resolve_machine
     from roofwise.records.read import read_records
-    from roofwise.verdicts.analysis import analyze
 
     def judge_batches(batches):  # as in roofwise.output.stream's docstring
         for batch in batches:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from roofwise.output.analysis import analyze
 from roofwise.profiles.load import builtin_machines, resolve_machine
 from roofwise.records.read import read_records
-from roofwise.verdicts.analysis import analyze
 
 THRESHOLD = 0.03
 

@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it
 _EXPORTS = {
-    "Analysis": "verdicts.analysis", "analyze": "verdicts.analysis",
+    "Analysis": "output.analysis", "analyze": "output.analysis",
     "analyze_file": "api", "op": "api", "plot": "api", "price": "api",
     "InputError": "base.errors",
     "Ledger": "ledgers.ledger", "Role": "ledgers.ledger", "Tensor": "ledgers.ledger",
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from roofwise.base.errors import InputError
     from roofwise.ledgers.files import load_ledger
     from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work, fuse, separate
+    from roofwise.output.analysis import Analysis, analyze
     from roofwise.pricing.core import LedgerPrice, cycles_by_unit, price_columns, price_ledger
     from roofwise.profiles.load import builtin_machines, load_machine, match_device, resolve_machine
     from roofwise.profiles.machine import (
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
         MemoryLevel,
         TimingFloor,
     )
-    from roofwise.verdicts.analysis import Analysis, analyze
     from roofwise.verdicts.rules import VERDICTS, judge
 
 

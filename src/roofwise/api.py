@@ -20,11 +20,11 @@ from roofwise.base.errors import InputError
 from roofwise.ledgers.files import load_ledger
 from roofwise.ledgers.ledger import Ledger
 from roofwise.ops import OPS, op_function
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.pricing.core import LedgerPrice, price_ledger
 from roofwise.profiles.load import builtin_machines, resolve_machine
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import read_records
-from roofwise.verdicts.analysis import Analysis, analyze
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

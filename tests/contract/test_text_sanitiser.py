@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from roofwise.base.text import for_mpl, for_rich
+from roofwise.base.text import for_mpl
 from roofwise.cli import main
 from roofwise.profiles.load import builtin_paths
+from roofwise.render.layout import for_rich
 
 MARKUP = "[/x]"
 MATH = "$\\frac{$"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import read_records
-from roofwise.verdicts.analysis import Analysis, analyze
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 

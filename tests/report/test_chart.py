@@ -13,10 +13,10 @@ from matplotlib.colors import to_hex
 from matplotlib.transforms import Affine2D, Bbox
 
 from roofwise.base.errors import InputError
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import columns_from_valid
 from roofwise.render.chart import VERDICT_COLOR, roofline_figure, save_figure
-from roofwise.verdicts.analysis import Analysis, analyze
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 

@@ -14,10 +14,10 @@ from roofwise.compare.runs import (
     UNCHANGED,
     compare,
 )
+from roofwise.output.analysis import analyze
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import columns_from_valid
 from roofwise.records.write import write_records
-from roofwise.verdicts.analysis import analyze
 
 H200 = builtin_machines()["h200"]
 

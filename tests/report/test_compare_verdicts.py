@@ -19,10 +19,10 @@ from roofwise.compare.runs import (
     UNCHANGED,
     compare,
 )
+from roofwise.output.analysis import analyze
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import columns_from_valid
 from roofwise.records.write import write_records
-from roofwise.verdicts.analysis import analyze
 
 MACHINES = builtin_machines()
 H200 = MACHINES["h200"]

@@ -11,11 +11,11 @@ import pytest
 
 from roofwise.cli import main
 from roofwise.ledgers.files import load_ledger
+from roofwise.output.analysis import analyze
 from roofwise.profiles.load import builtin_machines
 from roofwise.records.read import read_records
 from roofwise.render.html import report_html, write_report
 from roofwise.render.row_ledgers import NO_LEDGER, Reference
-from roofwise.verdicts.analysis import analyze
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "records.jsonl"
 FUSED = EXAMPLES.with_name("qk_norm_rope_quant.yaml")

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from roofwise.base import fmt
 from roofwise.base.fmt import intensity
-from roofwise.render.table import render_analysis, worst_first
+from roofwise.render.table import render_analysis
 
 
 def _render(analysis, width):
@@ -58,7 +58,7 @@ def test_every_width_keeps_numbers_units_workloads_and_reasons_whole(example_ana
     text = _render(example_analysis, width)
     assert "…" not in text
     assert max(len(ln) for ln in text.splitlines()) <= width
-    order = [int(i) for i in worst_first(example_analysis)]
+    order = [int(i) for i in example_analysis.worst_first()]
     details = _details(text)
     assert len(details) == 8
     for i, detail in zip(order, details, strict=True):
@@ -85,9 +85,9 @@ def test_narrow_console_drops_the_least_useful_columns_and_says_so(example_analy
 
 
 def test_rows_that_read_alike_show_their_input_line():
+    from roofwise.output.analysis import analyze
     from roofwise.profiles.load import builtin_machines
     from roofwise.records.read import columns_from_valid
-    from roofwise.verdicts.analysis import analyze
     row = {"op": "gemm", "workload": {"m": 512, "n": 512, "k": 512, "dtype": "bf16"},
            "device": "NVIDIA H200", "flops": 2 * 512**3, "bytes": 3 * 512 * 512 * 2,
            "roof": "tensor_core.bf16", "time_s": 2e-5, "timing": "device"}
@@ -117,9 +117,9 @@ def test_no_mismatch_when_each_device_chooses_its_profile(example_analysis):
 
 
 def test_markup_in_plain_cells_is_shown_not_interpreted():
+    from roofwise.output.analysis import analyze
     from roofwise.profiles.load import builtin_machines
     from roofwise.records.read import columns_from_valid
-    from roofwise.verdicts.analysis import analyze
     rows = [{"op": "[bold]x[/]", "workload": {"k": [1, 2]}, "device": "NVIDIA H200",
              "flops": 1e9, "bytes": 1e9, "roof": "cuda_core.fp32", "time_s": 1e-3,
              "timing": "device"}]
@@ -128,9 +128,9 @@ def test_markup_in_plain_cells_is_shown_not_interpreted():
 
 
 def test_huge_and_infinite_numbers_never_show_as_walls_of_digits():
+    from roofwise.output.analysis import analyze
     from roofwise.profiles.load import builtin_machines
     from roofwise.records.read import columns_from_valid
-    from roofwise.verdicts.analysis import analyze
     rows = [{"op": "huge", "device": "NVIDIA H200", "flops": 1e300, "bytes": 1.0,
              "roof": "cuda_core.fp32", "time_s": 2.2e295, "timing": "device"}]
     text = _render(analyze(columns_from_valid(rows), builtin_machines()), 200)
@@ -176,9 +176,9 @@ def test_number_formats():
 
 def test_host_timed_cpu_records_judged_on_a_gpu_profile_are_flagged():
     """`bench --device cpu` writes the host's name and wall timing; -m h200 must say so."""
+    from roofwise.output.analysis import analyze
     from roofwise.profiles.load import builtin_machines
     from roofwise.records.read import columns_from_valid
-    from roofwise.verdicts.analysis import analyze
     from roofwise.verdicts.mismatch import mismatch_summary
 
     row = {"op": "rmsnorm", "workload": {"rows": 256, "hidden": 1024}, "device": "x86_64",

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from roofwise.ledgers.ledger import Role
-from roofwise.traces.aten import make_call, price_call
+from roofwise.traces.aten import make_call
 from roofwise.traces.build import build_ops
+from roofwise.traces.prices import price_call
 from roofwise.traces.reader import is_trace, read_trace
 
 

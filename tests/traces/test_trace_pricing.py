@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roofwise.traces.aten import make_call, price_call
+from roofwise.traces.aten import make_call
+from roofwise.traces.prices import price_call
 
 BF16 = "c10::BFloat16"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from html import escape
 
 import numpy as np
 
@@ -226,3 +227,9 @@ def tera_rate_each(values: object, unit_key: str, spec: str = ".2f") -> list[str
     """`tera_rate(v, unit_key, spec)` of every value."""
     return fixed_each(np.asarray(values, dtype=np.float64) / 1e12, spec,
                       f"T{op_name(unit_key)}/s")
+
+
+def html_pairs(rows: list[tuple[str, str]]) -> str:
+    """A small two-column HTML table of (name, value) text, both escaped: a notebook view."""
+    return "<table>" + "".join(f"<tr><th style='text-align:left'>{escape(k)}</th>"
+                               f"<td>{escape(v)}</td></tr>" for k, v in rows) + "</table>"

@@ -115,13 +115,6 @@ def encodable(text: str) -> str:
     return text
 
 
-def for_rich(text: Any) -> str:
-    """Plain text for a rich table or print: markup escaped, encodable."""
-    from rich.markup import escape
-
-    return escape(encodable(str(text)))
-
-
 def for_mpl(text: Any) -> str:
     """Plain text for a matplotlib label or title: never mathtext, encodable."""
     return encodable(str(text)).replace("$", r"\$")

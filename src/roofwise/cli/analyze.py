@@ -25,6 +25,7 @@ from roofwise.cli.common import (
 )
 from roofwise.ledgers.ledger import Ledger
 from roofwise.lint import Finding, lint_analysis, lint_columns
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.output.frame import Write, csv_writer, json_writer
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import (
@@ -38,7 +39,6 @@ from roofwise.records.read import (
     iter_batches,
 )
 from roofwise.traces.reader import is_trace
-from roofwise.verdicts.analysis import Analysis, analyze
 from roofwise.verdicts.mismatch import mismatch_counts, mismatch_line
 
 
@@ -211,9 +211,8 @@ class _Stream:
         for name, n in analysis.counts().items():
             self.verdicts[name] = self.verdicts.get(name, 0) + n
         self.findings += lint_analysis(analysis, references, path=self.path)
-        from roofwise.render.table import worst_first
 
-        order = worst_first(analysis)
+        order = analysis.worst_first()
         worst = analysis.columns.take(order if limit is None else order[:limit])
         rows = None if worst.rows is None else [dict(r) for r in worst.rows]  # the batch goes
         self.kept.append(Loaded(dataclasses.replace(worst, rows=rows), ()))

@@ -30,8 +30,8 @@ from roofwise.compare.runs import (
     Comparison,
     compare,
 )
+from roofwise.output.analysis import analyze
 from roofwise.render.layout import Column, fit_table
-from roofwise.verdicts.analysis import analyze
 
 _STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
                  "improvement": "green", "unchanged": "dim",

@@ -16,11 +16,11 @@ from roofwise.cli.common import all_machines, console, load_machine_arg, machine
 from roofwise.ledgers.files import load_ledger, parse_ledger
 from roofwise.ledgers.ledger import Ledger
 from roofwise.lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_machine
+from roofwise.output.analysis import analyze
 from roofwise.profiles.load import parse_machine
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import read_records
 from roofwise.render.layout import Column, fit_table
-from roofwise.verdicts.analysis import analyze
 
 _YAML_SUFFIXES = (".yaml", ".yml")
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}

@@ -17,8 +17,8 @@ from roofwise.cli.common import (
     regime_mix_options,
     report_skipped,
 )
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.render.chart import LOST_LABELS, check_chart_path, roofline_figure, save_figure
-from roofwise.verdicts.analysis import Analysis, analyze
 from roofwise.verdicts.rules import BLANK
 
 

@@ -16,10 +16,10 @@ from roofwise.cli.common import (
 )
 from roofwise.cli.plot import nothing_priced, priced_rows
 from roofwise.ledgers.files import load_ledger
+from roofwise.output.analysis import analyze
 from roofwise.render.html import DEFAULT_ROWS, check_report_path, write_report
 from roofwise.render.row_ledgers import Reference
 from roofwise.traces.reader import is_trace
-from roofwise.verdicts.analysis import analyze
 
 
 @click.command("report")

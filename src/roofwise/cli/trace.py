@@ -14,14 +14,13 @@ import yaml
 from roofwise.base import fmt, paths
 from roofwise.base.errors import InputError
 from roofwise.base.install import install_hint
-from roofwise.base.text import for_rich
 from roofwise.capture.inputs import example_inputs, load_function
 from roofwise.cli.common import console, machine_arg, machine_option
 from roofwise.cli.price import TENSOR_COLUMNS
 from roofwise.ledgers.files import ledger_to_yaml_data
 from roofwise.ledgers.ledger import Ledger
 from roofwise.records.write import atomic_writer
-from roofwise.render.layout import Column, fit_table
+from roofwise.render.layout import Column, fit_table, for_rich
 
 NEEDS_TORCH = "trace needs torch: " + install_hint("gpu")
 

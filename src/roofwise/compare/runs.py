@@ -36,8 +36,8 @@ import numpy as np
 
 from roofwise.base import fmt
 from roofwise.base.errors import InputError
-from roofwise.verdicts.analysis import Analysis
-from roofwise.verdicts.rules import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+from roofwise.output.analysis import Analysis
+from roofwise.verdicts.rules import BLANK, IMPOSSIBLE, LATENCY_BOUND, NO_EFFICIENCY, VERDICTS
 
 T = TypeVar("T")
 
@@ -49,7 +49,6 @@ DEFAULT_THRESHOLD = 0.05
 Key = tuple[str, str, str]
 # verdict codes whose efficiency is not a reading (the table shows "—"), so no change in it
 # either; the same verdicts make a pair incomparable, in this order of precedence
-_NO_EFFICIENCY = (BLANK, LATENCY_BOUND, IMPOSSIBLE)
 _UNJUDGED = {
     IMPOSSIBLE: "is impossible (above a theoretical ceiling: its accounting or timer is wrong)",
     BLANK: "is blank (the model cannot price it)",
@@ -330,7 +329,7 @@ def _run(analysis: Analysis) -> _Run:
     n = len(cols)
     lines = cols.line if len(cols.line) == n else np.arange(1, n + 1)
     verdict = np.asarray(judged.verdict, dtype=np.int64)
-    no_reading = np.isin(verdict, _NO_EFFICIENCY)
+    no_reading = np.isin(verdict, list(NO_EFFICIENCY))
     with np.errstate(invalid="ignore"):
         efficiency = np.where(no_reading, np.nan, judged.efficiency.astype(float))
     return _Run(op=np.asarray(cols.op, dtype=object), workload=workload_texts(analysis),

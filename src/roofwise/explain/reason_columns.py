@@ -1,11 +1,11 @@
-"""Why each row got its verdict, for whole columns: the sentences `analysis.explain` gives one
-row at a time, built per verdict and flag template over the rows that carry it.
+"""Why each row got its verdict: the one explanation engine, for one row and for a million.
 
-The templates are `reason_text`'s (one per sentence); here they are fed columns of numbers
-formatted by `fmt`'s column formatters, or rendered once per distinct value (a machine's
-constants, a floor). Rows whose sentences need a row's whole unit split (a second pipe near
-the binding one, units a profile lacks, a non-positive time) are rare and still go through
-`explain`. Every list equals `explain(analysis, i)` (tests/test_output.py checks it).
+Each sentence is built per verdict and flag template over the rows that carry it, in the
+order a person reads them (what decided the verdict first, caveats last). The templates are
+`reason_text`'s (one per sentence); here they are fed columns of numbers formatted by `fmt`'s
+column formatters, or rendered once per distinct value (a machine's constants, a floor). The
+few sentences that need a row's whole unit split (a second pipe near the binding one, units a
+profile lacks) are written per row by the same `reason_text` functions, for those rows only.
 """
 
 from __future__ import annotations
@@ -22,32 +22,42 @@ from roofwise.base import fmt
 from roofwise.base.text import encodable
 from roofwise.base.text_columns import strings
 from roofwise.explain import reason_text
-from roofwise.pricing.core import equal_to
+from roofwise.explain.facts import floor_facts
+from roofwise.pricing.core import equal_to, pipes_near_binding
 from roofwise.pricing.reasons import IMPOSSIBLE_REASONS, Reason
+from roofwise.records.read import categorize
+from roofwise.verdicts.mismatch import mismatches
 from roofwise.verdicts.rules import AT_CEILING, BELOW
 
 if TYPE_CHECKING:
     from roofwise.profiles.machine import Machine
-    from roofwise.verdicts.analysis import Analysis
+    from roofwise.verdicts.analysis import Verdicts
 
-# Flags whose sentences need a row's whole unit split: those rows are explained one by one.
-_ONE_BY_ONE = Reason.UNKNOWN_UNIT | Reason.BAD_TIME | Reason.SECOND_PIPE
 _UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
 
 
-def reasons_column(analysis: Analysis) -> pl.Series:
-    """A list of sentences per row, in the order `explain` says them."""
-    from roofwise.verdicts.analysis import explain
-    from roofwise.verdicts.mismatch import mismatches
+def reason_lists(analysis: Verdicts) -> list[list[str]]:
+    """Each row's sentences as a Python list (what the table, the report and a notebook show
+    of the rows they took)."""
+    return reasons_column(analysis).to_list()
 
+
+def reasons_column(analysis: Verdicts) -> pl.Series:
+    """A list of sentences per row: why each row got its verdict, with the numbers that
+    decided it."""
+    with np.errstate(all="ignore"):  # an overflowing rate is reported, not warned about
+        return _reasons_column(analysis)
+
+
+def _reasons_column(analysis: Verdicts) -> pl.Series:
     n = len(analysis)
     cols, priced, judged = analysis.columns, analysis.priced, analysis.judged
     flags = judged.flags.astype(np.int64)
     verdict = judged.verdict.astype(np.int64)
     reading = np.isin(verdict, (AT_CEILING, BELOW))
     no_machine = (flags & int(Reason.NO_MACHINE)) != 0
-    alone = ((flags & int(_ONE_BY_ONE)) != 0) & ~no_machine
-    templated = ~alone & ~no_machine
+    second_pipe = (flags & int(Reason.SECOND_PIPE)) != 0
+    templated = ~no_machine
     machine_name = analysis.machine_name
     on_machine = {name: equal_to(machine_name, name) for name in analysis.machines}
     memory = np.asarray(priced.bound_memory, dtype=bool)
@@ -78,8 +88,11 @@ def reasons_column(analysis: Analysis) -> pl.Series:
     def sentences(mask: np.ndarray, values: list[str]) -> None:
         """One sentence per row of `mask`, already written, in row order."""
         if mask.any():
-            when(mask, column(f"t{len(columns)}", scattered(n, np.flatnonzero(mask), values)))
+            when(mask, column(f"t{len(columns)}", scattered(n, np.flatnonzero(mask), [
+                encodable(v) for v in values])))
 
+    sentences(no_machine, [str(reason) or "no machine profile"
+                           for reason in analysis.no_machine_reason[no_machine].tolist()])
     mismatch = mismatches(analysis)
     when(templated & (mismatch != ""), lambda: column("mismatch", strings("mismatch", mismatch)))
     def unknown_roof(m: Machine) -> pl.Expr:
@@ -94,12 +107,18 @@ def reasons_column(analysis: Analysis) -> pl.Series:
 
     for name, m in analysis.machines.items():
         when(rows_with(Reason.UNKNOWN_ROOF, name), functools.partial(unknown_roof, m))
+        lacking = rows_with(Reason.UNKNOWN_UNIT, name)
+        sentences(lacking, [reason_text.unknown_units_sentence(m.name, [
+            u for u in cols.flops_by_unit if m.unit(u) is None and cols.flops_by_unit[u][i] > 0])
+            for i in np.flatnonzero(lacking).tolist()])
         when(rows_with(Reason.UNIT_RATE_GAP, name), pl.lit(
             f"{m.name} has no known rate for the units used (a gap in its sources)"))
         when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
             f"{m.name} has no known {m.dram.name} bandwidth (a gap)"))
     when(rows_with(Reason.ZERO_BYTES), pl.lit(
         "zero bytes: the ledger moves nothing, so there is no memory roof to read"))
+    bad_time = rows_with(Reason.BAD_TIME)
+    sentences(bad_time, [f"non-positive time_s {t:g}" for t in cols.time_s[bad_time].tolist()])
     over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
     if over.any():
         at = np.flatnonzero(over)
@@ -149,11 +168,26 @@ def reasons_column(analysis: Analysis) -> pl.Series:
             when(rows_with(Reason.NONE, name, reading & memory), pl.format(
                 "{} of SOL{}; memory-bound on {} {} mix", percent, beside_text,
                 pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
-            when(rows_with(Reason.NONE, name, reading & ~memory), pl.format(
+            when(rows_with(Reason.NONE, name, reading & ~memory & ~second_pipe), pl.format(
                 "{} of SOL{}; compute-bound on {}", percent, beside_text,
                 column("binding", strings("binding", priced.binding_unit))))
+            # a second pipe near the binding one is named beside it (rare rows, per row)
+            pair = rows_with(Reason.NONE, name, reading & ~memory & second_pipe)
+            at_pair = np.flatnonzero(pair)
+            labels = column(f"pipes:{name}", scattered(n, at_pair, [reason_text.bound_label(
+                False, pipes_near_binding(priced, i), str(priced.binding_unit[i]))
+                for i in at_pair.tolist()]))
+            when(pair, pl.format("{} of SOL{}; compute-bound on {}", percent, beside_text,
+                                 labels))
     split = has(Reason.FLOOR_SPLIT) if judged.net_efficiency is not None else np.zeros(n, bool)
     sentences(split, floors.floor_split(np.flatnonzero(split)))
+    if priced.serial_sol_time_s is not None and judged.serial_efficiency is not None:
+        serial_sol, serial_eff = priced.serial_sol_time_s, judged.serial_efficiency
+        band = has(Reason.SECOND_PIPE)
+        sentences(band, [reason_text.pipes_text(
+            pipes_near_binding(priced, i), float(priced.sol_time_s[i]), float(serial_sol[i]),
+            float(judged.efficiency[i]), float(serial_eff[i]))
+            for i in np.flatnonzero(band).tolist()])
     for name, m in analysis.machines.items():
         when(rows_with(Reason.UNCALIBRATED_MEMORY, name), pl.lit(
             f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)"))
@@ -166,21 +200,7 @@ def reasons_column(analysis: Analysis) -> pl.Series:
                  + pl.concat_str(raw, separator=", ", ignore_nulls=True))
     when(rows_with(Reason.WALL_TIMING), pl.lit(
         "wall-clock time includes host overhead: efficiency is a lower bound"))
-    out = _lists(pl.DataFrame(columns, height=n), texts)
-    special = np.flatnonzero(alone | no_machine)
-    if len(special):
-        lists = [explain(analysis, i) for i in special.tolist()]
-        flat = [encodable(text) for found in lists for text in found]
-        owner = np.repeat(special, [len(found) for found in lists])
-        alone_rows = (pl.DataFrame({"i": owner, "alone": pl.Series(flat, dtype=pl.String)})
-                      .group_by("i", maintain_order=True).agg("alone"))
-        alone_rows = pl.concat([alone_rows, pl.DataFrame(  # rows explained by no sentence
-            {"i": np.setdiff1d(special, owner), "alone": [[]] * len(np.setdiff1d(
-                special, owner))}, schema={"i": pl.Int64, "alone": pl.List(pl.String)})])
-        out = (pl.DataFrame({"i": np.arange(n), "reasons": out})
-               .join(alone_rows, on="i", how="left", maintain_order="left")
-               .select(pl.coalesce("alone", "reasons")).to_series())
-    return out.alias("reasons")
+    return _lists(pl.DataFrame(columns, height=n), texts)
 
 
 def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.Series:
@@ -226,13 +246,10 @@ def scattered(n: int, at: np.ndarray, values: list[str]) -> pl.Series:
 
 
 class _FloorTexts:
-    """The floor sentences of the rows in `mask`: each row's floor (`analysis.floor_facts`)
+    """The floor sentences of the rows in `mask`: each row's floor (`facts.floor_facts`)
     is one of a few per (machine, timing, kernels), described once each."""
 
-    def __init__(self, analysis: Analysis, mask: np.ndarray) -> None:
-        from roofwise.records.read import categorize
-        from roofwise.verdicts.analysis import floor_facts
-
+    def __init__(self, analysis: Verdicts, mask: np.ndarray) -> None:
         self._analysis = analysis
         cols, flags = analysis.columns, analysis.judged.flags
         self._rows = np.flatnonzero(mask)
@@ -296,7 +313,7 @@ class _FloorTexts:
             fmt.percent_each(net[at]), described, fmt.percent_each(share), strict=True)]
 
 
-def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
+def anomaly_texts(analysis: Verdicts, at: np.ndarray) -> pl.Series:
     """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, each
     machine's rows at once."""
     texts = np.empty(len(at), dtype=object)
@@ -309,8 +326,8 @@ def anomaly_texts(analysis: Analysis, at: np.ndarray) -> pl.Series:
     return scattered(len(analysis), at, texts.tolist())
 
 
-def above_envelope_whats(a: Analysis, machine: Machine, rows: np.ndarray) -> list[str]:
-    """`reason_text.above_envelope_what` of each row `rows` of `machine` (`analysis.ceiling_facts`
+def above_envelope_whats(a: Verdicts, machine: Machine, rows: np.ndarray) -> list[str]:
+    """`reason_text.above_envelope_what` of each row `rows` of `machine` (`facts.ceiling_facts`
     for its ceiling), the ceiling looked up once per bound and unit, the numbers per column:
     what the anomaly reason and lint M8 say."""
     cols, priced = a.columns, a.priced

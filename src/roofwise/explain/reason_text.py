@@ -119,6 +119,11 @@ def net_beside_sentence(net_text: str, floor_text: str, share_text: str) -> str:
     return f", {net_text} net of {floor_text}, {share_text} of the time"
 
 
+def unknown_units_sentence(machine_name: str, missing: list[str]) -> str:
+    """Units a record's flops_by_unit names that its machine profile lacks."""
+    return f"flops_by_unit names units {machine_name} lacks: {', '.join(missing)}"
+
+
 def above_rate_sentence(unit_key: str, rate_text: str, peak_text: str) -> str:
     """A unit's work over the time above the unit's theoretical rate (rates formatted by
     `fmt.tera_rate`)."""

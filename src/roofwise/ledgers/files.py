@@ -8,8 +8,9 @@ from typing import Any
 
 from roofwise.base import schema
 from roofwise.base.errors import InputError
-from roofwise.ledgers.ledger import OP_CLASSES, Ledger, Role, Tensor, Work, fuse, separate
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work, fuse, separate
 from roofwise.profiles.load import UNIT_KEY
+from roofwise.profiles.machine import OP_CLASSES
 
 _LEDGER_KEYS = ("name", "roof", "tensors", "work", "stages", "compose", "keep", "notes")
 _TENSOR_KEYS = ("name", "shape", "dtype", "role", "uses", "bytes_per_use")

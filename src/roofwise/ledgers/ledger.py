@@ -22,8 +22,7 @@ from roofwise.base import numbers
 from roofwise.base.dtypes import bytes_per_element
 from roofwise.base.errors import InputError
 from roofwise.base.text import shown
-
-OP_CLASSES = ("arithmetic", "transcendental", "compare", "contraction")
+from roofwise.profiles.machine import OP_CLASSES
 
 
 class Role(str, Enum):

@@ -26,6 +26,7 @@ import polars as pl
 
 from roofwise.base import fmt
 from roofwise.base.text_columns import strings
+from roofwise.explain.facts import floor_facts
 from roofwise.explain.reason_columns import above_envelope_whats
 from roofwise.explain.reason_text import (
     FloorFacts,
@@ -62,10 +63,10 @@ from roofwise.lint.machine_checks import (
     units_missing_reason,
 )
 from roofwise.lint.stale_checks import ANALYSIS_CHECKS, stale_profile_groups
+from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import Priced, equal_to, pipes_near_binding
 from roofwise.pricing.reasons import Reason
 from roofwise.profiles.machine import Machine
-from roofwise.verdicts.analysis import Analysis, floor_facts
 from roofwise.verdicts.rules import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from roofwise.lint.findings import WARNING, Finding
+from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import equal_to
 from roofwise.pricing.reasons import IMPOSSIBLE_REASONS
-from roofwise.verdicts.analysis import Analysis
 from roofwise.verdicts.rules import BLANK, LATENCY_BOUND
 
 STALE_MIN_ROWS = 3  # fewer rows above a ceiling than this is not a pattern

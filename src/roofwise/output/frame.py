@@ -22,10 +22,10 @@ from roofwise.explain.reason_columns import reasons_column
 from roofwise.pricing.core import pipes_near_binding
 from roofwise.pricing.reasons import Reason
 from roofwise.profiles.machine import timing_method
-from roofwise.verdicts.rules import BLANK, IMPOSSIBLE, LATENCY_BOUND, VERDICTS
+from roofwise.verdicts.rules import BLANK, NO_EFFICIENCY, VERDICTS
 
 if TYPE_CHECKING:
-    from roofwise.verdicts.analysis import Analysis
+    from roofwise.verdicts.analysis import Verdicts as Analysis
 
 # The judgement's fields, in the order every writer shows them (DESIGN.md's verdict contract).
 VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_time_s",
@@ -152,7 +152,7 @@ def _judgement(analysis: Analysis) -> pl.DataFrame:
         "verdict": verdict, "second": second,
     }, height=n)
     blank = pl.col("verdict") == BLANK
-    no_reading = pl.col("verdict").is_in([BLANK, IMPOSSIBLE, LATENCY_BOUND])
+    no_reading = pl.col("verdict").is_in(sorted(NO_EFFICIENCY))
     one_pipe = ~pl.col("second")
 
     def number(name: str, hide: pl.Expr | None = None) -> pl.Expr:

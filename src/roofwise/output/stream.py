@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.output.frame import verdict_frame
 from roofwise.profiles.load import builtin_machines, resolve_machine
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import Batch, Loaded, frame_rows, load_batch
-from roofwise.verdicts.analysis import Analysis, analyze
 
 # The columns every verdict frame has, whatever the batch held: a fixed schema for engines
 # that need one declared up front (Spark's mapInArrow).

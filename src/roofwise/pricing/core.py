@@ -13,6 +13,7 @@ from functools import partial
 
 import numpy as np
 
+from roofwise.base import fmt
 from roofwise.base.errors import InputError
 from roofwise.ledgers.ledger import Ledger
 from roofwise.pricing.reasons import Reason
@@ -372,14 +373,25 @@ class LedgerPrice:
     flags: Reason
 
     def __repr__(self) -> str:
-        from roofwise.render.notebook import price_repr  # renderings live in report/
-
-        return price_repr(self)
+        bound = (f"memory-bound on {self.machine.dram.name} {self.mix} mix"
+                 if self.bound == "memory" else f"compute-bound on {self.binding_unit}")
+        return (f"<LedgerPrice {self.ledger.name} on {self.machine.name}: SOL "
+                f"{fmt.seconds(self.sol_time_s)}, {bound}; {fmt.nbytes(self.ledger.bytes)}, "
+                f"{fmt.count(self.ledger.flops)}, "
+                f"AI {fmt.intensity(self.intensity_flops_per_byte)} FLOP/B>")
 
     def _repr_html_(self) -> str:
-        from roofwise.render.notebook import price_html
-
-        return price_html(self)
+        m = self.machine
+        return fmt.html_pairs([
+            ("op", self.ledger.name), ("machine", f"{m.name} ({m.display_name})"),
+            ("bytes", fmt.nbytes(self.ledger.bytes)), ("FLOPs", fmt.count(self.ledger.flops)),
+            ("AI", f"{fmt.intensity(self.intensity_flops_per_byte)} FLOP/B"),
+            ("memory time", fmt.seconds(self.memory_time_s)),
+            ("compute time (slowest pipe)", fmt.seconds(self.compute_time_s)),
+            ("SOL", fmt.seconds(self.sol_time_s)),
+            ("bound", f"{self.bound} ({m.dram.name} {self.mix} mix)" if self.bound == "memory"
+             else f"{self.bound} ({self.binding_unit})"),
+            ("regime", self.regime or "envelope")])
 
 
 def placed(ledger: Ledger, machine: Machine) -> Ledger:

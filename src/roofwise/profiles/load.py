@@ -12,9 +12,9 @@ from typing import Any
 
 from roofwise.base import paths, schema
 from roofwise.base.errors import InputError
-from roofwise.ledgers.ledger import OP_CLASSES
 from roofwise.profiles.machine import (
     ASSUMED_FLOORS,
+    OP_CLASSES,
     REGIMES,
     TIMINGS,
     ComputeUnit,

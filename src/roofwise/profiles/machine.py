@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from html import escape
 from types import MappingProxyType
+
+from roofwise.base import fmt
 
 # Compute regimes a calibration can name: `burst` right after an idle pause, `sustained` once
 # clocks settle under load, `unspecified` where the source does not say which.
@@ -28,6 +31,9 @@ def timing_method(name: str | None) -> str:
         return DEFAULT_TIMING
     return TIMING_ALIASES.get(name, name)
 
+
+# The classes of work a ledger declares: a card with other pipes places work on them by class.
+OP_CLASSES = ("arithmetic", "transcendental", "compare", "contraction")
 
 @dataclass(frozen=True)
 class MemoryLevel:
@@ -229,14 +235,22 @@ class Machine:
         _freeze(self, "pipes_by_class")
 
     def __repr__(self) -> str:
-        from roofwise.render.notebook import machine_repr  # renderings live in report/
-
-        return machine_repr(self)
+        calibrated = sum(u.calibrated for u in self.units.values())
+        return (f"<Machine {self.name}: {self.display_name}, {self.dram.name} "
+                f"{fmt.rate(self.dram.theoretical_bytes_per_s, 'B/s')}, {len(self.units)} units "
+                f"({calibrated} calibrated)>")
 
     def _repr_html_(self) -> str:
-        from roofwise.render.notebook import machine_html
-
-        return machine_html(self)
+        rows = [(f"{level.name} (memory)",
+                 f"{fmt.rate(level.theoretical_bytes_per_s, 'B/s')} theoretical, "
+                 f"{fmt.rate(level.effective_bytes_per_s(), 'B/s')} effective")
+                for level in self.memory.values()]
+        rows += [(unit.key, f"{fmt.unit_rate(unit.theoretical_ops_per_s, unit.key)} theoretical, "
+                            f"{fmt.unit_rate(unit.effective_ops_per_s(), unit.key)} effective"
+                            f"{'' if unit.calibrated else ' (uncalibrated)'}")
+                 for unit in self.units.values()]
+        return (f"<b>{escape(self.display_name)}</b> ({escape(self.name)})"
+                + fmt.html_pairs(rows))
 
     def pipe_for(self, unit_key: str, op_class: str) -> str:
         """The unit that runs `op_class` work declared on `unit_key`: the unit itself when the

@@ -52,11 +52,11 @@ from matplotlib.text import Annotation, Text
 from roofwise.base import fmt, paths
 from roofwise.base.errors import InputError
 from roofwise.base.text import encodable, for_mpl, shown
+from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import AUTO_MIX, equal_to
 from roofwise.profiles.machine import Machine
 from roofwise.records.write import atomic_writer
 from roofwise.render.labels import LABEL_GAP, obstacle_boxes, overlap_area, place_roof_labels
-from roofwise.verdicts.analysis import Analysis
 from roofwise.verdicts.rules import (
     ANOMALY,
     AT_CEILING,

@@ -32,13 +32,13 @@ from roofwise.base.text import encodable
 from roofwise.explain.reason_text import bound_label, efficiency_band_text, floor_line
 from roofwise.ledgers.ledger import Ledger, Role
 from roofwise.lint import Finding, check_stale_profiles, lint_rows
+from roofwise.output.analysis import Analysis
 from roofwise.profiles.machine import Machine
 from roofwise.records.write import atomic_writer
 from roofwise.render.chart import figure_svg, roofline_figure
 from roofwise.render.row_ledgers import LedgerFinder, NoLedger, Reference, RowLedger
-from roofwise.render.table import NO_EFFICIENCY, worst_first
-from roofwise.verdicts.analysis import Analysis
 from roofwise.verdicts.mismatch import mismatch_summary
+from roofwise.verdicts.rules import NO_EFFICIENCY
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1d2125;
@@ -145,7 +145,7 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
     """The whole report as one HTML string; `references` are ledgers matched to rows by op.
     The table holds the `rows` worst rows (0: all); counts and the chart cover every row."""
     fig = roofline_figure([(Path(source).stem or "records", analysis)])
-    order = worst_first(analysis)
+    order = analysis.worst_first()
     shown = order if rows <= 0 else order[:rows]
     # lint reads only the rows the table holds: a million rows cost their counts, not their
     # sentences (the lint section says so when rows were left out)

@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from roofwise.base.text import encodable
 
 GAP = 3  # characters between columns: padding 1 on each side and the blank rule between
 PROSE_MIN_WIDTH = 16  # a wrapping column narrower than this reads as a word list
@@ -105,3 +108,8 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], w
     for row in rows:  # a str cell is plain text (a name from a file may hold `[/x]`)
         table.add_row(*(_plain(row[k]) for k in keep))
     return Fitted(table, tuple(columns[k].header for k in range(len(columns)) if k not in keep))
+
+
+def for_rich(text: object) -> str:
+    """Plain text for a rich table or print: markup escaped, encodable."""
+    return escape(encodable(str(text)))

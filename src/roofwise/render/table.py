@@ -12,27 +12,17 @@ from rich.text import Text
 
 from roofwise.base import fmt
 from roofwise.explain.reason_text import bound_label, efficiency_band_text
+from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import pipes_near_binding
 from roofwise.pricing.reasons import Reason
 from roofwise.render.layout import GAP, Column, fit_widths
-from roofwise.verdicts.analysis import Analysis
 from roofwise.verdicts.mismatch import mismatch_summary
-from roofwise.verdicts.rules import ANOMALY, AT_CEILING, BELOW, BLANK, IMPOSSIBLE, LATENCY_BOUND
+from roofwise.verdicts.rules import BLANK, NO_EFFICIENCY
 
 VERDICT_STYLE = {
     "impossible": "bold white on red", "anomaly": "bold magenta", "blank": "dim",
     "below": "yellow", "latency_bound": "cyan", "at_ceiling": "bold green",
 }
-# Verdicts whose efficiency is not a reading: the reasons carry the numbers instead.
-NO_EFFICIENCY = frozenset({IMPOSSIBLE, LATENCY_BOUND, BLANK})
-# Lower sorts first: the rows that need a person's eyes come first.
-_SEVERITY = {IMPOSSIBLE: 0, ANOMALY: 1, BLANK: 2, BELOW: 3, LATENCY_BOUND: 4, AT_CEILING: 5}
-
-
-def worst_first(analysis: Analysis) -> np.ndarray:
-    severity = np.vectorize(_SEVERITY.get, otypes=[np.int64])(analysis.judged.verdict)
-    efficiency = np.nan_to_num(analysis.judged.efficiency, nan=np.inf)
-    return np.lexsort((efficiency, severity))
 
 
 # The main line of each row: numbers and names, never cut; low-value columns drop first.
@@ -56,7 +46,7 @@ def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50
     (key=value, with its input line where two rows would read alike) and every reason,
     wrapped at word boundaries across the whole width. Returns the reasons printed, so that
     what follows (lint findings) need not print them again."""
-    order = worst_first(analysis)
+    order = analysis.worst_first()
     shown = order if limit is None else order[:limit]
     width = console.width
     several = len({str(m) for m in analysis.machine_name[shown] if m}) > 1

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import columns_from_valid
 from roofwise.traces.build import TraceOp, TraceOps, TraceSummary, build_ops
 from roofwise.traces.reader import read_trace
-from roofwise.verdicts.analysis import Analysis, analyze
 
 
 @dataclass(frozen=True)

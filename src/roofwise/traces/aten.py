@@ -8,7 +8,8 @@ In order of preference:
 2. elementwise ops and reductions by class (`ops/classes.py`), torch-free: inputs read once,
    the (broadcast) output written once, work per element;
 3. the meta-tensor tracer replaying the aten op with the recorded shapes, dtypes and (where
-   the profiler kept them) concrete arguments (`replay.py`, needs torch);
+   the profiler kept them) concrete arguments (`replay.py`, needs torch; `prices.py` tries
+   it after this module);
 4. otherwise unpriced, with the reason. An unpriced op's time is still counted.
 
 fp32 contractions are priced on the CUDA cores unless `allow_tf32` (PyTorch's default for
@@ -176,13 +177,11 @@ def _make_call(name: str, dims: tuple[Any, ...], types: tuple[Any, ...],
     return Call(name, tuple(shapes), tuple(str(t) for t in types), tuple(str(x) for x in concrete))
 
 
-def price_call(call: Call, allow_tf32: bool = False, replay: bool = True) -> OpPrice:
-    """The ledger of a recorded op (see the module docstring for the order tried)."""
-    return _price(call, allow_tf32, replay)
-
-
 @lru_cache(maxsize=65536)
-def _price(call: Call, allow_tf32: bool, replay: bool) -> OpPrice:
+def library_price(call: Call, allow_tf32: bool = False) -> OpPrice | None:
+    """The ledger of a recorded op from the operator library (see the module docstring for
+    the order tried), an unpriced one saying why it cannot be, or None when the library has no
+    ledger for it (`traces.prices` then replays it)."""
     if not call.tensor_positions():
         if "TensorList" in call.types:
             return unpriced("its tensors come as a TensorList, for which the profiler records "
@@ -192,16 +191,9 @@ def _price(call: Call, allow_tf32: bool, replay: bool) -> OpPrice:
     if call.base in _UNPRICEABLE:
         return unpriced(_UNPRICEABLE[call.base])
     try:
-        found = _library(call, allow_tf32) or _by_class(call)
+        return _library(call, allow_tf32) or _by_class(call)
     except InputError as exc:
         return unpriced(f"the operator library refuses its shapes ({exc.problem})")
-    if found is not None:
-        return found
-    if not replay:
-        return unpriced("no ledger for this op in the operator library")
-    from roofwise.traces.replay import replay_call  # torch only when an op needs it
-
-    return replay_call(call, allow_tf32)
 
 
 def _gemm(m: int, n: int, k: int, dtype: str, allow_tf32: bool, batch: int = 1,

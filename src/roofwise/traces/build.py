@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from roofwise.traces.aten import OpPrice, make_call, price_call, unpriced
+from roofwise.traces.aten import OpPrice, make_call, unpriced
 from roofwise.traces.link import NO_OP, launching_ops
+from roofwise.traces.prices import price_call
 from roofwise.traces.reader import CpuOp, TraceEvents
 
 US = 1e-6  # trace timestamps and durations are in microseconds

@@ -1,4 +1,4 @@
-"""Replay one recorded aten op on meta tensors through the tracer (`measure/trace.py`).
+"""Replay one recorded aten op on meta tensors through the tracer (`capture/tracer.py`).
 
 The profiler keeps each argument's shape and type, and with newer PyTorch the concrete value of
 small arguments (dims, flags, scalars). Tensors become meta tensors of the recorded shape and

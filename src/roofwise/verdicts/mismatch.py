@@ -14,7 +14,7 @@ import numpy as np
 from roofwise.pricing.core import equal_to, uniform
 from roofwise.profiles.load import builtin_machines, match_device
 from roofwise.profiles.machine import Machine
-from roofwise.verdicts.analysis import Analysis
+from roofwise.verdicts.analysis import Verdicts as Analysis
 
 
 @lru_cache(maxsize=1)

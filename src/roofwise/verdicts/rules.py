@@ -27,6 +27,11 @@ FLOOR_NOISE = 0.05
 
 VERDICTS = ("at_ceiling", "below", "anomaly", "latency_bound", "impossible", "blank")
 AT_CEILING, BELOW, ANOMALY, LATENCY_BOUND, IMPOSSIBLE, BLANK = range(6)
+# Verdicts whose efficiency is not a reading (the reasons carry the numbers instead): the one
+# place this rule is written; the table, the report, --json and compare read it here.
+NO_EFFICIENCY = frozenset({IMPOSSIBLE, LATENCY_BOUND, BLANK})
+# Severity by verdict code, lower first: the rows that need a person's eyes come first.
+SEVERITY = np.array([5, 3, 1, 4, 0, 2], dtype=np.int64)  # AT_CEILING .. BLANK
 
 
 @dataclass(frozen=True)
