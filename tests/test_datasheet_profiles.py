@@ -1,5 +1,5 @@
 """The datasheet profiles for more cards: each number against the vendor figure (typed here
-from the datasheet tables in shared/REFERENCES.md and the profile comments, not read from the
+from the datasheet tables in docs/references.md and the profile comments, not read from the
 YAML), the dense figure where the datasheet prints a sparse one, and per-SM arithmetic."""
 
 from __future__ import annotations

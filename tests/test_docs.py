@@ -3,6 +3,7 @@ compared, and each format document names every key the code accepts."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,29 @@ def test_lint_doc_has_every_code(code):
 
 
 def test_readme_points_into_the_project_not_outside_it():
-    assert "shared/DESIGN.md" not in README
+    assert "DESIGN.md" not in README
     for doc in ("records.md", "ledger-format.md", "profile-format.md", "verdicts.md",
                 "lint-codes.md", "cli.md"):
         assert f"](docs/{doc})" in README
     for word in ("sessions", "the seed"):
         assert word not in README.lower()
+
+
+def test_nothing_in_the_project_points_outside_it():
+    """A clone has no ../shared and no DESIGN.md: no tracked text file may point there."""
+    import subprocess
+
+    root = DOCS.parent
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.split()
+    outside = re.compile(r"\.\./shared|\bshared/(REFERENCES|DESIGN|seed|traces)|DESIGN\.md")
+    found = []
+    for name in tracked:
+        path = root / name
+        if path.suffix not in (".py", ".md", ".yaml", ".toml", ".txt", ".sh", ".html", ".cfg"):
+            continue
+        if name == "tests/test_docs.py":
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found += [f"{name}: {m.group(0)}" for m in outside.finditer(text)]
+    assert found == []

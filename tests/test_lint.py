@@ -1,7 +1,7 @@
 """The linter: for each misuse M1..M8 and R1, a wrong case that fires and a right case that is
 silent.
 
-Numbers in the assertions are hand-computed from the seed (shared/seed/NOTES.md):
+Numbers in the assertions are hand-computed from the seed (tests/fixtures/seed/NOTES.md):
 case study 67,764,736 B = payload 63,569,920 B + lookups 4,194,816 B; 189,235,200 FLOPs;
 the natural split 151,650,816 B; the decode step (1 token) 17,056 B; H200 HBM envelope
 4800e9 x 0.9380 = 4502.4 GB/s.

@@ -70,21 +70,21 @@ def __dir__() -> list[str]:
 
 def machine(name: Any) -> Any:
     """A machine profile by name, alias, short name or YAML path (`roofwise.api.machine`)."""
-    from roofwise.api import machine as _machine
+    from roofwise.api import machine as _machine  # deferred: `import roofwise` stays light
 
     return _machine(name)
 
 
 def report(*args: Any, **kwargs: Any) -> Any:
     """Write the self-contained HTML report to a path and return it (`roofwise.api.report`)."""
-    from roofwise.api import report as _report
+    from roofwise.api import report as _report  # deferred: matplotlib on first use
 
     return _report(*args, **kwargs)
 
 
 def bench(*args: Any, **kwargs: Any) -> Any:
     """`roofwise.measure.bench.bench`, imported on first use so torch stays optional."""
-    from roofwise.measure.bench import bench as _bench
+    from roofwise.measure.bench import bench as _bench  # deferred: torch on first use
 
     return _bench(*args, **kwargs)
 

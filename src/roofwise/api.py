@@ -75,7 +75,7 @@ def plot(runs: Analysis | str | Path | list[tuple[str, Analysis]], path: str | P
          *, machine: str | Machine | None = None, title: str | None = None) -> Figure:
     """The roofline chart of one analysis (or a record file, or labelled runs) as a matplotlib
     Figure; also written to `path` (.png, .svg, .pdf) when given."""
-    from roofwise.render.chart import roofline_figure, save_figure
+    from roofwise.render.chart import roofline_figure, save_figure  # deferred: matplotlib
 
     if isinstance(runs, (str, Path)):
         runs = [(Path(runs).stem, analyze_file(runs, machine))]
@@ -93,7 +93,7 @@ def report(analysis: Analysis | str | Path, path: str | Path, *,
     """Write the self-contained HTML report (chart, verdict table, lint, profile) to `path`
     (.html) and return it. The table holds the `rows` worst rows (0: all); the summary and the
     chart count every row."""
-    from roofwise.render.html import check_report_path, write_report
+    from roofwise.render.html import check_report_path, write_report  # deferred: matplotlib
 
     check_report_path(path)
     source = ""

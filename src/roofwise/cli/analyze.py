@@ -74,7 +74,7 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
     profile; a record whose device matches none is blank, with that reason.
     """
     if is_trace(records_path):  # told by content: a trace is grouped by op and shapes
-        from roofwise.cli.traces import analyze_trace_command
+        from roofwise.cli.traces import analyze_trace_command  # deferred: only for a trace
 
         analyze_trace_command(records_path, load_machine_arg(machine_name), regime, mix,
                               as_json, None if limit == 0 else limit, records_out,

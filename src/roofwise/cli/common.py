@@ -122,7 +122,7 @@ def reading_progress(path: str, verb: str = "judging"
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from roofwise.records.read import record_files
+    from roofwise.records.read import record_files  # deferred: polars; --help stays fast
 
     try:
         total: int | None = sum(f.stat().st_size for f in record_files(path))
@@ -143,7 +143,7 @@ def reading_progress(path: str, verb: str = "judging"
 
 def read_records_shown(path: str, strict: bool = False) -> Loaded:
     """`records.read_records`, with the progress bar of `reading_progress` on a terminal."""
-    from roofwise.records.read import read_records
+    from roofwise.records.read import read_records  # deferred: polars; --help stays fast
 
     with reading_progress(path, "reading") as advance:
         return read_records(path, strict=strict, progress=advance)

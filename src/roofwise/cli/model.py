@@ -18,6 +18,7 @@ from roofwise.base import fmt
 from roofwise.base.errors import InputError
 from roofwise.cli.common import console, finite, load_machine_arg, note, print_hanging
 from roofwise.cli.machines import print_fitted
+from roofwise.models.project import projection_records
 from roofwise.profiles.machine import Machine
 from roofwise.records.write import format_of, write_records
 from roofwise.render.layout import Column, fit_table
@@ -135,24 +136,6 @@ def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
 
 def _echo(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(finite(data)) + "\n")
-
-
-def projection_records(projection: Any) -> list[dict[str, Any]]:
-    """One record per op row: the ledger's fields, its predicted time, time_s empty."""
-    records = []
-    from roofwise.models.project import is_collective
-
-    for row in projection.rows:
-        if row.ledger is None or is_collective(row):
-            continue
-        one = row.ledger.to_record()
-        sol = row.sol_time_s
-        records.append({**one, "op": row.op, "time_s": None,
-                        "workload": {"layer": row.layer, "shapes": row.shapes,
-                                     "count": row.count},
-                        "predicted_time_s": None if sol is None else sol / row.count,
-                        "machine": projection.machine.name, "phase": projection.phase})
-    return records
 
 
 # designed for 80 columns: layer, op, SOL and what binds always; FLOP, bytes, count and share

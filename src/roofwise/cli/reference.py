@@ -11,6 +11,9 @@ import sys
 
 import click
 
+from roofwise.cli import cli
+from roofwise.records.write import atomic_writer
+
 WIDTH = 80  # the help text as an 80-column terminal shows it
 
 HEADER = """# CLI reference
@@ -24,8 +27,6 @@ line on stderr naming the file, line or field).
 
 def cli_reference() -> str:
     """Every command's --help, in the order `roofwise --help` lists them, as Markdown."""
-    from roofwise.cli import cli
-
     root = click.Context(cli, info_name="roofwise", terminal_width=WIDTH,
                          max_content_width=WIDTH, help_option_names=["-h", "--help"])
     parts = [HEADER, "## roofwise\n", "```text", cli.get_help(root), "```\n"]
@@ -44,7 +45,6 @@ def main(argv: list[str]) -> int:
     if not argv:
         sys.stdout.write(text)
         return 0
-    from roofwise.records.write import atomic_writer
 
     with atomic_writer(argv[0]) as handle:
         handle.write(text)

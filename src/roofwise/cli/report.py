@@ -45,7 +45,7 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
     check_report_path(output)  # before any work: a wrong name fails at once
     references = load_references(reference_paths)
     if is_trace(records_path):  # told by content: the grouped view leads the report
-        from roofwise.cli.traces import write_trace_report
+        from roofwise.cli.traces import write_trace_report  # deferred: only for a trace
 
         write_trace_report(records_path, load_machine_arg(machine_name), regime, mix, output,
                            title, references)

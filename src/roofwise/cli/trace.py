@@ -16,7 +16,7 @@ from roofwise.base.errors import InputError
 from roofwise.base.install import install_hint
 from roofwise.capture.inputs import example_inputs, load_function
 from roofwise.cli.common import console, machine_arg, machine_option
-from roofwise.cli.price import TENSOR_COLUMNS
+from roofwise.cli.price import TENSOR_COLUMNS, render_price
 from roofwise.ledgers.files import ledger_to_yaml_data
 from roofwise.ledgers.ledger import Ledger
 from roofwise.records.write import atomic_writer
@@ -73,7 +73,6 @@ def trace_command(target: str, shapes: tuple[str, ...], lookups: tuple[str, ...]
             yaml.safe_dump(ledger_yaml(ledger), handle, sort_keys=False)
         click.echo(f"wrote {out_path}", err=True)
     if machine_name:
-        from roofwise.cli.price import render_price
 
         render_price(ledger, machine_arg(machine_name), None, None, as_json=False)
     elif not out_path:

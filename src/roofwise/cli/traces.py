@@ -3,7 +3,6 @@ grouped by op and shapes, judged on the roofline; `--records-out` keeps the deri
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import sys
@@ -24,7 +23,15 @@ from roofwise.profiles.machine import Machine
 from roofwise.records.write import atomic_writer, format_of, write_records
 from roofwise.render.layout import Column, fit_table
 from roofwise.render.row_ledgers import Reference
-from roofwise.traces.analysis import Group, TraceAnalysis, analyze_trace, groups, summary_json
+from roofwise.traces.analysis import (
+    Group,
+    TraceAnalysis,
+    analyze_trace,
+    groups,
+    summary_json,
+    summary_lines,
+    verdicts_text,
+)
 from roofwise.traces.projection import LinedUp, line_up, read_projection
 
 RECORD_OUT_FORMATS = ("jsonl", "parquet")
@@ -110,7 +117,7 @@ def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
         [g.op, compact_shapes(g.shapes), str(g.count), fmt.seconds(g.time_s),
          fmt.seconds(g.sol_time_s),
          fmt.seconds(g.time_lost_s), fmt.percent(g.share), fmt.percent(g.efficiency),
-         _verdicts(g), g.reason] for g in shown]
+         verdicts_text(g), g.reason] for g in shown]
     print_hanging(out, f"{result.path}: ops by shape, most time lost first")
     fitted = fit_table(GROUP_COLUMNS, rows, out.width)
     print_fitted(out, fitted, quiet={"note"})
@@ -129,59 +136,13 @@ def render_groups(result: TraceAnalysis, found: list[Group], out: Console,
         print_hanging(out, line.strip(), indent="  ")
 
 
-def _verdicts(group: Group) -> str:
-    return ", ".join(f"{name} {n}" for name, n in sorted(group.verdicts.items(),
-                                                         key=lambda kv: -kv[1]))
-
-
-def summary_lines(result: TraceAnalysis) -> list[str]:
-    s = result.summary
-    kernel = s.kernel_time_s
-
-    def part(value: float) -> str:
-        return f"{fmt.seconds(value)} ({fmt.percent(value / kernel) if kernel else '-'})"
-
-    devices = ", ".join(s.devices) or "none named (use --machine)"
-    machines = ", ".join(sorted(result.analysis.machines)) if result.analysis else "-"
-    return [
-        f"kernel time {fmt.seconds(kernel)} in {s.kernels} kernels from {s.ops} ops "
-        f"({s.priced_ops} priced); device(s): {devices}; profile(s): {machines}",
-        f"  priced {part(s.priced_time_s)}, communication {part(s.communication_time_s)}, "
-        f"unpriced {part(s.unpriced_time_s)} (of which launched by no traced op "
-        f"{fmt.seconds(s.unattributed_time_s)})",
-        f"  outside kernels: memcpy {fmt.seconds(s.memcpy_time_s)}, "
-        f"memset {fmt.seconds(s.memset_time_s)}",
-    ]
-
-
-def groups_html(result: TraceAnalysis, limit: int = 200) -> str:
-    """The grouped view as an HTML section, for `roofwise report` on a trace."""
-    e = html.escape
-    rows = []
-    for g in groups(result)[:limit]:
-        cells = (g.op, g.shapes, str(g.count), fmt.seconds(g.time_s), fmt.seconds(g.sol_time_s),
-                 fmt.seconds(g.time_lost_s), fmt.percent(g.share), fmt.percent(g.efficiency),
-                 _verdicts(g), g.reason)
-        rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>")
-    headers = ("op", "shapes", "n", "time", "SOL", "lost", "share", "eff.", "verdicts", "note")
-    lines = "".join(f"<p>{e(line.strip())}</p>" for line in summary_lines(result))
-    return ("<h2>Trace: ops by shape, most time lost first</h2>" + lines +
-            "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in headers) +
-            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
-
-
 def write_trace_report(path: str, machine: Machine | None, regime: str | None, mix: str | None,
                        output: str, title: str, references: Sequence[Reference]) -> None:
     """The records report of the trace's priced ops, with the grouped view and summary first."""
-    from roofwise.render.html import report_html
+    from roofwise.render.html import trace_report_html  # deferred: matplotlib
 
     result = load_trace(path, machine, regime, mix)
-    if result.analysis is None:
-        raise InputError(path, "no op in the trace could be priced; nothing to report "
-                               f"({summary_lines(result)[0]})")
-    text = report_html(result.analysis, title, path, references)
-    marker = "<h2>Roofline</h2>"
-    text = text.replace(marker, groups_html(result) + marker, 1)
+    text = trace_report_html(result, title, path, references)
     with atomic_writer(output, "w") as handle:
         handle.write(text)
 

@@ -159,7 +159,7 @@ class Ledger:
         return replace(self, tensors=tensors)
 
     def to_record(self, time_s: float | None = None, **extra: object) -> dict[str, object]:
-        """The DESIGN.md benchmark-record fields this ledger fixes."""
+        """The benchmark-record fields (docs/records.md) this ledger fixes."""
         record: dict[str, object] = {
             "op": self.name, "flops": self.flops, "bytes": self.bytes, "roof": self.roof,
             "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,

@@ -18,7 +18,7 @@ from roofwise.profiles.machine import ComputeUnit, Machine
 # within 2x of the speed of light could decide the reading once measured.
 DATASHEET_MARGIN = 0.5
 _SPARSE_TOLERANCE = 1e-3  # relative
-# Dense datasheet peaks (ops/s) by unit key, from shared/REFERENCES.md; sparse peaks are 2x.
+# Dense datasheet peaks (ops/s) by unit key, from docs/references.md; sparse peaks are 2x.
 KNOWN_DENSE_PEAKS: Mapping[str, tuple[tuple[str, float], ...]] = {
     "tensor_core.fp16": (("H100/H200 SXM", 989.5e12), ("A100 SXM", 312e12), ("H20", 148e12),
                          ("B200", 2.25e15), ("H100 PCIe", 756.5e12), ("L40S", 362.05e12),

@@ -1,7 +1,8 @@
 """The eight ways to read a roofline wrong, rebuilt from library objects.
 
 Every figure comes from a profile, a ledger, a price or a verdict. Where the seed itself
-slipped (shared/seed/NOTES.md), the honest figure is shown and the seed's beside it, labelled.
+slipped (tests/fixtures/seed/NOTES.md), the honest figure is shown and the seed's beside
+it, labelled.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofwise.ledgers.ledger import Ledger, Role, Work
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
 from roofwise.ops.case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
 from roofwise.pricing.core import cycles_by_unit, price_columns, price_ledger
 from roofwise.profiles.load import builtin_machines
 from roofwise.profiles.machine import Machine
-from roofwise.verdicts.rules import VERDICTS, judge
+from roofwise.verdicts.rules import ANOMALY_EFFICIENCY, AT_CEILING_EFFICIENCY, VERDICTS, judge
 
 # The seed's own two-kernel figure for M4 (roofline_misuse.py): 6 B/elem of payload plus the
 # lookups twice. It follows from no decomposition; shown only beside the honest figure.
@@ -190,7 +191,6 @@ def m5(ctx: Context) -> Demo:
 
 def softmax_row_ledger(alu: str, sfu: str, scores: int = SOFTMAX_SCORES) -> Ledger:
     """One softmax row as M5 counts it; tensors are irrelevant to the per-pipe question."""
-    from roofwise.ledgers.ledger import Tensor
 
     return Ledger(
         name="softmax_row", roof=alu,
@@ -243,7 +243,6 @@ def m7(ctx: Context) -> Demo:
 
 
 def m8(ctx: Context) -> Demo:
-    from roofwise.verdicts.rules import ANOMALY_EFFICIENCY, AT_CEILING_EFFICIENCY
 
     ledger = ctx.ledger
     t = HYPOTHETICAL_PREFILL_TIME_S

@@ -66,7 +66,8 @@ class BenchResult:
 
     def to_record(self, ledger: Ledger | None = None, machine_name: str | None = None,
                   op: str | None = None, workload: Any = None) -> dict[str, Any]:
-        """A benchmark record in the DESIGN.md contract, with the ledger's read/write split."""
+        """A benchmark record in the contract of docs/records.md, with the ledger's read/write
+        split."""
         chosen = ledger if ledger is not None else self.ledger
         if chosen is None:
             raise ValueError("to_record needs the ledger of the timed call")

@@ -1,6 +1,6 @@
 """Measure the card in front of us (GPU side; only runs where torch sees a CUDA device).
 
-What is measured, and how (see shared/REFERENCES.md, "How ceilings are measured well"):
+What is measured, and how (see docs/references.md, "How ceilings are measured well"):
 - HBM per access mix (copy, triad, read, write) over arrays far above L2, non-constant data,
   through torch's vectorised kernels and, when Triton is importable, grid-stride Triton
   kernels at several block sizes; each mix keeps its best method;

@@ -15,6 +15,7 @@ from typing import Any
 
 from roofwise.base.errors import InputError
 from roofwise.ledgers.ledger import Ledger
+from roofwise.ops import OPS, op_parameters, parse_op_params
 
 FP8_E4M3_MAX = 448.0
 
@@ -140,7 +141,6 @@ BENCH_OPS: dict[str, OpSpec] = {
 def resolve_params(op: str, given: Mapping[str, Any], option: str = "--shape") -> dict[str, Any]:
     """Typed parameters of `op` (the registry's defaults, overridden by `given`, values as
     text or typed); InputError naming `option` and the parameter at fault."""
-    from roofwise.ops import op_parameters, parse_op_params
 
     spec = _spec(op)
     defaults = {p.name: p.default for p in op_parameters(op) if p.name in spec.params}
@@ -166,7 +166,6 @@ def resolve_params(op: str, given: Mapping[str, Any], option: str = "--shape") -
 
 def build_ledger(op: str, params: Mapping[str, Any]) -> Ledger:
     """The op's ledger from the registry `roofwise.ops.OPS`, the only source of ledgers."""
-    from roofwise.ops import OPS
 
     if op not in OPS:
         raise InputError("OP", f"{op!r} has no ledger in roofwise.ops.OPS; bench times only "
@@ -188,7 +187,6 @@ def build_case(op: str, given: Mapping[str, Any], device: str,
 
 
 def _spec(op: str) -> OpSpec:
-    from roofwise.ops import OPS
 
     if op not in BENCH_OPS:
         raise InputError("OP", f"unknown operator {op!r}; expected one of "

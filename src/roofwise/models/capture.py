@@ -2,7 +2,7 @@
 
 Why FakeTensorMode: the model builds and runs with shapes and dtypes only, no weights, no
 memory, no GPU (a forward on the meta device fails in transformers' mask code; see
-shared/REFERENCES.md). The meta-tensor tracer's dispatch mode (`measure/trace.py`) records
+docs/references.md). The meta-tensor tracer's dispatch mode (`capture/tracer.py`) records
 each aten op with the tensors it reads and writes and counts its work; each op becomes one
 ledger. A static KV cache of `context + seq` tokens is preallocated, so a decode step reads
 the cache and writes only its new tokens, as a serving stack's paged cache does.
@@ -151,7 +151,7 @@ def causal_lm_class(config: ModelConfig) -> Any:
 
 def _recorder_class() -> Any:
     """The tracer's dispatch mode, extended with muting (inside fused regions) and places."""
-    from roofwise.capture.tracer import DEFAULT_UNITS, _Recorder
+    from roofwise.capture.tracer import DEFAULT_UNITS, _Recorder  # deferred: torch
 
     class Recorder(_Recorder):
         def __init__(self, seq: int, kv_dtype: str) -> None:
@@ -262,7 +262,7 @@ class _AttentionMode:
 
 
 def _torch_dtype_name(t: Any) -> str:
-    from roofwise.capture.tracer import _dtype
+    from roofwise.capture.tracer import _dtype  # deferred: torch
 
     return str(_dtype(t.dtype))
 

@@ -233,3 +233,18 @@ class _CollectiveRow(Row):
 def is_collective(row: Row) -> bool:
     return isinstance(row, _CollectiveRow)
 
+
+def projection_records(projection: Projection) -> list[dict[str, Any]]:
+    """One record per op row: the ledger's fields, its predicted time, time_s empty."""
+    records = []
+    for row in projection.rows:
+        if row.ledger is None or is_collective(row):
+            continue
+        one = row.ledger.to_record()
+        sol = row.sol_time_s
+        records.append({**one, "op": row.op, "time_s": None,
+                        "workload": {"layer": row.layer, "shapes": row.shapes,
+                                     "count": row.count},
+                        "predicted_time_s": None if sol is None else sol / row.count,
+                        "machine": projection.machine.name, "phase": projection.phase})
+    return records

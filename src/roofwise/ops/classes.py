@@ -1,7 +1,7 @@
 """How many operations of each class an elementwise or reduction aten op costs per element.
 
 Torch-free, so that pricing a profiler trace needs no PyTorch: the meta-tensor tracer
-(`measure/trace.py`) and the trace reader (`traces/aten.py`) read the same tables.
+(`capture/tracer.py`) and the trace reader (`traces/aten.py`) read the same tables.
 Keys are aten overload-packet names with the trailing `_` of in-place variants removed.
 """
 

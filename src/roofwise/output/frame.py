@@ -27,7 +27,8 @@ from roofwise.verdicts.rules import BLANK, NO_EFFICIENCY, VERDICTS
 if TYPE_CHECKING:
     from roofwise.verdicts.analysis import Verdicts as Analysis
 
-# The judgement's fields, in the order every writer shows them (DESIGN.md's verdict contract).
+# The judgement's fields, in the order every writer shows them (the verdict contract of
+# docs/records.md).
 VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_time_s",
                   "sol_time_s", "bound", "binding_unit", "intensity_flops_per_byte", "mix",
                   "regime", "efficiency", "timing_method", "kernels", "floor_s",

@@ -2,7 +2,7 @@
 
 Read this module top to bottom:
 
-1. the contract (DESIGN.md): which fields a record has;
+1. the contract (docs/records.md): which fields a record has;
 2. `RecordColumns`: the validated rows as numpy columns, what pricing and judging consume;
 3. `read_records` / `iter_batches`: every format (JSONL, CSV, Parquet) is read by polars into a
    frame of raw values, a batch at a time, so memory stays bounded on any file size;

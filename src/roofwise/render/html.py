@@ -37,6 +37,7 @@ from roofwise.profiles.machine import Machine
 from roofwise.records.write import atomic_writer
 from roofwise.render.chart import figure_svg, roofline_figure
 from roofwise.render.row_ledgers import LedgerFinder, NoLedger, Reference, RowLedger
+from roofwise.traces.analysis import TraceAnalysis, groups, summary_lines, verdicts_text
 from roofwise.verdicts.mismatch import mismatch_summary
 from roofwise.verdicts.rules import NO_EFFICIENCY
 
@@ -141,9 +142,11 @@ def check_report_path(path: str | Path) -> None:
 
 
 def report_html(analysis: Analysis, title: str = "roofwise report", source: str = "",
-                references: Sequence[Reference] = (), rows: int = DEFAULT_ROWS) -> str:
+                references: Sequence[Reference] = (), rows: int = DEFAULT_ROWS,
+                before_chart: str = "") -> str:
     """The whole report as one HTML string; `references` are ledgers matched to rows by op.
-    The table holds the `rows` worst rows (0: all); counts and the chart cover every row."""
+    The table holds the `rows` worst rows (0: all); counts and the chart cover every row;
+    `before_chart` is HTML of a section shown first (a trace's grouped view)."""
     fig = roofline_figure([(Path(source).stem or "records", analysis)])
     order = analysis.worst_first()
     shown = order if rows <= 0 else order[:rows]
@@ -163,6 +166,7 @@ def report_html(analysis: Analysis, title: str = "roofwise report", source: str 
         f'<p class="muted" id="summary">{_e(source)} — {len(analysis):,} records: '
         f"{_e(counts)}</p>",
         f'<p class="warning" id="mismatch">{_e(mismatch)}</p>' if mismatch else "",
+        before_chart,
         '<h2>Roofline</h2><div class="chart" id="chart">', figure_svg(fig), "</div>",
         _table(analysis, picked, LedgerFinder(references), findings, templates),
         *(f'<template id="{key}">{_ledger_view(ledger)}</template>'
@@ -484,3 +488,29 @@ def _profiles(machines: Iterable[Machine]) -> str:
         out += [f"<p>Latency floor, {_e(line)}</p>" for line in lines]
         out += [f'<p class="muted">note: {_e(note)}</p>' for note in m.notes]
     return "\n".join(out)
+
+
+def trace_report_html(result: TraceAnalysis, title: str, source: str,
+                      references: Sequence[Reference] = ()) -> str:
+    """The records report of a trace's priced ops, its grouped view and summary first."""
+    if result.analysis is None:
+        raise InputError(source, "no op in the trace could be priced; nothing to report "
+                                 f"({summary_lines(result)[0]})")
+    return report_html(result.analysis, title, source, references,
+                       before_chart=trace_groups_html(result))
+
+
+def trace_groups_html(result: TraceAnalysis, limit: int = 200) -> str:
+    """The grouped view as an HTML section, for `roofwise report` on a trace."""
+    e = html.escape
+    rows = []
+    for g in groups(result)[:limit]:
+        cells = (g.op, g.shapes, str(g.count), fmt.seconds(g.time_s), fmt.seconds(g.sol_time_s),
+                 fmt.seconds(g.time_lost_s), fmt.percent(g.share), fmt.percent(g.efficiency),
+                 verdicts_text(g), g.reason)
+        rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>")
+    headers = ("op", "shapes", "n", "time", "SOL", "lost", "share", "eff.", "verdicts", "note")
+    lines = "".join(f"<p>{e(line.strip())}</p>" for line in summary_lines(result))
+    return ("<h2>Trace: ops by shape, most time lost first</h2>" + lines +
+            "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in headers) +
+            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")

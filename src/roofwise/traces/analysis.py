@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from roofwise.base import fmt
 from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import columns_from_valid
+from roofwise.traces.aten import TRACE_DTYPES
 from roofwise.traces.build import TraceOp, TraceOps, TraceSummary, build_ops
 from roofwise.traces.reader import read_trace
 
@@ -102,7 +104,6 @@ def shapes_text(op: TraceOp) -> str:
 
 @lru_cache(maxsize=65536)
 def _shapes_text(shapes: tuple[Any, ...], dtypes: tuple[str, ...]) -> str:
-    from roofwise.traces.aten import TRACE_DTYPES
 
     parts = [f"{list(d)} {TRACE_DTYPES[t]}" for d, t in zip(shapes, dtypes, strict=False)
              if t in TRACE_DTYPES and isinstance(d, (list, tuple))]
@@ -153,3 +154,30 @@ def summary_json(result: TraceAnalysis) -> dict[str, Any]:
             "memcpy_time_s": s.memcpy_time_s, "memset_time_s": s.memset_time_s,
             "unpriced_time_s": s.unpriced_time_s,
             "unattributed_time_s": s.unattributed_time_s, "devices": list(s.devices)}
+
+
+def verdicts_text(group: Group) -> str:
+    """`below 12, at_ceiling 3`: a group's verdicts, most common first."""
+    return ", ".join(f"{name} {n}" for name, n in sorted(group.verdicts.items(),
+                                                         key=lambda kv: -kv[1]))
+
+
+def summary_lines(result: TraceAnalysis) -> list[str]:
+    """Where the kernel time went, in three lines: priced, communication, unpriced, outside."""
+    s = result.summary
+    kernel = s.kernel_time_s
+
+    def part(value: float) -> str:
+        return f"{fmt.seconds(value)} ({fmt.percent(value / kernel) if kernel else '-'})"
+
+    devices = ", ".join(s.devices) or "none named (use --machine)"
+    machines = ", ".join(sorted(result.analysis.machines)) if result.analysis else "-"
+    return [
+        f"kernel time {fmt.seconds(kernel)} in {s.kernels} kernels from {s.ops} ops "
+        f"({s.priced_ops} priced); device(s): {devices}; profile(s): {machines}",
+        f"  priced {part(s.priced_time_s)}, communication {part(s.communication_time_s)}, "
+        f"unpriced {part(s.unpriced_time_s)} (of which launched by no traced op "
+        f"{fmt.seconds(s.unattributed_time_s)})",
+        f"  outside kernels: memcpy {fmt.seconds(s.memcpy_time_s)}, "
+        f"memset {fmt.seconds(s.memset_time_s)}",
+    ]

@@ -1,6 +1,6 @@
 """Which host op launched each piece of device activity.
 
-Two hops, each with the conventions real traces use (see shared/traces/README.md):
+Two hops, each with the conventions real traces use (see tests/fixtures/traces/README.md):
 1. device event -> launch call: the event's `correlation` equals its launch's; where an event
    carries none, the `ac2g` flow arrow that ends at it leads back to the call it starts at.
 2. launch call -> op: newer traces give the call the op's `External id`; it is taken when an
