@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from pathlib import Path
 
 import click
 
-from roofwise.base.overlap import BackgroundWriter, in_order
+from roofwise.base.overlap import BackgroundWriter
 from roofwise.base.text import shown
 from roofwise.cli.common import (
     MAX_SKIPPED_LINES,
@@ -27,15 +26,9 @@ from roofwise.ledgers.ledger import Ledger
 from roofwise.lint import Finding, lint_analysis, lint_columns
 from roofwise.output.analysis import Analysis, analyze
 from roofwise.output.frame import Write, csv_writer, json_writer
-from roofwise.profiles.machine import Machine
+from roofwise.output.stream import StreamTotals, judged_batches
 from roofwise.records.read import (
     BATCH_ROWS,
-    Loaded,
-    Skipped,
-    batch_jobs,
-    check_not_empty,
-    columns_from_valid,
-    concat_loaded,
     iter_batches,
 )
 from roofwise.traces.reader import is_trace
@@ -107,16 +100,17 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
         for _ in iter_batches(records_path, strict=True, keep_rows=False,
                               batch_rows=BATCH_ROWS):
             pass
-    stream = _Stream(records_path)
-    # the next batches are read, and the last one written, while one is judged (`overlap`)
-    batches = in_order(batch_jobs(records_path, strict=strict, batch_rows=BATCH_ROWS))
+    findings: list[Finding] = []
+    stream = StreamTotals(records_path)
     with reading_progress(records_path) as advance, BackgroundWriter() as writer:
-        for loaded in batches:
+        for loaded, judged in judged_batches(records_path, machines, machine, regime, mix,
+                                             strict, BATCH_ROWS):
             advance(loaded)
-            stream.count(loaded)
-            if not len(loaded.columns):
+            for skipped in stream.count(loaded, MAX_SKIPPED_LINES):
+                note(f"roofwise: skipped {skipped}")
+            if judged is None:
                 continue
-            analysis = analyze(loaded.columns, machines, machine, regime, mix)
+            analysis = judged
             if as_json or as_csv:  # the table says mismatches in its summary
                 for device, count in mismatch_counts(analysis).items():
                     stream.mismatched[device] = stream.mismatched.get(device, 0) + count
@@ -125,9 +119,12 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
                 stream.left_out.update(dict.fromkeys(left_out))
                 writer.submit(functools.partial(write, sys.stdout))
             else:
-                stream.keep_worst(analysis, None if limit == 0 else limit, references)
+                stream.keep_worst(analysis, None if limit == 0 else limit)
+                findings += lint_analysis(analysis, references, path=records_path)
             stream.first = False
-    stream.finish(as_json or as_csv)
+    said = stream.finish()
+    if said:
+        note(f"roofwise: {said}")
     _note_mismatches(stream.mismatched, stream.good)
     if stream.left_out:
         note(f"roofwise: {records_path}: field(s) first met after the CSV header was written, "
@@ -135,9 +132,9 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
              "keeps them")
     if not (as_json or as_csv):
         if stream.batches == 1 and stream.last is not None:  # the whole input at once
-            _render(stream.last, stream.findings, limit)
+            _render(stream.last, findings, limit)
         else:
-            _render(stream.worst(machines, machine, regime, mix), stream.findings, limit,
+            _render(stream.worst(machines, machine, regime, mix), findings, limit,
                     stream.verdicts)
 
 
@@ -175,57 +172,3 @@ def _prepare(analysis: Analysis, as_json: bool, first: bool, references: list[Le
                                                            machine_level=True)), []
     written, write, left_out = csv_writer(analysis, header=first, columns=columns)
     return written, write, left_out
-
-
-class _Stream:
-    """What `analyze` keeps across batches: counts, the first skipped rows, and for the table
-    the worst rows (the worst N of all are among each batch's worst N) and the findings."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.first = True
-        self.good = 0
-        self.skipped: list[Skipped] = []
-        self.skipped_count = 0
-        self.verdicts: dict[str, int] = {}
-        self.kept: list[Loaded] = []
-        self.findings: list[Finding] = []
-        self.columns: list[str] | None = None  # the CSV header, once the first batch wrote it
-        self.mismatched: dict[str, int] = {}  # rows judged on another card's profile, by device
-        self.left_out: dict[str, None] = {}  # CSV: fields first met after the header
-        self.batches = 0
-        self.last: Analysis | None = None
-
-    def count(self, loaded: Loaded) -> None:
-        self.good += len(loaded.columns)
-        for skipped in loaded.skipped[:max(0, MAX_SKIPPED_LINES - self.skipped_count)]:
-            note(f"roofwise: skipped {skipped}")
-        self.skipped_count += len(loaded.skipped)
-        if not self.skipped and loaded.skipped:
-            self.skipped.append(loaded.skipped[0])
-
-    def keep_worst(self, analysis: Analysis, limit: int | None,
-                   references: list[Ledger]) -> None:
-        self.batches += 1
-        self.last = analysis
-        for name, n in analysis.counts().items():
-            self.verdicts[name] = self.verdicts.get(name, 0) + n
-        self.findings += lint_analysis(analysis, references, path=self.path)
-
-        order = analysis.worst_first()
-        worst = analysis.columns.take(order if limit is None else order[:limit])
-        rows = None if worst.rows is None else [dict(r) for r in worst.rows]  # the batch goes
-        self.kept.append(Loaded(dataclasses.replace(worst, rows=rows), ()))
-
-    def worst(self, machines: dict[str, Machine], machine: Machine | None,
-              regime: str | None, mix: str | None) -> Analysis:
-        """The kept rows, judged again (a row's verdict depends on that row alone)."""
-        kept = concat_loaded(self.kept) if self.kept else Loaded(columns_from_valid([]), ())
-        return analyze(kept.columns, machines, machine, regime, mix)
-
-    def finish(self, written: bool) -> None:
-        if self.skipped_count:
-            note(f"roofwise: {self.path}: skipped {self.skipped_count} malformed record(s) of "
-                 f"{self.skipped_count + self.good}; --strict fails the file instead")
-        if not self.good:
-            check_not_empty(self.path, Loaded(columns_from_valid([]), tuple(self.skipped)))
