@@ -2,7 +2,7 @@
 
     python -m roofwise.cli.reference docs/cli.md
 
-writes it; `tests/test_docs.py` fails when the file differs from what the commands say.
+writes it; `tests/project/test_docs.py` fails when the file differs from what the commands say.
 """
 
 from __future__ import annotations

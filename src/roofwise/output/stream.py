@@ -23,7 +23,7 @@ Ray Data (`Dataset.map_batches` with `batch_format="pyarrow"`)::
         lambda table: judge_frame(pl.from_arrow(table), machine="h200")
         .select(VERDICT_SCHEMA_COLUMNS).to_arrow(), batch_format="pyarrow")
 
-`tests/test_stream.py` runs `judge_batches` above over pyarrow record batches on one machine,
+`tests/output/test_stream.py` runs `judge_batches` above over pyarrow record batches on one machine,
 as a Spark worker would, and checks it against `roofwise analyze`.
 """
 

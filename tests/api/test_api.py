@@ -9,7 +9,7 @@ import pytest
 
 import roofwise
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_every_public_name_is_documented():

@@ -15,7 +15,7 @@ from roofwise.profiles import load as profiles
 from roofwise.records import read as records
 from roofwise.verdicts.rules import VERDICTS
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 README = (DOCS.parent / "README.md").read_text()
 
 
@@ -92,7 +92,7 @@ def test_nothing_in_the_project_points_outside_it():
         path = root / name
         if path.suffix not in (".py", ".md", ".yaml", ".toml", ".txt", ".sh", ".html", ".cfg"):
             continue
-        if name == "tests/test_docs.py":
+        if name == "tests/project/test_docs.py":  # this test names what it looks for
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         found += [f"{name}: {m.group(0)}" for m in outside.finditer(text)]

@@ -671,7 +671,7 @@ def test_cli_r1_on_a_typo_unit(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["lint", "--json", "-m", "h200", str(EXAMPLES / "qk_norm_rope_quant.yaml")]) == 0
 
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_lint_examples_with_the_reference(capsys: pytest.CaptureFixture[str]) -> None:

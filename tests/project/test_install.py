@@ -10,7 +10,7 @@ from roofwise.base import install
 
 def test_checkout_gets_the_editable_form():
     root = install.checkout_root()
-    assert root == Path(__file__).resolve().parents[1]  # the tests run from this clone
+    assert root == Path(__file__).resolve().parents[2]  # the tests run from this clone
     hint = install.install_hint("parquet")
     assert hint.startswith("pip install -e '.[parquet]'") and "roofwise[" not in hint
 

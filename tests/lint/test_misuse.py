@@ -9,7 +9,7 @@ import pytest
 
 from roofwise.lint.misuse import render
 
-SEED = Path(__file__).resolve().parent / "fixtures" / "seed"  # a copy, so a clone stands alone
+SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed"  # a copy, so a clone stands alone
 
 # The card's name is not a figure; everything else, the seed's citations included, must appear.
 CITATION = re.compile(r"\bH200\b")

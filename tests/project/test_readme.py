@@ -13,7 +13,7 @@ import pytest
 
 from roofwise.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 # commands whose exit 1 is their documented gate (lint errors, compare regressions, audit FAIL)
 GATES = {"lint", "compare", "audit"}
