@@ -14,7 +14,7 @@ from roofwise.base.errors import InputError
 from roofwise.base.text import short_kernels
 from roofwise.cli.common import console, echo_json, print_hanging
 from roofwise.ledgers.files import load_ledger
-from roofwise.ledgers.ledger import Ledger
+from roofwise.ledgers.ledger import Ledger, Role
 from roofwise.measure.audit import (
     FAIL,
     FAIL_BELOW,
@@ -120,7 +120,8 @@ def audit_command(csv_path: str | None, run_cmd: str | None, ledger_path: str | 
         text, origin = run_ncu(command_argv(run_cmd), kernel_pattern), "ncu"
     rows = audit(parse_ncu_csv(text, origin), ledger.read_bytes, ledger.write_bytes,
                  kernel_pattern, per_kernel, origin,
-                 [(t.name, float(t.read_bytes)) for t in ledger.tensors if t.read_bytes > 0])
+                 [(t.name, float(t.read_bytes), t.role is Role.LOOKUP) for t in ledger.tensors
+                  if t.read_bytes > 0])
     if as_json:
         for row in rows:
             echo_json({"op": ledger.name, **row.to_dict()})

@@ -12,12 +12,14 @@ one NVTX range (a report column whose name holds "NVTX"); without one, the launc
 are one call, unless their kernel names repeat exactly with a shorter period (the report then
 holds that call several times).
 Where the reads exceed the ledger's, the excess is matched in size against the ledger's
-tensors (a lookup read by both kernels is the typical case).
+tensors, and then against sets of two or three of them, lookups first (a lookup read by both
+kernels is the typical case).
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import re
 import shutil
@@ -201,7 +203,7 @@ SHOWN_NAMES = 5  # kernel names an unmatched --kernel lists
 def audit(kernels: Sequence[KernelCounters], ledger_read_bytes: float,
           ledger_write_bytes: float | None = None, kernel_pattern: str | None = None,
           per_kernel: bool = False, origin: str = "the report",
-          ledger_reads: Sequence[tuple[str, float]] = ()) -> list[AuditRow]:
+          ledger_reads: Sequence[LedgerRead] = ()) -> list[AuditRow]:
     """One row per call (its launches summed, each shown beneath: see `calls_of`), or with
     `per_kernel` one row per launch. `ledger_reads` (tensor name, read bytes) name what a read
     excess matches in size.
@@ -248,24 +250,45 @@ EXCESS_MATCH_TOLERANCE = 0.05
 EXCESS_MIN_SHARE = 0.01
 
 
-def excess_match(excess_bytes: float, ledger_reads: Sequence[tuple[str, float]],
+# Sets of up to this many ledger tensors are tried for an excess no single tensor explains
+# (two kernels of one call each reading both RoPE tables: cos + sin read once more).
+EXCESS_SET_SIZE = 3
+LedgerRead = tuple[str, float] | tuple[str, float, bool]  # name, read bytes[, is a lookup]
+
+
+def excess_match(excess_bytes: float, ledger_reads: Sequence[LedgerRead],
                  launches: int) -> str:
-    """The ledger tensor whose read bytes, once or up to once per further launch, the excess
-    matches within EXCESS_MATCH_TOLERANCE; "" when none does."""
+    """What the read excess matches within EXCESS_MATCH_TOLERANCE, "" when nothing does: one
+    ledger tensor read once more (or up to once per further launch), else a set of up to
+    EXCESS_SET_SIZE tensors each read once more, lookups first (a lookup read by every kernel
+    of a call is the usual cause), the closest match among sets of the same kind."""
+    reads = [(r[0], float(r[1]), bool(r[2]) if len(r) > 2 else False)
+             for r in ledger_reads if float(r[1]) > 0]
     best: tuple[float, str] = (math.inf, "")
-    for name, nbytes in ledger_reads:
-        if nbytes <= 0:
-            continue
+    for name, nbytes, _ in reads:
         for times in range(1, max(launches - 1, 1) + 1):
             error = abs(excess_bytes - times * nbytes) / (times * nbytes)
             if error <= EXCESS_MATCH_TOLERANCE and error < best[0]:
                 again = "once more" if times == 1 else f"{times} more times"
                 best = (error, f"{name} ({nbytes:,.0f} B) read {again}")
-    return best[1]
+    if best[1]:
+        return best[1]
+    ranked: list[tuple[int, int, float, str]] = []
+    for size in range(2, min(EXCESS_SET_SIZE, len(reads)) + 1):
+        for chosen in itertools.combinations(reads, size):
+            total = sum(nbytes for _, nbytes, _ in chosen)
+            error = abs(excess_bytes - total) / total
+            if error <= EXCESS_MATCH_TOLERANCE:
+                lookups = all(lookup for _, _, lookup in chosen)
+                names = " + ".join(name for name, _, _ in chosen)
+                kind = "lookups " if lookups else ""
+                ranked.append((0 if lookups else 1, size, error,
+                               f"{kind}{names} ({total:,.0f} B together) read once more"))
+    return min(ranked)[3] if ranked else ""
 
 
 def _row(group: Sequence[KernelCounters], ledger_read: float,
-         ledger_write: float | None, ledger_reads: Sequence[tuple[str, float]] = ()
+         ledger_write: float | None, ledger_reads: Sequence[LedgerRead] = ()
          ) -> AuditRow:
     names = list(dict.fromkeys(k.kernel for k in group))
     label = names[0] if len(group) == 1 else (
