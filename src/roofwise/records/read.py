@@ -422,10 +422,8 @@ def _text_jobs(path: Path, kind: str, strict: bool, keep_rows: bool,
             handle.seek(0)
         header = b""
         if kind == "csv":
-            header = handle.readline()
-            _check_header(path, _csv_header(header))
-            if not header.endswith(b"\n"):
-                header += b"\n"
+            header = _first_line(handle) + b"\n"
+            _check_header(path, _csv_header(path, header))
         first_line = 2 if kind == "csv" else 1
         for data, newline in _line_batches(handle, batch_rows):
             yield functools.partial(_text_batch, path, kind, header, data, newline, first_line,
@@ -444,15 +442,60 @@ def _text_batch(path: Path, kind: str, header: bytes, data: bytes, newline: np.n
     return dataclasses.replace(loaded, file_bytes=len(data))
 
 
+def _first_line(handle: IO[bytes]) -> bytes:
+    """The first line of the rest of `handle` without its end (LF, CRLF or a bare CR), the
+    handle left just after that end."""
+    start = handle.tell()
+    line = b""
+    while True:
+        block = handle.read(1 << 16)
+        found = _LINE_END.search(block)
+        if found is not None:
+            line += block[:found.start()]
+            end = len(line) + (2 if block[found.start():found.start() + 2] == b"\r\n" else 1)
+            if found.group() == b"\r" and found.end() == len(block) and handle.read(1) == b"\n":
+                end += 1  # a CRLF cut between two blocks
+            handle.seek(start + end)
+            return line
+        line += block
+        if not block:
+            return line
+
+
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+def bare_cr_as_lf(data: bytes) -> bytes:
+    """`data` with each bare CR (one not followed by LF) as LF: a bare CR ends a line (old Mac
+    files, "CSV (Macintosh)"), and one byte for one keeps every offset. A CR that is the last
+    byte stays: the caller decides whether an LF follows it."""
+    if b"\r" not in data:
+        return data
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    cr = np.flatnonzero(buffer[:-1] == 13)
+    bare = cr[buffer[cr + 1] != 10]
+    if not len(bare):
+        return data
+    edited = buffer.copy()
+    edited[bare] = 10
+    return edited.tobytes()
+
+
 def _line_batches(handle: IO[bytes], batch_rows: int | None
                   ) -> Iterator[tuple[bytes, np.ndarray]]:
     """The rest of the file in pieces of at most `batch_rows` whole lines (None: one piece),
-    each with the offsets of its newlines (found once: numbering and slicing lines use them)."""
+    each with the offsets of its newlines (found once: numbering and slicing lines use them).
+    A bare CR is a line end: it is read as LF (`bare_cr_as_lf`)."""
     pending = b""
     size = CHUNK_BYTES >> 2  # a smaller first chunk: judging starts sooner
     while True:
         chunk = handle.read() if batch_rows is None else handle.read(size)
         size = min(2 * size, CHUNK_BYTES)
+        if chunk.endswith(b"\r"):  # is it CRLF? the next byte says
+            chunk += handle.read(1)
+        if chunk.endswith(b"\r"):  # the file's last byte: a line end
+            chunk = chunk[:-1] + b"\n"
+        chunk = bare_cr_as_lf(chunk)
         if chunk and batch_rows is not None:  # keep a partial last line for the next chunk
             cut = chunk.rfind(b"\n") + 1  # (one copy of the chunk, not three)
             if not cut:
@@ -709,9 +752,13 @@ class _Unscreened(dict[str, Any]):
     through `validate_record` alone, which may still accept it."""
 
 
-def _csv_header(line: bytes) -> list[str]:
-    text = line.decode("utf-8", errors="replace")
-    return next(csv.reader([text.rstrip("\r\n")]), [])
+def _csv_header(path: Path, line: bytes) -> list[str]:
+    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+    try:
+        with _any_cell_size():
+            return next(csv.reader([text]), [])
+    except csv.Error as exc:  # an open quote, a line end inside a cell
+        raise InputError(f"{path}:1", f"unreadable CSV header ({_one_line(exc)})") from None
 
 
 def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, first_line: int
@@ -723,7 +770,7 @@ def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, firs
     may span lines)."""
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
-    names = _csv_header(header)
+    names = _csv_header(path, header)
     frame = _read_csv(data, names)
     if frame is None:
         return None  # a row with the wrong number of cells: the csv reader says where
@@ -1223,11 +1270,12 @@ def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    data = bare_cr_as_lf(data[:-1] + b"\n" if data.endswith(b"\r") else data)
     header = b""
     if kind == "csv":
-        header, newline, data = data.partition(b"\n")
-        header += newline
-        _check_header(path, _csv_header(header))
+        header, _, data = data.partition(b"\n")
+        header = header.removesuffix(b"\r") + b"\n"
+        _check_header(path, _csv_header(path, header))
     yield from _per_row_pairs(path, kind, header, data, 2 if kind == "csv" else 1)
 
 
@@ -1240,7 +1288,7 @@ def _read_parquet(path: Path) -> pl.DataFrame:
 
 
 def _jsonl_lines(path: Path, text: str, first_line: int) -> Iterator[tuple[str, Any]]:
-    for number, line in enumerate(text.splitlines(), first_line):
+    for number, line in enumerate(text.split("\n"), first_line):  # bare CRs are LFs by now
         if line.strip():
             yield f"{path}:{number}", _json_line(line)
 
