@@ -1183,10 +1183,10 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
     for name in REQUIRED_FIELDS:
         if name not in record or record[name] is None or record[name] == "":
             raise InputError(f"{where}: {name}", "missing required field")
-    name = not_text(record)
-    if name is not None:
-        raise InputError(f"{where}: {name}",
-                         f"expected text (a string), got {_json_kind(record[name])}")
+    wrong = not_text(record)
+    if wrong is not None:
+        raise InputError(f"{where}: {wrong}",
+                         f"expected text (a string), got {_json_kind(record[wrong])}")
     clean: dict[str, Any] = {k: v for k, v in record.items()
                              if k in REQUIRED_FIELDS or v not in (None, "")}
     clean["roof"] = _text(record["roof"], f"{where}: roof")
