@@ -81,6 +81,17 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
+def int_text(value: int) -> str:
+    """The decimal digits of an integer of any size (`str` refuses past 4,300 digits)."""
+    if value < 0:
+        return "-" + int_text(-value)
+    if value.bit_length() <= 13000:  # about 3,900 digits: within CPython's limit
+        return str(value)
+    half = (int(value.bit_length() * math.log10(2)) + 1) // 2
+    high, low = divmod(value, 10**half)
+    return int_text(high) + int_text(low).rjust(half, "0")
+
+
 def parse_json(text: str | bytes, unique_keys: bool = False) -> Any:
     """`json.loads` with exact integers of any size; errors as json raises them
     (JSONDecodeError, or ValueError for an integer beyond MAX_INT_DIGITS). With
