@@ -276,7 +276,8 @@ def _separators_escaped(piece: pl.Expr) -> pl.Expr:
 def _has_separators(frame: pl.DataFrame) -> bool:
     texts = [c for c in frame.columns if frame.schema[c] == pl.String]
     return bool(texts) and bool(frame.select(pl.any_horizontal(
-        pl.col(c).str.contains("[\u2028\u2029]").any() for c in texts)).item())
+        pl.col(c).str.contains(sep, literal=True).any() for c in texts
+        for sep in ("\u2028", "\u2029"))).item())
 
 
 def _joined(frame: pl.DataFrame, fragments: list[pl.Expr]) -> pl.Series:
