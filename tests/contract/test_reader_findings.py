@@ -27,13 +27,14 @@ def analyze_json(capsys, path, *extra):
 ROW = {"op": "gemm", "flops": 0, "bytes": 0, "roof": "cuda_core.fp32", "time_s": 0.0}
 
 
-def test_a_roof_that_is_not_a_string_is_an_unknown_unit_not_a_lost_file(tmp_path, capsys):
+def test_a_roof_that_is_not_a_string_is_a_skipped_row_not_a_lost_file(tmp_path, capsys):
     path = tmp_path / "r.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in (ROW, None, {**ROW, "roof": []})) + "\n")
     code, rows, err = analyze_json(capsys, path)
     assert code == 0, err
-    assert [r["roof"] for r in rows] == ["cuda_core.fp32", "[]"]
-    assert [r["verdict"] for r in rows] == ["blank", "blank"]
+    assert [r["roof"] for r in rows] == ["cuda_core.fp32"]
+    assert [r["verdict"] for r in rows] == ["blank"]
+    assert f"{path}:3: roof: expected text (a string), got an array" in err
 
 
 def test_json_workloads_stay_json(tmp_path, capsys):

@@ -155,3 +155,17 @@ def test_huge_sizes_stay_exact():
     ledger = parse_ledger({"name": "x", "roof": "cuda_core.fp32", "tensors": [
         {"name": "a", "shape": [10**30], "dtype": "int8", "role": "input"}]}, "l.yaml")
     assert ledger.tensors[0].shape == (10**30,) and ledger.bytes == 10**30
+
+
+def test_free_text_that_yaml_reads_as_a_huge_integer_is_its_digits(tmp_path):
+    """Issue 20: a 5,000-digit label (an int to YAML) is text, never a ValueError."""
+    from roofwise.ledgers.files import load_ledger
+
+    digits = "9" + "1" * 4999
+    path = tmp_path / "l.yaml"
+    path.write_text(f"name: x\nroof: cuda_core.fp32\ntensors:\n  - {{name: a, shape: [4], "
+                    f"dtype: fp32, role: input}}\nwork:\n  - {{unit: cuda_core.fp32, class: "
+                    f"arithmetic, ops: 4, label: {digits}}}\nnotes: [{digits}, yes, 1.5]\n")
+    ledger = load_ledger(path)
+    assert ledger.work[0].label == digits
+    assert ledger.notes == (digits, "true", "1.5")

@@ -177,3 +177,27 @@ def test_reasons_built_over_columns_are_the_per_row_sentences(tmp_path, seed, op
     for flag in (Reason.FLOOR_SPLIT, Reason.FLOOR_SHARE, Reason.BELOW_LATENCY_FLOOR,
                  Reason.FLOOR_OVERLAPPED, Reason.ABOVE_THEORETICAL_RATE):
         assert any(f & flag for f in flags), flag
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_json_output_escapes_line_and_paragraph_separators(tmp_path, capsys, suffix):
+    """Issue 20: U+2028/U+2029 inside a JSON string are written `\\u2028`, as json.dumps
+    writes them, in both of the engine's writer paths (JSONL with JSON text, CSV without)."""
+    import json as _json
+
+    from roofwise.cli import main
+
+    names = ["ls\u2028op", "ps\u2029op", "plain"]
+    path = tmp_path / f"r{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("\n".join(_json.dumps({"op": n, "flops": 1e9, "bytes": 1e8,
+                                               "roof": "cuda_core.fp32", "time_s": 1e-4,
+                                               "workload": {"n": n}}) for n in names) + "\n")
+    else:
+        path.write_text("op,flops,bytes,roof,time_s\n" + "".join(
+            f"{n},1e9,1e8,cuda_core.fp32,1e-4\n" for n in names), encoding="utf-8")
+    assert main(["analyze", str(path), "-m", "h200", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\u2028" not in out and "\u2029" not in out
+    assert '"op":"ls\\u2028op"' in out and '"op":"ps\\u2029op"' in out
+    assert [_json.loads(line)["op"] for line in out.split("\n") if line] == names

@@ -461,3 +461,31 @@ def test_numbers_never_hide_another_rows_point(example_analysis):
         assert np.hypot(*(centre - own)) <= 25 * fig.dpi / 72
     for a, b in itertools.combinations(boxes, 2):  # no number on another
         assert a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0
+
+
+UNSAFE_NAMES = ["a\ufeffb", "rtl\u202eop", "cr\rop", "nul\x00", "us\x1f", "del\x7f", "c1\x85\x9f",
+                "sur\udc80", "ls\u2028ps\u2029", "zw\u200b\u200d", "tab\tnl\n"]
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_chart_labels_with_control_zero_width_and_bidi_characters(tmp_path, suffix):
+    """Issue 20: the PDF backend raised IndexError on such names; every format writes them,
+    each shown as its escape."""
+    import json
+
+    from roofwise.base.text import for_mpl
+    from roofwise.cli import main
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps({"op": name, "flops": 1e9 * (k + 1), "bytes": 1e8,
+                                          "roof": "cuda_core.fp32", "time_s": 1e-4})
+                              for k, name in enumerate(UNSAFE_NAMES)) + "\n")
+    chart = tmp_path / f"x{suffix}"
+    assert main(["plot", str(path), "-m", "h200", "-o", str(chart)]) == 0
+    assert chart.stat().st_size > 1000
+    assert for_mpl("a\ufeffb$") == "a\\ufeffb\\$" and for_mpl("cr\rop") == "cr\\rop"
+    assert for_mpl("sur\udc80 ls\u2028") == "sur\\udc80 ls\\u2028"
+    assert for_mpl("caf\u00e9 \u00a0x") == "caf\u00e9 \u00a0x"
+    if suffix == ".svg":
+        text = chart.read_text(encoding="utf-8")
+        assert "\ufeff" not in text and "\u202e" not in text

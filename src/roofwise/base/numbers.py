@@ -62,9 +62,42 @@ def _digits_to_int(digits: str) -> int:
     return _digits_to_int(digits[:-low]) * 10**low + _digits_to_int(digits[-low:])
 
 
-def parse_json(text: str | bytes) -> Any:
+class DuplicateKey(ValueError):
+    """A JSON object names `key` twice: which value is meant is ambiguous."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {shown(key)}")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return record
+
+
+def int_text(value: int) -> str:
+    """The decimal digits of an integer of any size (`str` refuses past 4,300 digits)."""
+    if value < 0:
+        return "-" + int_text(-value)
+    if value.bit_length() <= 13000:  # about 3,900 digits: within CPython's limit
+        return str(value)
+    half = (int(value.bit_length() * math.log10(2)) + 1) // 2
+    high, low = divmod(value, 10**half)
+    return int_text(high) + int_text(low).rjust(half, "0")
+
+
+def parse_json(text: str | bytes, unique_keys: bool = False) -> Any:
     """`json.loads` with exact integers of any size; errors as json raises them
-    (JSONDecodeError, or ValueError for an integer beyond MAX_INT_DIGITS)."""
+    (JSONDecodeError, or ValueError for an integer beyond MAX_INT_DIGITS). With
+    `unique_keys`, an object that names a key twice (at any depth) raises DuplicateKey."""
+    if unique_keys:
+        return json.loads(text, parse_int=exact_int, object_pairs_hook=_unique_keys)
     return json.loads(text, parse_int=exact_int)
 
 

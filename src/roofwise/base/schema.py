@@ -115,3 +115,20 @@ def expect_str(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InputError(where, f"expected a non-empty string, got {numbers.kind(value)}")
     return value
+
+
+def free_text(value: Any, where: str) -> str:
+    """A free-text field (a label, a note, a source) as text: a string as it is, and what YAML
+    reads as a number or a bool (`label: 123`, `notes: [yes]`) as it wrote it, an integer of
+    any length exactly; an absent value is ""; a mapping or a list is refused."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return numbers.int_text(value)
+    if isinstance(value, float):
+        return repr(value)
+    raise InputError(where, f"expected text, got {numbers.kind(value)}")

@@ -6,7 +6,8 @@ decodes an undecodable file name to), or four thousand characters. Each renderer
 made inert for it here, and nowhere else:
 
 - `for_rich`: markup escaped, so `[/x]` prints as itself instead of raising MarkupError;
-- `for_mpl`: every `$` escaped, so a data string is never parsed as mathtext;
+- `for_mpl`: every `$` escaped, so a data string is never parsed as mathtext, and what is not
+  printable escaped, so that every chart format can lay it out;
 - `encodable`: characters UTF-8 cannot encode (lone surrogates) shown as `\\udc80`;
 - `one_line`: control characters (newlines included) shown escaped, length capped by eliding
   the middle, so that an error is always one short line;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Any
 
 MESSAGE_LIMIT = 290  # characters of one error line: under the 300 the contract promises
@@ -116,5 +118,17 @@ def encodable(text: str) -> str:
 
 
 def for_mpl(text: Any) -> str:
-    """Plain text for a matplotlib label or title: never mathtext, encodable."""
-    return encodable(str(text)).replace("$", r"\$")
+    """Plain text for a matplotlib label or title, safe in every chart format (PNG, SVG, PDF):
+    never mathtext, and every character that is not printable (controls, CR, U+2028, zero
+    width and bidi marks such as U+FEFF and U+202E, lone surrogates, unassigned and private
+    code points, which the PDF backend cannot lay out) written as its escape (`\\ufeff`)."""
+    return printable(str(text)).replace("$", r"\$")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` with every character that is not printable (a space is), other than those in
+    `keep`, as its escape: what `for_mpl` gives matplotlib; idempotent, always encodable."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep or unicodedata.category(ch) == "Zs"
+                   else repr(ch)[1:-1] for ch in text)

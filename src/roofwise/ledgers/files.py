@@ -34,8 +34,8 @@ def parse_ledger(data: Any, where: str) -> Ledger:
     roof = body.get("roof")
     if roof is not None:
         _unit_key(roof, schema.at(where, "roof"))
-    notes = tuple(str(n) for n in
-                  schema.expect_list(body.get("notes", []), schema.at(where, "notes")))
+    notes = tuple(schema.free_text(n, schema.at(where, f"notes[{i}]")) for i, n in
+                  enumerate(schema.expect_list(body.get("notes", []), schema.at(where, "notes"))))
     if "stages" in body:
         return _composed(body, name, roof, notes, where)
     if roof is None:
@@ -69,7 +69,8 @@ def _composed(body: Mapping[str, Any], name: str, roof: str | None, notes: tuple
     if compose not in COMPOSITIONS:
         raise InputError(schema.at(where, "compose"),
                          f"expected one of {', '.join(COMPOSITIONS)}, got {compose!r}")
-    keep = [str(k) for k in schema.expect_list(body.get("keep", []), schema.at(where, "keep"))]
+    keep = [schema.free_text(k, schema.at(where, f"keep[{i}]")) for i, k in
+            enumerate(schema.expect_list(body.get("keep", []), schema.at(where, "keep")))]
     composed = (fuse(name, stages, roof, keep) if compose == "fused"
                 else separate(name, stages, roof))
     return Ledger(composed.name, composed.roof, composed.tensors, composed.work,
@@ -110,7 +111,8 @@ def _work(data: Any, where: str) -> Work:
         raise InputError(schema.at(where, "class"),
                          f"expected one of {', '.join(OP_CLASSES)}, got {op_class!r}")
     ops = schema.expect_non_negative(schema.require(body, "ops", where), schema.at(where, "ops"))
-    return Work(unit, op_class, ops, str(body.get("label", "")))
+    return Work(unit, op_class, ops,
+                schema.free_text(body.get("label"), schema.at(where, "label")))
 
 
 def _unit_key(value: Any, where: str) -> str:

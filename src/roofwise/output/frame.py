@@ -267,10 +267,25 @@ def _fragments(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: i
     return frame, fragments, complete
 
 
+def _separators_escaped(piece: pl.Expr) -> pl.Expr:
+    """JSON text with U+2028 and U+2029 (raw only inside strings) written `\\u2028`, as
+    json.dumps writes them: a line separator in a line would break a reader that splits on it."""
+    return (piece.str.replace_all("\u2028", "\\u2028", literal=True)
+            .str.replace_all("\u2029", "\\u2029", literal=True))
+
+
+def _has_separators(frame: pl.DataFrame) -> bool:
+    texts = [c for c in frame.columns if frame.schema[c] == pl.String]
+    return bool(texts) and bool(frame.select(pl.any_horizontal(
+        pl.col(c).str.contains(sep, literal=True).any() for c in texts
+        for sep in ("\u2028", "\u2029"))).item())
+
+
 def _joined(frame: pl.DataFrame, fragments: list[pl.Expr]) -> pl.Series:
     """The lines of `_fragments`' pieces; a piece that is null (a field the row lacks) is left
     out. The streaming engine builds them a morsel at a time on every core, in row order."""
-    line = pl.lit("{") + pl.concat_str(fragments, separator=",", ignore_nulls=True)
+    line = _separators_escaped(
+        pl.lit("{") + pl.concat_str(fragments, separator=",", ignore_nulls=True))
     return frame.lazy().select(line.alias("line")).collect(engine="streaming").to_series()
 
 
@@ -326,7 +341,7 @@ def json_writer(analysis: Analysis, lint: Lint | None = None) -> Write:
     (CSV, Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is
     built from its fields (`json_lines`) so that a field a record lacks is left out."""
     frame, inputs, json_text = _verdicts_once(analysis)
-    if json_text or any(frame[c].null_count() for c in inputs):
+    if json_text or any(frame[c].null_count() for c in inputs) or _has_separators(frame):
         # the lines are encoded by the engine when written (on the writer's thread, so that
         # the next batch is judged meanwhile)
         n = len(analysis)
@@ -384,9 +399,10 @@ def _write_pieces(frame: pl.DataFrame, fragments: list[pl.Expr], complete: bool,
     separator is the comma between fields), which spares a copy of every line; else they are
     joined first (`_joined`), leaving out the missing ones."""
     if complete:
-        pieces = frame.lazy().select((pl.lit("{") + fragments[0]).alias("p0"), *(
-            piece.alias(f"p{k}") for k, piece in enumerate(fragments[1:], 1))
-        ).collect(engine="streaming")
+        pieces = frame.lazy().select(_separators_escaped(pl.lit("{") + fragments[0]).alias("p0"),
+                                     *(_separators_escaped(piece).alias(f"p{k}")
+                                       for k, piece in enumerate(fragments[1:], 1))
+                                     ).collect(engine="streaming")
     else:
         pieces = _joined(frame, fragments).to_frame()
     _write_target(out, lambda target: pieces.write_csv(

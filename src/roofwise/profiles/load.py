@@ -67,20 +67,21 @@ def parse_machine(data: Any, origin: str) -> Machine:
     aliases = tuple(schema.expect_str(a, schema.at(origin, f"aliases[{i}]"))
                     for i, a in enumerate(schema.expect_list(top.get("aliases", []),
                                                              schema.at(origin, "aliases"))))
-    notes = tuple(str(n) for n in
-                  schema.expect_list(top.get("notes", []), schema.at(origin, "notes")))
+    notes = tuple(schema.free_text(n, schema.at(origin, f"notes[{i}]")) for i, n in
+                  enumerate(schema.expect_list(top.get("notes", []), schema.at(origin, "notes"))))
     clock = top.get("clock_hz")
     pipes = _pipes_by_class(top.get("pipes_by_class"), units, schema.at(origin, "pipes_by_class"))
     return Machine(
         name=name,
-        display_name=str(top.get("display_name", name)),
+        display_name=schema.free_text(top.get("display_name"),
+                                      schema.at(origin, "display_name")) or name,
         memory=memory,
         units=units,
         latency_floors=floor,
         aliases=aliases,
         clock_hz=(None if clock is None
                   else schema.expect_positive(clock, schema.at(origin, "clock_hz"))),
-        source=str(top.get("source", "")),
+        source=schema.free_text(top.get("source"), schema.at(origin, "source")),
         notes=notes,
         path=origin,
         pipes_by_class=pipes,
@@ -134,8 +135,8 @@ def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
         calibration_by_mix=_fractions(body, "calibration_by_mix", MIXES, "access mix", where),
         bytes_per_cycle=_optional_positive(body.get("bytes_per_cycle"),
                                            schema.at(where, "bytes_per_cycle")),
-        source=str(body.get("source", "")),
-        choice=str(body.get("choice", "")),
+        source=schema.free_text(body.get("source"), schema.at(where, "source")),
+        choice=schema.free_text(body.get("choice"), schema.at(where, "choice")),
     )
 
 
@@ -152,8 +153,8 @@ def _unit(key: str, body: Any, where: str) -> ComputeUnit:
                                          where),
         ops_per_cycle=_optional_positive(body.get("ops_per_cycle"),
                                          schema.at(where, "ops_per_cycle")),
-        source=str(body.get("source", "")),
-        choice=str(body.get("choice", "")),
+        source=schema.free_text(body.get("source"), schema.at(where, "source")),
+        choice=schema.free_text(body.get("choice"), schema.at(where, "choice")),
     )
 
 

@@ -422,10 +422,8 @@ def _text_jobs(path: Path, kind: str, strict: bool, keep_rows: bool,
             handle.seek(0)
         header = b""
         if kind == "csv":
-            header = handle.readline()
-            _check_header(path, _csv_header(header))
-            if not header.endswith(b"\n"):
-                header += b"\n"
+            header = _first_line(handle) + b"\n"
+            _check_header(path, _csv_header(path, header))
         first_line = 2 if kind == "csv" else 1
         for data, newline in _line_batches(handle, batch_rows):
             yield functools.partial(_text_batch, path, kind, header, data, newline, first_line,
@@ -444,15 +442,60 @@ def _text_batch(path: Path, kind: str, header: bytes, data: bytes, newline: np.n
     return dataclasses.replace(loaded, file_bytes=len(data))
 
 
+def _first_line(handle: IO[bytes]) -> bytes:
+    """The first line of the rest of `handle` without its end (LF, CRLF or a bare CR), the
+    handle left just after that end."""
+    start = handle.tell()
+    line = b""
+    while True:
+        block = handle.read(1 << 16)
+        found = _LINE_END.search(block)
+        if found is not None:
+            line += block[:found.start()]
+            end = len(line) + (2 if block[found.start():found.start() + 2] == b"\r\n" else 1)
+            if found.group() == b"\r" and found.end() == len(block) and handle.read(1) == b"\n":
+                end += 1  # a CRLF cut between two blocks
+            handle.seek(start + end)
+            return line
+        line += block
+        if not block:
+            return line
+
+
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+def bare_cr_as_lf(data: bytes) -> bytes:
+    """`data` with each bare CR (one not followed by LF) as LF: a bare CR ends a line (old Mac
+    files, "CSV (Macintosh)"), and one byte for one keeps every offset. A CR that is the last
+    byte stays: the caller decides whether an LF follows it."""
+    if b"\r" not in data:
+        return data
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    cr = np.flatnonzero(buffer[:-1] == 13)
+    bare = cr[buffer[cr + 1] != 10]
+    if not len(bare):
+        return data
+    edited = buffer.copy()
+    edited[bare] = 10
+    return edited.tobytes()
+
+
 def _line_batches(handle: IO[bytes], batch_rows: int | None
                   ) -> Iterator[tuple[bytes, np.ndarray]]:
     """The rest of the file in pieces of at most `batch_rows` whole lines (None: one piece),
-    each with the offsets of its newlines (found once: numbering and slicing lines use them)."""
+    each with the offsets of its newlines (found once: numbering and slicing lines use them).
+    A bare CR is a line end: it is read as LF (`bare_cr_as_lf`)."""
     pending = b""
     size = CHUNK_BYTES >> 2  # a smaller first chunk: judging starts sooner
     while True:
         chunk = handle.read() if batch_rows is None else handle.read(size)
         size = min(2 * size, CHUNK_BYTES)
+        if chunk.endswith(b"\r"):  # is it CRLF? the next byte says
+            chunk += handle.read(1)
+        if chunk.endswith(b"\r"):  # the file's last byte: a line end
+            chunk = chunk[:-1] + b"\n"
+        chunk = bare_cr_as_lf(chunk)
         if chunk and batch_rows is not None:  # keep a partial last line for the next chunk
             cut = chunk.rfind(b"\n") + 1  # (one copy of the chunk, not three)
             if not cut:
@@ -586,7 +629,7 @@ def _jsonl_batch(path: Path, data: bytes, newline: np.ndarray, first_line: int
             blank[k] = True
         else:
             record = _json_line(text)
-            if isinstance(record, Mapping):
+            if isinstance(record, Mapping) and not_text(record) is None:
                 candidate[k] = True
                 continue
             candidate[k] = False
@@ -605,6 +648,17 @@ def _jsonl_batch(path: Path, data: bytes, newline: np.ndarray, first_line: int
     index = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
     if frame.height != len(index):  # never pair a row with another line's number
         return None
+    suspect = np.flatnonzero(_suspects(data, frame, index, json_columns))
+    if len(suspect):  # Python reads these lines: a duplicate key, a text field that is not
+        keep = np.ones(frame.height, dtype=bool)  # text, is refused with its line
+        for p in suspect.tolist():
+            k = int(index[p])
+            record = _json_line(data[starts[k]:ends[k]].decode("utf-8"))
+            if not isinstance(record, Mapping) or not_text(record) is not None:
+                keep[p] = False
+                refused.append((first_line + k, record))
+        if not keep.all():
+            frame, index = frame.filter(pl.Series(keep)), index[keep]
 
     def raw_rows(at: np.ndarray) -> list[Any]:
         return [_json_line(data[starts[p]:ends[p]].decode("utf-8"))
@@ -612,6 +666,62 @@ def _jsonl_batch(path: Path, data: bytes, newline: np.ndarray, first_line: int
 
     return Batch(frame, index + first_line, f"{path}:", raw_rows,
                  tuple(sorted(refused, key=lambda r: r[0])), frozenset(json_columns))
+
+
+# What polars makes of a JSON value that is not a string in a text column: `5`, `-2`, `1500`
+# (1.5e3), `true`, `false`, `[1, 2]`, `{"x": 1}` (a string reading so sends its line to Python).
+_NOT_STRING = r"^(?:[-0-9]|true$|false$|[\[{])"
+_KEY = r'"(?:[^"\\]|\\.)*"\s*:'  # a key token: a JSON string and its colon
+_TIGHT_KEY = r'"[^"]*":'  # the same in text with no escape, the colon right after the key
+
+
+def _suspects(data: bytes, frame: pl.DataFrame, index: np.ndarray, json_columns: set[str]
+              ) -> np.ndarray:
+    """The frame's rows that Python must read to tell whether they are records: a key named
+    twice in one object (polars keeps the first value, Python the last: ambiguous), a text
+    field that holds a number, a bool, an object or an array (polars writes it as text).
+
+    Cheap where nothing is wrong: outside strings, each `:` of the batch's lines follows one
+    key, whose value the frame holds; so when the colons of the lines are as many as the
+    frame's values and the colons inside the text it holds, no top-level key is named twice,
+    and only the objects kept as JSON text are checked, per row. When the counts disagree (a
+    null, a key the schema does not name, a `\\u003a`), the keys of every line are."""
+    n = frame.height
+    suspect = np.zeros(n, dtype=bool)
+    if not n:
+        return suspect
+    strings = [c for c in frame.columns if frame.schema[c] == pl.String]
+    text = [c for c in TEXT_FIELDS if c in strings]
+    for c in text:  # few distinct values: the rows are looked at only where one reads so
+        if frame[c].unique().str.contains(_NOT_STRING).any():
+            suspect |= frame[c].str.contains(_NOT_STRING).fill_null(False).to_numpy()
+    values = n * frame.width - sum(frame.null_count().row(0))
+    inside = frame.select(pl.sum_horizontal(
+        pl.col(c).str.count_matches(":", literal=True).sum() for c in strings)).item() \
+        if strings else 0
+    escaped = b"\\" in data
+    if data.count(b":") == values + (inside or 0) and not (escaped and b"\\u003" in data):
+        for c in strings:
+            if c in json_columns or c == "flops_by_unit":
+                suspect |= _repeated_keys(frame[c], escaped)
+        return suspect
+    lines = pl.Series([data.decode("utf-8")]).str.split("\n").explode().gather(index)
+    return suspect | _repeated_keys(lines, True)
+
+
+def _repeated_keys(texts: pl.Series, escaped: bool) -> np.ndarray:
+    """Per text of JSON: whether a key repeats in it (at any depth: a false alarm where two
+    objects name the same key, which Python then clears). Without `escaped` (no backslash in
+    the texts) a key is a tight `"...":`, and a text with another colon is suspect too."""
+    if not escaped:
+        keys = texts.str.extract_all(_TIGHT_KEY)
+        return ((keys.list.len() != keys.list.n_unique())
+                | (keys.list.len() != texts.str.count_matches(":", literal=True))
+                ).fill_null(False).to_numpy()
+    keys = texts.str.extract_all(_KEY).list.eval(pl.element().str.strip_chars_end(" \t\r:"))
+    return ((keys.list.len() != keys.list.n_unique())
+            | keys.list.eval(pl.element().str.contains("\\", literal=True)).list.any()
+            ).fill_null(False).to_numpy()
 
 
 _JSON_TEXT = {name: pl.String for name in (*TEXT_FIELDS, *NUMBER_FIELDS, "flops_by_unit")}
@@ -709,9 +819,13 @@ class _Unscreened(dict[str, Any]):
     through `validate_record` alone, which may still accept it."""
 
 
-def _csv_header(line: bytes) -> list[str]:
-    text = line.decode("utf-8", errors="replace")
-    return next(csv.reader([text.rstrip("\r\n")]), [])
+def _csv_header(path: Path, line: bytes) -> list[str]:
+    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+    try:
+        with _any_cell_size():
+            return next(csv.reader([text]), [])
+    except csv.Error as exc:  # an open quote, a line end inside a cell
+        raise InputError(f"{path}:1", f"unreadable CSV header ({_one_line(exc)})") from None
 
 
 def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, first_line: int
@@ -723,7 +837,7 @@ def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, firs
     may span lines)."""
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
-    names = _csv_header(header)
+    names = _csv_header(path, header)
     frame = _read_csv(data, names)
     if frame is None:
         return None  # a row with the wrong number of cells: the csv reader says where
@@ -897,8 +1011,13 @@ def _screen_categories(frame: pl.DataFrame) -> dict[str, tuple[np.ndarray, tuple
             absent = clean(None)
             out[name] = (np.full(n, 0 if absent is not None else -1, dtype=np.int32),
                          () if absent is None else (absent,))
-        elif kind.is_nested() or kind == pl.Boolean:
-            raise NotColumnar(name)
+        elif not (kind == pl.String or isinstance(kind, (pl.Categorical, pl.Enum))):
+            # a typed column (Parquet's numbers, bools, structs): text it is not; every value
+            # in it is refused (`validate_record` names it), a null is absent
+            absent = clean(None)
+            nulls = frame[name].is_null().to_numpy()
+            out[name] = (np.where(nulls, 0 if absent is not None else -1, -1).astype(np.int32),
+                         () if absent is None else (absent,))
         else:
             present.append(name)
     if not present:
@@ -1063,14 +1182,13 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
     for name in REQUIRED_FIELDS:
         if name not in record or record[name] is None or record[name] == "":
             raise InputError(f"{where}: {name}", "missing required field")
+    wrong = not_text(record)
+    if wrong is not None:
+        raise InputError(f"{where}: {wrong}",
+                         f"expected text (a string), got {_json_kind(record[wrong])}")
     clean: dict[str, Any] = {k: v for k, v in record.items()
                              if k in REQUIRED_FIELDS or v not in (None, "")}
-    clean["op"] = str(record["op"])
-    # as the columnar screen reads it: a roof that is not a string is its JSON text, an
-    # unknown unit (a blank row), never a row the screen kept and the validator refuses
-    roof = record["roof"]
-    clean["roof"] = _text(roof if isinstance(roof, str) else
-                          json.dumps(roof, separators=(",", ":")), f"{where}: roof")
+    clean["roof"] = _text(record["roof"], f"{where}: roof")
     for name in NUMBER_FIELDS:
         if name in clean:
             check = _kernel_count if name == "kernels" else _number
@@ -1083,6 +1201,28 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
         clean["flops_by_unit"] = unit_split(clean["flops_by_unit"], where)
     _check_consistent(clean, where)
     return clean
+
+
+def not_text(record: Mapping[str, Any]) -> str | None:
+    """The first text field of the contract (TEXT_FIELDS) that `record` holds as something
+    other than a string (an object, an array, a number, a bool); None if there is none."""
+    for name in TEXT_FIELDS:
+        value = record.get(name)
+        if value is not None and not isinstance(value, str):
+            return name
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, (int, float)):
+        return f"the number {shown(value)}"
+    return type(value).__name__
 
 
 def _type_name(value: Any) -> str:
@@ -1223,11 +1363,12 @@ def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    data = bare_cr_as_lf(data[:-1] + b"\n" if data.endswith(b"\r") else data)
     header = b""
     if kind == "csv":
-        header, newline, data = data.partition(b"\n")
-        header += newline
-        _check_header(path, _csv_header(header))
+        header, _, data = data.partition(b"\n")
+        header = header.removesuffix(b"\r") + b"\n"
+        _check_header(path, _csv_header(path, header))
     yield from _per_row_pairs(path, kind, header, data, 2 if kind == "csv" else 1)
 
 
@@ -1240,16 +1381,19 @@ def _read_parquet(path: Path) -> pl.DataFrame:
 
 
 def _jsonl_lines(path: Path, text: str, first_line: int) -> Iterator[tuple[str, Any]]:
-    for number, line in enumerate(text.splitlines(), first_line):
+    for number, line in enumerate(text.split("\n"), first_line):  # bare CRs are LFs by now
         if line.strip():
             yield f"{path}:{number}", _json_line(line)
 
 
 def _json_line(line: str) -> Any:
     try:
-        record = numbers.parse_json(line)
+        record = numbers.parse_json(line, unique_keys=True)
     except json.JSONDecodeError as exc:
         return Unreadable(f"not valid JSON ({exc.msg}); expected one JSON object per line")
+    except numbers.DuplicateKey as exc:  # which of the two values is meant is ambiguous
+        return Unreadable(f"duplicate key {shown(exc.key)}; expected each key once per "
+                          "object")
     except ValueError as exc:  # an integer beyond numbers.MAX_INT_DIGITS
         return Unreadable(f"not readable JSON ({exc})")
     except RecursionError:

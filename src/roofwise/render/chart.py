@@ -51,7 +51,7 @@ from matplotlib.text import Annotation, Text
 
 from roofwise.base import fmt, paths
 from roofwise.base.errors import InputError
-from roofwise.base.text import encodable, for_mpl, shown
+from roofwise.base.text import for_mpl, printable, shown
 from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import AUTO_MIX, equal_to
 from roofwise.profiles.machine import Machine
@@ -153,13 +153,14 @@ def roofline_figure(analyses: Sequence[tuple[str, Analysis]], title: str | None 
 def _encodable(fig: Figure) -> None:
     """Every text and SVG id of the figure writable as UTF-8: an op name with a lone surrogate
     (from a JSON escape) must not fail the SVG writer. Mathtext is escaped where data strings
-    enter (`text.for_mpl`); this pass only replaces what UTF-8 cannot encode."""
+    enter (`text.for_mpl`); this pass escapes what is not printable (`text.printable`), which
+    the PDF backend cannot lay out and UTF-8 may not encode, wherever it entered."""
     for artist in fig.findobj():
         gid = artist.get_gid()
         if gid:
-            artist.set_gid(encodable(gid))
+            artist.set_gid(printable(gid))
         if isinstance(artist, Text):
-            artist.set_text(encodable(artist.get_text()))
+            artist.set_text(printable(artist.get_text(), keep="\n"))  # its own line breaks
 
 
 def check_chart_path(path: str, option: str) -> None:
@@ -600,8 +601,8 @@ def _label_lost_time(ax: Axes, series: Sequence[_Series], n: int) -> list[str]:
         workload = fmt.workload(row.get("workload")) if isinstance(row, Mapping) else ""
         short = workload if len(workload) <= 34 else workload[:33] + "…"
         key.append(for_mpl(f"{rank}. {s.analysis.columns.op[i]}, lost "
-                           f"{fmt.seconds(float(lost[k]), significant=3)}"
-                           f"{chr(10) + '    ' + short if short else ''}"))
+                           f"{fmt.seconds(float(lost[k]), significant=3)}")
+                   + (f"\n    {for_mpl(short)}" if short else ""))
         badges.append(ax.annotate(
             str(rank), (x, y), textcoords="offset points", xytext=BADGE_OFFSETS_PT[0],
             ha="center", va="center", fontsize=8, fontweight="bold", color="#222222", zorder=8,
