@@ -24,7 +24,14 @@ from roofwise.profiles.machine import Machine
 from roofwise.records.write import atomic_writer, format_of, write_records
 from roofwise.render.layout import Column, fit_table
 from roofwise.render.row_ledgers import Reference
-from roofwise.traces.analysis import Group, TraceAnalysis, analyze_trace, groups, summary_json
+from roofwise.traces.analysis import (
+    Group,
+    TraceAnalysis,
+    analyze_trace,
+    groups,
+    skipped_text,
+    summary_json,
+)
 from roofwise.traces.projection import LinedUp, line_up, read_projection
 
 RECORD_OUT_FORMATS = ("jsonl", "parquet")
@@ -51,8 +58,12 @@ def _reading(path: str) -> Iterator[tuple[Any, Any]]:
 def load_trace(path: str, machine: Machine | None, regime: str | None,
                mix: str | None) -> TraceAnalysis:
     with _reading(path) as (on_bytes, on_size):
-        return analyze_trace(path, all_machines(), machine, regime, mix,
-                             on_bytes=on_bytes, on_size=on_size)
+        result = analyze_trace(path, all_machines(), machine, regime, mix,
+                               on_bytes=on_bytes, on_size=on_size)
+    if result.summary.skipped:
+        note(f"roofwise: note: {path}: {result.summary.skipped_events:,} malformed event(s) "
+             f"skipped, not priced nor counted ({skipped_text(result.summary)})")
+    return result
 
 
 def analyze_trace_command(path: str, machine: Machine | None, regime: str | None,

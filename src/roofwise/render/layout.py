@@ -15,6 +15,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from roofwise.base.text import for_terminal
+
 GAP = 3  # characters between columns: padding 1 on each side and the blank rule between
 PROSE_MIN_WIDTH = 16  # a wrapping column narrower than this reads as a word list
 PROSE_FLOOR = 8  # narrower than this a wrapping column is not worth showing
@@ -94,6 +96,7 @@ def _plain(cell: str | Text) -> Text:
 def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int,
               title: str | None = None) -> Fitted:
     """A rich Table of `rows` under `columns`, no wider than `width` when that is possible."""
+    rows = [[for_terminal(c) if isinstance(c, str) else c for c in row] for row in rows]
     keep, sizes = fit_widths(columns, rows, width)
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   pad_edge=False, padding=(0, 1), collapse_padding=False)
