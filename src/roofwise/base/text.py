@@ -5,7 +5,10 @@ markup (`[/x]`), matplotlib mathtext (`$\\frac{$`), newlines, lone surrogates (w
 decodes an undecodable file name to), or four thousand characters. Each renderer gets the text
 made inert for it here, and nowhere else:
 
-- `for_rich`: markup escaped, so `[/x]` prints as itself instead of raising MarkupError;
+- `for_terminal`: control characters other than a newline (ESC of an ANSI colour or cursor
+  sequence, OSC, BEL, CR, C1 codes) shown escaped, `\\x1b`, so that a name from a file never
+  drives the terminal; what is printed to a terminal goes through it (rich tables, lines;
+  `render.layout.for_rich` adds rich's markup escape);
 - `for_mpl`: every `$` escaped, so a data string is never parsed as mathtext, and what is not
   printable escaped, so that every chart format can lay it out;
 - `encodable`: characters UTF-8 cannot encode (lone surrogates) shown as `\\udc80`;
@@ -24,6 +27,7 @@ from typing import Any
 MESSAGE_LIMIT = 290  # characters of one error line: under the 300 the contract promises
 _SHOWN = 24  # characters of an offending value quoted in a message
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the newline
 
 
 def elide(text: str, limit: int) -> str:
@@ -115,6 +119,15 @@ def encodable(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def for_terminal(text: Any) -> str:
+    """Text a terminal prints as itself: control characters but the newline escaped
+    (`\\x1b[31m` for an ANSI colour), encodable."""
+    flat = encodable(str(text))
+    if _TERMINAL_CONTROL.search(flat) is None:
+        return flat
+    return _TERMINAL_CONTROL.sub(lambda m: repr(m.group())[1:-1], flat)
 
 
 def for_mpl(text: Any) -> str:

@@ -15,6 +15,7 @@ import click
 import numpy as np
 
 from roofwise.base.errors import InputError
+from roofwise.base.text import for_terminal
 from roofwise.cli import notes
 from roofwise.profiles.load import builtin_machines, choose_machine
 from roofwise.profiles.machine import Machine
@@ -151,6 +152,7 @@ def read_records_shown(path: str, strict: bool = False) -> Loaded:
 
 def print_hanging(out: Console, text: str, indent: str = "  ") -> None:
     """One sentence wrapped at word boundaries to the console, later lines indented."""
-    for part in textwrap.wrap(text, max(20, out.width - 1), subsequent_indent=indent,
+    for part in textwrap.wrap(for_terminal(text), max(20, out.width - 1),
+                              subsequent_indent=indent,
                               break_on_hyphens=False, break_long_words=False):
         out.print(part, markup=False, highlight=False)

@@ -28,6 +28,7 @@ from roofwise.traces.analysis import (
     TraceAnalysis,
     analyze_trace,
     groups,
+    skipped_text,
     summary_json,
     summary_lines,
     verdicts_text,
@@ -58,8 +59,12 @@ def _reading(path: str) -> Iterator[tuple[Any, Any]]:
 def load_trace(path: str, machine: Machine | None, regime: str | None,
                mix: str | None) -> TraceAnalysis:
     with _reading(path) as (on_bytes, on_size):
-        return analyze_trace(path, all_machines(), machine, regime, mix,
-                             on_bytes=on_bytes, on_size=on_size)
+        result = analyze_trace(path, all_machines(), machine, regime, mix,
+                               on_bytes=on_bytes, on_size=on_size)
+    if result.summary.skipped:
+        note(f"roofwise: note: {path}: {result.summary.skipped_events:,} malformed event(s) "
+             f"skipped, not priced nor counted ({skipped_text(result.summary)})")
+    return result
 
 
 def analyze_trace_command(path: str, machine: Machine | None, regime: str | None,

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from roofwise.base.text import encodable
+from roofwise.base.text import for_terminal
 
 GAP = 3  # characters between columns: padding 1 on each side and the blank rule between
 PROSE_MIN_WIDTH = 16  # a wrapping column narrower than this reads as a word list
@@ -97,6 +97,7 @@ def _plain(cell: str | Text) -> Text:
 def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int,
               title: str | None = None) -> Fitted:
     """A rich Table of `rows` under `columns`, no wider than `width` when that is possible."""
+    rows = [[for_terminal(c) if isinstance(c, str) else c for c in row] for row in rows]
     keep, sizes = fit_widths(columns, rows, width)
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   pad_edge=False, padding=(0, 1), collapse_padding=False)
@@ -112,4 +113,4 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], w
 
 def for_rich(text: object) -> str:
     """Plain text for a rich table or print: markup escaped, encodable."""
-    return escape(encodable(str(text)))
+    return escape(for_terminal(text))

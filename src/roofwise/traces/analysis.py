@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from roofwise.base import fmt
+from roofwise.base.errors import InputError
 from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import columns_from_valid
@@ -42,7 +43,19 @@ def analyze_trace(path: str | Path, machines: Mapping[str, Machine],
     """Read and judge a trace; `machine` overrides the devices the trace names."""
     built = build_ops(read_trace(path, progress=on_bytes, total=on_size),
                       allow_tf32=allow_tf32)  # the raw events are freed before judging
+    if built.summary.kernels == 0:
+        skipped = built.summary.skipped_events
+        raise InputError(str(path), "no kernel events (cat: kernel, with ts and dur) in the "
+                                    "trace" + (f" ({skipped:,} malformed event(s) skipped: "
+                                               f"{skipped_text(built.summary)})"
+                                               if skipped else "")
+                         + "; expected a profile of GPU activity")
     return judge_ops(str(path), built, machines, machine, regime, mix)
+
+
+def skipped_text(summary: TraceSummary) -> str:
+    """The reader's skipped events, most common reason first: `3 x an event whose ...`."""
+    return "; ".join(f"{n:,} x {why}" for why, n in summary.skipped)
 
 
 def judge_ops(path: str, built: TraceOps, machines: Mapping[str, Machine],
@@ -153,7 +166,8 @@ def summary_json(result: TraceAnalysis) -> dict[str, Any]:
             "communication_time_s": s.communication_time_s,
             "memcpy_time_s": s.memcpy_time_s, "memset_time_s": s.memset_time_s,
             "unpriced_time_s": s.unpriced_time_s,
-            "unattributed_time_s": s.unattributed_time_s, "devices": list(s.devices)}
+            "unattributed_time_s": s.unattributed_time_s, "devices": list(s.devices),
+            "skipped_events": s.skipped_events}
 
 
 def verdicts_text(group: Group) -> str:

@@ -51,6 +51,10 @@ TRACE_DTYPES = {
     "c10::Float8_e4m3fn": "fp8_e4m3", "c10::Float8_e5m2": "fp8_e5m2",
     "c10::Float8_e4m3fnuz": "float8_e4m3fnuz", "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
 }
+MAX_DIM = 1 << 48  # one dimension of a recorded shape: beyond it no tensor fits any memory, so
+#                  the list is not a shape (its op is unpriced, not counted in overflowing units)
+MAX_RANK = 16  # dimensions of one shape (PyTorch's CUDA kernels take at most 25): with MAX_DIM,
+#                 a tensor's element count stays within a float
 _BOOL_RESULT = frozenset(("gt", "lt", "ge", "le", "eq", "ne", "isnan", "isinf", "logical_and",
                           "logical_or", "logical_not"))
 # Position of `is_causal` in each attention op's arguments (as the profiler records them).
@@ -172,7 +176,8 @@ def _make_call(name: str, dims: tuple[Any, ...], types: tuple[Any, ...],
                concrete: tuple[Any, ...]) -> Call:
     shapes: list[tuple[int, ...] | None] = []
     for d in dims:
-        ok = isinstance(d, tuple) and all(isinstance(x, int) and x >= 0 for x in d)
+        ok = isinstance(d, tuple) and len(d) <= MAX_RANK and all(
+            type(x) is int and 0 <= x <= MAX_DIM for x in d)
         shapes.append(d if ok else None)
     return Call(name, tuple(shapes), tuple(str(t) for t in types), tuple(str(x) for x in concrete))
 
@@ -268,6 +273,8 @@ def _library(call: Call, allow_tf32: bool) -> OpPrice | None:
         x = shape(0)
         dim = call.value(1)
         cols = x[dim] if isinstance(dim, int) and -len(x) <= dim < len(x) else x[-1]
+        if cols == 0 or math.prod(x) == 0:
+            return unpriced(f"{base} over an empty tensor {list(x)}: no element to count")
         return OpPrice(replace(softmax(rows=max(1, math.prod(x) // cols), cols=cols,
                                        dtype=dtype(0)), name=base), "library")
     return None

@@ -85,6 +85,11 @@ class TraceSummary:
     ops: int
     priced_ops: int
     devices: tuple[str, ...] = field(default=())
+    skipped: tuple[tuple[str, int], ...] = field(default=())  # (why, events) the reader skipped
+
+    @property
+    def skipped_events(self) -> int:
+        return sum(n for _, n in self.skipped)
 
     @property
     def gpu_time_s(self) -> float:
@@ -141,7 +146,8 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         unattributed_time_s=float(dur_s[kernel & ~comm & (op_of == NO_OP)].sum()),
         kernels=int(kernel.sum()), ops=len(result),
         priced_ops=sum(1 for o in result if o.price.priced),
-        devices=tuple(sorted(set(events.device_names.values()))))
+        devices=tuple(sorted(set(events.device_names.values()))),
+        skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])))
     return TraceOps(tuple(result), summary)
 
 

@@ -9,6 +9,7 @@ several steps, so rows compare time per call: measured mean over predicted SOL.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,23 +56,49 @@ def read_projection(path: str | Path) -> list[dict[str, Any]]:
     if not target.is_file():
         raise InputError(str(target), "no such file; expected a projection written by "
                                       "`roofwise model --records-out`")
+    raw = target.read_bytes()
+    if raw.startswith(b"PAR1"):
+        raise InputError(str(target), "a Parquet file; expected the JSONL projection "
+                                      "(`roofwise model --records-out PROJECTION.jsonl`)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(target), f"not UTF-8 text (byte {exc.start:,}); expected the "
+                                      "JSONL `roofwise model --records-out` writes") from None
     rows = []
-    for number, line in enumerate(target.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            workload = row["workload"]
-            rows.append({"op": str(row["op"]), "shapes": str(workload["shapes"]),
-                         "count": int(workload["count"]),
-                         "predicted_time_s": row.get("predicted_time_s")})
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            rows.append(_projected(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError,
+                OverflowError):
             raise InputError(f"{target}:{number}", "expected a projected op (op, workload "
-                                                   "with shapes and count, predicted_time_s)"
-                             ) from None
+                                                   "with shapes and a count of 1 to "
+                                                   f"{MAX_COUNT:,}, predicted_time_s a finite "
+                                                   "number >= 0 or null)") from None
     if not rows:
         raise InputError(str(target), "no projected ops")
     return rows
+
+
+MAX_COUNT = 1 << 40  # calls of one op per step: more than any model runs (a bound on the sums)
+
+
+def _projected(row: Any) -> dict[str, Any]:
+    """One projected op, its fields checked (TypeError / ValueError when one is wrong)."""
+    workload = row["workload"]
+    count = workload["count"]
+    if type(count) is not int or not 1 <= count <= MAX_COUNT:
+        raise ValueError("count")
+    time = row.get("predicted_time_s")
+    if time is not None and (isinstance(time, bool) or not isinstance(time, (int, float))
+                             or not math.isfinite(time) or time < 0):
+        raise ValueError("predicted_time_s")
+    if not isinstance(row["op"], str) or not isinstance(workload["shapes"], str):
+        raise TypeError("op")
+    return {"op": row["op"], "shapes": workload["shapes"], "count": count,
+            "predicted_time_s": None if time is None else float(time)}
 
 
 def line_up(result: TraceAnalysis, projected: list[dict[str, Any]]) -> list[LinedUp]:

@@ -22,6 +22,35 @@ _TORCH_DTYPES = {
 }
 
 
+# Outputs one replayed op may make: each is a Python tensor object (~1 kB); an unbind over a
+# dimension of 20 million would take gigabytes for an op that moves no byte (a view).
+MAX_REPLAY_OUTPUTS = 65536
+_SPLITS = frozenset(("split", "unsafe_split", "split_copy", "unsafe_split_copy"))
+_CHUNKS = frozenset(("chunk", "unsafe_chunk", "tensor_split"))
+
+
+def _outputs(call: Call) -> int:
+    """How many tensors the op returns, at most, for the ops whose count comes from a size or
+    an argument (unbind, split, chunk); 1 for the rest."""
+    base = call.base.removesuffix("_")
+    shape = call.shape(0) if call.is_tensor(0) else ()
+    if base not in {"unbind", "unbind_copy", "split_with_sizes", *_SPLITS, *_CHUNKS}:
+        return 1
+    dim = call.value(2 if base not in ("unbind", "unbind_copy") else 1)
+    dim = dim if isinstance(dim, int) and shape and -len(shape) <= dim < len(shape) else 0
+    size = shape[dim] if shape else 0
+    how = call.value(1)
+    if base in ("unbind", "unbind_copy"):
+        return size
+    if isinstance(how, list):
+        return len(how) + (1 if base == "tensor_split" else 0)
+    if isinstance(how, int) and not isinstance(how, bool) and how > 0:
+        if base in _SPLITS:
+            return -(-size // how)
+        return how if base == "tensor_split" else min(how, max(size, 1))
+    return size  # not recorded: at most one per element along the dim
+
+
 def replay_call(call: Call, allow_tf32: bool = False) -> OpPrice:
     namespace, _, op_name = call.name.partition("::")
     if namespace != "aten" or not op_name:
@@ -36,6 +65,10 @@ def replay_call(call: Call, allow_tf32: bool = False) -> OpPrice:
     packet = getattr(torch.ops.aten, op_name, None)
     if packet is None:
         return unpriced(f"no aten op {op_name} in this PyTorch")
+    outputs = _outputs(call)
+    if outputs > MAX_REPLAY_OUTPUTS:
+        return unpriced(f"a replay would build {outputs:,} output tensors (more than "
+                        f"{MAX_REPLAY_OUTPUTS:,}); not replayed")
     args = _arguments(call, torch)
     if isinstance(args, str):
         return unpriced(args)
