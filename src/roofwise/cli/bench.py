@@ -115,9 +115,13 @@ def bench_command(op: str, shape: tuple[str, ...], sweep: tuple[str, ...],
                   machine_name: str | None, out: str, shard_text: str | None, device: str,
                   reps: int, warmup: int, compile_fn: bool, no_flush: bool) -> None:
     """Time a torch reference of OP (gemm, rmsnorm, softmax, qk_norm_rope_quant)."""
-    from roofwise.measure.bench import bench
-    from roofwise.measure.memory import available_bytes, require_fits
-    from roofwise.measure.torch_ops import build_case, build_ledger, resolve_params
+    from roofwise.measure.bench import bench  # deferred: torch
+    from roofwise.measure.memory import available_bytes, require_fits  # deferred: torch
+    from roofwise.measure.torch_ops import (  # deferred: torch
+        build_case,
+        build_ledger,
+        resolve_params,
+    )
 
     format_of(out)  # a bad suffix fails before any timing
     index, count = parse_shard(shard_text)

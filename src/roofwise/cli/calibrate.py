@@ -115,7 +115,7 @@ def calibrate_command(out: str, quick: bool, theoretical_from: str | None, force
     require_gpu()
     import torch
 
-    from roofwise.measure.calibrate import run_calibration
+    from roofwise.measure.calibrate import run_calibration  # deferred: torch
 
     theoretical = choose_theoretical(torch.cuda.get_device_name(0), requested, force, machines)
 

@@ -86,7 +86,7 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
            context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
            limit: int) -> None:
-    from roofwise.models.config import load_config, shard
+    from roofwise.models.config import load_config, shard  # deferred: transformers
 
     machine = load_machine_arg(machine_name)
     assert machine is not None
@@ -119,8 +119,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
 
 def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
              regime: str | None, options: dict[str, Any]) -> Any:
-    from roofwise.models.capture import capture_step
-    from roofwise.models.project import project
+    from roofwise.models.capture import capture_step  # deferred: torch
+    from roofwise.models.project import project  # deferred: torch
 
     capture = capture_step(config, options["phase"], batch, seq, context, options["dtype"],
                            options["kv_dtype"], options["fused"])
@@ -227,9 +227,9 @@ def bound_by(row: Any) -> str:
 
 def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
            options: dict[str, Any], as_json: bool) -> None:
-    from roofwise.models import sweep
-    from roofwise.models.capture import capture_step
-    from roofwise.models.project import project
+    from roofwise.models import sweep  # deferred: torch
+    from roofwise.models.capture import capture_step  # deferred: torch
+    from roofwise.models.project import project  # deferred: torch
 
     points = sweep.grid(base, sweep.parse_sweeps(texts))
     captures: dict[tuple[int, int, int], Any] = {}

@@ -50,7 +50,7 @@ def trace_command(target: str, shapes: tuple[str, ...], lookups: tuple[str, ...]
     try:
         import torch
 
-        from roofwise.capture.tracer import trace
+        from roofwise.capture.tracer import trace  # deferred: torch
     except ImportError:
         raise InputError("trace", NEEDS_TORCH) from None
     if out_path:

@@ -223,7 +223,7 @@ def hbm_measurements(plan: Plan, log: Log) -> list[Measurement]:
         keep(_measure(log, "memory", "hbm", mix, bytes_moved(mix, plan.array_bytes),
                       "torch", call, plan.window_s))
     try:
-        from roofwise.measure import triton_kernels
+        from roofwise.measure import triton_kernels  # deferred: triton
 
         kernels = triton_kernels.STREAM
     except Exception as exc:  # no Triton, or it failed to compile here: torch's numbers stand
@@ -313,7 +313,7 @@ def alu_measurements(plan: Plan, log: Log) -> list[Measurement]:
     import torch
 
     try:
-        from roofwise.measure import triton_kernels
+        from roofwise.measure import triton_kernels  # deferred: triton
 
         kernels = triton_kernels.ALU
     except Exception as exc:
@@ -354,7 +354,7 @@ def latency_floors(log: Log, reps: int = 200) -> list[FloorMeasurement]:
     FLOOR_KERNELS launches per call for what each further kernel adds."""
     import torch
 
-    from roofwise.measure.timer import (
+    from roofwise.measure.timer import (  # deferred: torch
         profile_kernels,
         time_cuda_events,
         time_cuda_graph,
@@ -400,7 +400,7 @@ def l2_measurements(plan: Plan, log: Log) -> list[Measurement]:
     import torch
 
     try:
-        from roofwise.measure import triton_kernels
+        from roofwise.measure import triton_kernels  # deferred: triton
     except Exception as exc:  # no Triton: no L2 figure, and the log says so
         log.say(f"l2: not measured, Triton unavailable ({type(exc).__name__}: {exc})")
         return []

@@ -58,7 +58,7 @@ def replay_call(call: Call, allow_tf32: bool = False) -> OpPrice:
     try:
         import torch
 
-        from roofwise.capture.tracer import trace
+        from roofwise.capture.tracer import trace  # deferred: torch
     except ImportError:
         return unpriced("not in the operator library; replaying it needs torch "
                         "(pip install 'roofwise[gpu]')")
