@@ -74,6 +74,38 @@ def test_bare_cr_in_batches_across_chunk_ends(tmp_path, monkeypatch):
         assert not any(p.skipped for p in parts)
 
 
+@pytest.mark.parametrize("end", ["\n", "\r", "\r\n"])
+@pytest.mark.parametrize("inside", ["\r", "\n", "\r\n", "a\rb\rc"])
+def test_a_line_end_inside_a_quoted_csv_cell_is_the_cells_text(tmp_path, end, inside):
+    """Issue 20: `"0\r"` read back as `0\n`. A bare CR ends a line outside quotes only; the
+    csv module counts it as a line all the same, so the later rows' lines move down by it."""
+    path = tmp_path / "quoted.csv"
+    cell = '"' + inside + '"'
+    rows = [CSV_HEADER, _row(cell), _row("b", "x"), _row("c")]
+    path.write_bytes((end.join(rows) + end).encode())
+    breaks = inside.count("\r") + inside.count("\n") - inside.count("\r\n")
+    skipped = [f"{path}:{3 + breaks}: flops: expected a non-negative finite number, got 'x'"]
+    assert _both(path) == [([inside, "c"], [2 + breaks, 4 + breaks], skipped)] * 2
+
+
+def test_a_quoted_cell_over_a_chunk_end_is_one_record(tmp_path, monkeypatch):
+    """Batches end where records do, never inside a quoted cell holding line ends."""
+    path = tmp_path / "cells.csv"
+    rows = [CSV_HEADER] + [_row(f'"op\n{k}\r"') if k % 3 == 0 else _row(f'"o""p{k}"')
+                           for k in range(200)]
+    path.write_bytes(("\n".join(rows) + "\n").encode())
+    reference = read_records(path, columnar=False)
+    assert len(reference.columns) == 200 and not reference.skipped
+    monkeypatch.setattr(read, "CHUNK_BYTES", 97)
+    for size in (1, 7, 1000):
+        parts = list(iter_batches(path, batch_rows=size))
+        assert [op for p in parts for op in p.columns.op.tolist()] == \
+            reference.columns.op.tolist()
+        assert [line for p in parts for line in p.columns.line.tolist()] == \
+            reference.columns.line.tolist()
+        assert not any(p.skipped for p in parts)
+
+
 def test_cli_reads_a_mac_csv(tmp_path, capsys):
     path = tmp_path / "mac.csv"
     path.write_bytes(f"{CSV_HEADER}\r{_row('a')}\r{_row('b')}\r".encode())

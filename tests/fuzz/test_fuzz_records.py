@@ -17,7 +17,7 @@ from fuzzkit import (
     run_cli,
     write_lines,
 )
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from roofwise.compare.runs import INCOMPARABLE, STATUS_ORDER
@@ -42,6 +42,9 @@ def test_jsonl_analyze_keeps_every_good_row(tmp_path, f, strict, crlf):
 
 @examples(200)
 @given(f=csv_files(), strict=st.booleans())
+@example(f=RecordFile((b"op,flops,bytes,roof,time_s", b'"0\r",1,1,cuda_core.fp32,1'),
+                      ({"op": "0\r", "flops": 1, "bytes": 1, "roof": "cuda_core.fp32",
+                        "time_s": 1},), 0), strict=False)  # issue 20: the CR read as LF
 def test_csv_analyze_keeps_every_good_row(tmp_path, f, strict):
     path = write_lines(tmp_path / "r.csv", f.lines)
     run = run_cli("analyze", path, "--json", *(["--strict"] if strict else []),

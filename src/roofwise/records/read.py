@@ -425,10 +425,12 @@ def _text_jobs(path: Path, kind: str, strict: bool, keep_rows: bool,
             header = _first_line(handle) + b"\n"
             _check_header(path, _csv_header(path, header))
         first_line = 2 if kind == "csv" else 1
-        for data, newline in _line_batches(handle, batch_rows):
+        for data, newline in _line_batches(handle, batch_rows, csv_quotes=kind == "csv"):
             yield functools.partial(_text_batch, path, kind, header, data, newline, first_line,
                                     strict, keep_rows)
-            first_line += len(newline) + (0 if data.endswith(b"\n") else 1)
+            # a CR kept inside a quoted cell still ends a line for the csv module's count
+            first_line += len(newline) + (0 if data.endswith(b"\n") else 1) + (
+                data.count(b"\r") - data.count(b"\r\n") if b"\r" in data else 0)
 
 
 def _text_batch(path: Path, kind: str, header: bytes, data: bytes, newline: np.ndarray,
@@ -465,15 +467,21 @@ def _first_line(handle: IO[bytes]) -> bytes:
 _LINE_END = re.compile(rb"\r\n?|\n")
 
 
-def bare_cr_as_lf(data: bytes) -> bytes:
+def bare_cr_as_lf(data: bytes, csv_quotes: bool = False, inside: bool = False) -> bytes:
     """`data` with each bare CR (one not followed by LF) as LF: a bare CR ends a line (old Mac
     files, "CSV (Macintosh)"), and one byte for one keeps every offset. A CR that is the last
-    byte stays: the caller decides whether an LF follows it."""
+    byte stays: the caller decides whether an LF follows it.
+
+    With `csv_quotes`, a bare CR inside a quoted CSV cell is the cell's text and stays: it is
+    inside where the quotes before it are odd in number (`inside`: `data` starts in a cell)."""
     if b"\r" not in data:
         return data
     buffer = np.frombuffer(data, dtype=np.uint8)
     cr = np.flatnonzero(buffer[:-1] == 13)
     bare = cr[buffer[cr + 1] != 10]
+    if csv_quotes and len(bare) and (inside or b'"' in data):
+        before = np.searchsorted(np.flatnonzero(buffer == 34), bare)
+        bare = bare[(before + inside) % 2 == 0]
     if not len(bare):
         return data
     edited = buffer.copy()
@@ -481,12 +489,13 @@ def bare_cr_as_lf(data: bytes) -> bytes:
     return edited.tobytes()
 
 
-def _line_batches(handle: IO[bytes], batch_rows: int | None
+def _line_batches(handle: IO[bytes], batch_rows: int | None, csv_quotes: bool = False
                   ) -> Iterator[tuple[bytes, np.ndarray]]:
     """The rest of the file in pieces of at most `batch_rows` whole lines (None: one piece),
     each with the offsets of its newlines (found once: numbering and slicing lines use them).
-    A bare CR is a line end: it is read as LF (`bare_cr_as_lf`)."""
-    pending = b""
+    A bare CR is a line end: it is read as LF (`bare_cr_as_lf`). With `csv_quotes`, a piece
+    ends only where a record does: never inside a quoted cell (which may hold LFs and CRs)."""
+    pending = b""  # the start of a record cut off by the last chunk's end
     size = CHUNK_BYTES >> 2  # a smaller first chunk: judging starts sooner
     while True:
         chunk = handle.read() if batch_rows is None else handle.read(size)
@@ -495,9 +504,12 @@ def _line_batches(handle: IO[bytes], batch_rows: int | None
             chunk += handle.read(1)
         if chunk.endswith(b"\r"):  # the file's last byte: a line end
             chunk = chunk[:-1] + b"\n"
-        chunk = bare_cr_as_lf(chunk)
-        if chunk and batch_rows is not None:  # keep a partial last line for the next chunk
-            cut = chunk.rfind(b"\n") + 1  # (one copy of the chunk, not three)
+        # every piece starts outside quotes, so `pending`'s quotes say where the chunk starts
+        inside = csv_quotes and pending.count(b'"') % 2 == 1
+        chunk = bare_cr_as_lf(chunk, csv_quotes, inside)
+        if chunk and batch_rows is not None:  # keep a partial last record for the next chunk
+            ends = _record_ends(chunk, csv_quotes, inside)
+            cut = int(ends[-1]) + 1 if len(ends) else 0  # (one copy of the chunk, not three)
             if not cut:
                 data, pending = b"", pending + chunk
             elif cut == len(chunk):
@@ -507,15 +519,30 @@ def _line_batches(handle: IO[bytes], batch_rows: int | None
         else:
             data, pending = pending + chunk, b""
         newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+        ends = _record_ends(data, csv_quotes, False, newline)
         start, first = 0, 0
-        for k in range(batch_rows or len(newline) + 1, len(newline) + 1, batch_rows or 1):
-            end = int(newline[k - 1])
-            yield data[start:end + 1], newline[first:k] - start
-            start, first = end + 1, k
+        for k in range(batch_rows or len(ends) + 1, len(ends) + 1, batch_rows or 1):
+            end = int(ends[k - 1])
+            last = int(np.searchsorted(newline, end, side="right"))
+            yield data[start:end + 1], newline[first:last] - start
+            start, first = end + 1, last
         if start < len(data):
             yield data[start:], newline[first:] - start
         if not chunk or batch_rows is None:
             return
+
+
+def _record_ends(data: bytes, csv_quotes: bool, inside: bool,
+                 newline: np.ndarray | None = None) -> np.ndarray:
+    """The offsets of the LFs of `data` that end a record: every LF, or with `csv_quotes` those
+    outside quotes (after an even number of `"`, counting from `inside`)."""
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    if newline is None:
+        newline = np.flatnonzero(buffer == 10)
+    if not csv_quotes or not (inside or b'"' in data):
+        return newline
+    quotes = np.searchsorted(np.flatnonzero(buffer == 34), newline)
+    return newline[(quotes + inside) % 2 == 0]
 
 
 def _per_row(path: Path, kind: str, header: bytes, data: bytes, first_line: int, strict: bool,
@@ -1363,7 +1390,8 @@ def iter_raw_records(path: str | Path) -> Iterator[tuple[str, Any]]:
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    data = bare_cr_as_lf(data[:-1] + b"\n" if data.endswith(b"\r") else data)
+    data = bare_cr_as_lf(data[:-1] + b"\n" if data.endswith(b"\r") else data,
+                         csv_quotes=kind == "csv")
     header = b""
     if kind == "csv":
         header, _, data = data.partition(b"\n")
