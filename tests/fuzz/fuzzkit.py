@@ -98,7 +98,12 @@ DEVICES = ("NVIDIA H200", "h200", "H100", "NVIDIA A100-SXM4-80GB", "Ascend A5", 
            "[/x]", "$\\frac{$")
 TIMINGS = ("kernel", "graph", "events", "wall", "device")
 NASTY_TEXT = ("[/x]", "[bold]", "$\\frac{$", "$x$", "\\", "a\nb", "a\r\nb", "é", "𝔁",
-              "\u2028", "\x7f", "=", "x=1,y=2", "\"", "'", ",", "{}", "[1,2]", " padded ")
+              "\u2028", "\x7f", "=", "x=1,y=2", "\"", "'", ",", "{}", "[1,2]", " padded ",
+              # control and format characters: a terminal, a chart backend or a line splitter
+              # would act on each of them (issue 20)
+              "\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "\u202ertl", "\ufeffbom", "a\rb",
+              "\x00nul", "zero\u200bwidth", "\x85next", "\u2029para", "\x08\x08back",
+              "9" * 5000)
 
 
 def names(surrogates: bool = False) -> st.SearchStrategy[str]:
@@ -224,8 +229,21 @@ def jsonl_files(draw: st.DrawFn, max_rows: int = 12) -> RecordFile:
     bad = 0
     for _ in range(draw(st.integers(0, max_rows))):
         kind = draw(st.sampled_from(("good", "good", "good", "bad", "line", "bytes", "blank",
-                                     "text", "surrogate")))
-        if kind == "surrogate":  # a lone surrogate anywhere in a string costs its line
+                                     "text", "surrogate", "duplicate", "not_text")))
+        if kind == "duplicate":  # a key twice is ambiguous, even with the same value twice
+            record = draw(good_records())
+            key = draw(st.sampled_from(sorted(record)))
+            again = draw(st.one_of(st.just(record[key]), st.none(), counts(), names()))
+            text = json_line(record)[:-1] + b", " + json_line({key: again})[1:]
+            lines.append(text)
+            bad += 1
+        elif kind == "not_text":  # op (or roof, device, timing) as a number, list or object
+            record = draw(good_records())
+            record[draw(st.sampled_from(("op", "op", "roof", "device", "timing")))] = draw(
+                st.sampled_from(({"x": [1, 2]}, [1, 2], ["gemm"], 5, 1.5, True, {})))
+            lines.append(json_line(record))
+            bad += 1
+        elif kind == "surrogate":  # a lone surrogate anywhere in a string costs its line
             record = draw(good_records())
             record["op"] = draw(names(surrogates=True))
             lines.append(json_line(record))
@@ -256,6 +274,13 @@ def jsonl_files(draw: st.DrawFn, max_rows: int = 12) -> RecordFile:
             lines.append(text.encode("utf-8", "surrogatepass"))
             bad += 1
     return RecordFile(tuple(lines), tuple(good), bad)
+
+
+LINE_ENDS = (b"\n", b"\r\n", b"\r")  # Unix, Windows, and Excel for Mac's "CSV (Macintosh)"
+
+
+def line_ends() -> st.SearchStrategy[bytes]:
+    return st.sampled_from(LINE_ENDS)
 
 
 def write_lines(path: Path, lines: Sequence[bytes], newline: bytes = b"\n") -> Path:

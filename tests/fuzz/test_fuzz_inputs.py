@@ -133,7 +133,11 @@ BOMB = ("notes: [&a [lol, lol, lol, lol, lol, lol, lol, lol, lol], "
 YAML_MUTATIONS = ("", "ops: !!float abc\n", "name: !!int x\n", BOMB, "name: " + "[" * 5000,
                   "x: &a [*a]\n", "name: \"\\udc80\"\n", "\t- bad indent\n", "---\n---\n",
                   "ops: " + "9" * 5000 + "\n", "? [a]\n: b\n", "name: !!binary x\n",
-                  "<<: *undefined\n", "%YAML 9.9\n---\n", "name: 2002-13-45\n")
+                  "<<: *undefined\n", "%YAML 9.9\n---\n", "name: 2002-13-45\n",
+                  # free text that YAML reads as a number past Python's 4,300-digit limit
+                  "name: " + "9" * 5000 + "\n", "notes: [" + "9" * 5000 + "]\n",
+                  "work:\n- {unit: cuda_core.fp32, class: arithmetic, ops: 1, label: "
+                  + "9" * 5000 + "}\n", "name: \"\\e[31mred\\r\\u202e\"\n")
 
 
 @st.composite

@@ -3,10 +3,23 @@ the whole file (exit 0) or leave the path as it was, with one line on stderr."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
+import unicodedata
 from pathlib import Path
 
-from fuzzkit import assert_all_or_nothing, examples, jsonl_files, run_cli, write_lines
+from fuzzkit import (
+    analyze_ops,
+    assert_all_or_nothing,
+    examples,
+    jsonl_files,
+    line_ends,
+    out_lines,
+    run_cli,
+    write_lines,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -73,3 +86,38 @@ def test_outputs_are_all_or_nothing(tmp_path_factory, f, command, where, data):
     if where == "read_only":
         assert target.read_bytes() == b"old"
     os.chmod(folder, 0o755)
+
+
+def _raw_controls(text: str, keep: str = "\n") -> set[str]:
+    """Characters a terminal or a line splitter acts on: controls (C0, C1, DEL) and the
+    Unicode line and paragraph separators, other than those in `keep`."""
+    return {ch for ch in text if ch not in keep and (
+        unicodedata.category(ch) == "Cc" or ch in "\u2028\u2029")}
+
+
+@examples(60)
+@given(f=jsonl_files(max_rows=6), newline=line_ends())
+def test_text_outputs_escape_control_characters(tmp_path, f, newline):
+    """The table escapes every control character of an op name; `--json` escapes what
+    JSON must and U+2028/U+2029 too; `--csv` quotes what it must: each reads back as
+    the names that went in."""
+    records = write_lines(tmp_path / "r.jsonl", f.lines, newline)
+    table = run_cli("analyze", records, "-m", "h200", count="analyze table")
+    assert not _raw_controls(table.out), sorted(_raw_controls(table.out))
+    assert not _raw_controls(table.err), sorted(_raw_controls(table.err))
+    as_json = run_cli("analyze", records, "-m", "h200", "--json", count="analyze json")
+    assert as_json.code == table.code
+    if as_json.code != 0:
+        return
+    # JSON escapes every control below U+0020; DEL and C1 are valid raw, but the line
+    # breaks of str.splitlines among them are escaped, as U+2028 and U+2029 are
+    breaks = {ch for ch in as_json.out if ch in "\x85\u2028\u2029"}
+    assert not breaks, sorted(breaks)
+    assert analyze_ops(as_json) == [g["op"] for g in f.good]
+    assert len(out_lines(as_json)) == len(as_json.out.splitlines())  # no hidden line breaks
+    as_csv = run_cli("analyze", records, "-m", "h200", "--csv", count="analyze csv")
+    assert as_csv.code == 0, as_csv.err
+    rows = list(csv.DictReader(io.StringIO(as_csv.out, newline="")))
+    assert [r["op"] for r in rows] == [g["op"] for g in f.good]
+    for line in out_lines(as_json):
+        json.loads(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 
 from fuzzkit import (
     RecordFile,
@@ -13,6 +14,7 @@ from fuzzkit import (
     examples,
     good_records,
     jsonl_files,
+    line_ends,
     out_lines,
     run_cli,
     write_lines,
@@ -32,21 +34,21 @@ def expect_lenient(run, f: RecordFile, strict: bool) -> None:
 
 
 @examples(300)
-@given(f=jsonl_files(), strict=st.booleans(), crlf=st.booleans())
-def test_jsonl_analyze_keeps_every_good_row(tmp_path, f, strict, crlf):
-    path = write_lines(tmp_path / "r.jsonl", f.lines, b"\r\n" if crlf else b"\n")
+@given(f=jsonl_files(), strict=st.booleans(), newline=line_ends())
+def test_jsonl_analyze_keeps_every_good_row(tmp_path, f, strict, newline):
+    path = write_lines(tmp_path / "r.jsonl", f.lines, newline)
     run = run_cli("analyze", path, "--json", *(["--strict"] if strict else []),
                   count="jsonl analyze")
     expect_lenient(run, f, strict)
 
 
 @examples(200)
-@given(f=csv_files(), strict=st.booleans())
+@given(f=csv_files(), strict=st.booleans(), newline=line_ends())
 @example(f=RecordFile((b"op,flops,bytes,roof,time_s", b'"0\r",1,1,cuda_core.fp32,1'),
                       ({"op": "0\r", "flops": 1, "bytes": 1, "roof": "cuda_core.fp32",
-                        "time_s": 1},), 0), strict=False)  # issue 20: the CR read as LF
-def test_csv_analyze_keeps_every_good_row(tmp_path, f, strict):
-    path = write_lines(tmp_path / "r.csv", f.lines)
+                        "time_s": 1},), 0), strict=False, newline=b"\n")  # issue 20: CR read as LF
+def test_csv_analyze_keeps_every_good_row(tmp_path, f, strict, newline):
+    path = write_lines(tmp_path / "r.csv", f.lines, newline)
     run = run_cli("analyze", path, "--json", *(["--strict"] if strict else []),
                   count="csv analyze")
     expect_lenient(run, f, strict)
@@ -138,6 +140,9 @@ def test_compare_pairs(tmp_path, base, new, gate, threshold):
             assert change["status"] == INCOMPARABLE, change
         for key in ("time_change", "efficiency_change", "base_time_s", "new_time_s"):
             assert change[key] is None or math.isfinite(change[key])
+    table = run_cli("compare", a, b, "--threshold", threshold, count="compare table")
+    raw = {ch for ch in table.out + table.err if unicodedata.category(ch) == "Cc" and ch != "\n"}
+    assert not raw, f"raw control characters reached the terminal: {sorted(raw)}"
     if gate and run.code == 0:
         assert not [ln for ln in out_lines(run)
                     if json.loads(ln)["status"] in ("regression", "incomparable", "only_base")]

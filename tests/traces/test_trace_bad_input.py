@@ -271,3 +271,11 @@ def test_a_projection_that_is_not_one_is_one_line(capsys, tmp_path, content, pro
     code, _, err = run(capsys, "analyze", write(tmp_path, base_events()), "--projection",
                        projection)
     assert code == 2 and problem in err
+
+
+def test_a_device_entry_without_an_id_is_left_out(tmp_path, capsys):
+    """Found by the trace fuzz: `{"name": ...}` with no id raised KeyError."""
+    path = write(tmp_path, base_events(), devices=[{"name": "NVIDIA H200"}])
+    code, out, err = analyze_json(capsys, path)
+    assert code == 0, err
+    assert summary(out)["kernels"] == 2

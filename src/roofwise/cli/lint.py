@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from roofwise.base import schema
+from roofwise.base.text import for_terminal
 from roofwise.cli.common import all_machines, console, load_machine_arg, machine_option
 from roofwise.ledgers.files import load_ledger, parse_ledger
 from roofwise.ledgers.ledger import Ledger
@@ -124,7 +125,7 @@ def render_findings_brief(findings: Sequence[Finding], out: Console, limit: int 
         more = f" (+{len(members) - 1} more)" if len(members) > 1 else ""
         said = any(reason in text for text in shown)
         body = (f"{CODES[code]} (why: under its row above)" if said else f"{reason} — {fix}")
-        text = f"{code} {members[0].where}{more}: {body}"
+        text = for_terminal(f"{code} {members[0].where}{more}: {body}")
         for k, line in enumerate(textwrap.wrap(text, max(20, out.width - 4),
                                                break_on_hyphens=False)):
             out.print(("  " if k == 0 else "    ") + line, markup=False, highlight=False)

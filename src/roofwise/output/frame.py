@@ -267,18 +267,25 @@ def _fragments(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: i
     return frame, fragments, complete
 
 
+# the line breaks of `str.splitlines` (and of older JavaScript) that JSON leaves raw inside
+# strings; the others (CR, LF, VT, FF, FS, GS, RS) are below U+0020, which JSON escapes
+_LINE_BREAKS_JSON_KEEPS = ("\x85", "\u2028", "\u2029")
+
+
 def _separators_escaped(piece: pl.Expr) -> pl.Expr:
-    """JSON text with U+2028 and U+2029 (raw only inside strings) written `\\u2028`, as
-    json.dumps writes them: a line separator in a line would break a reader that splits on it."""
-    return (piece.str.replace_all("\u2028", "\\u2028", literal=True)
-            .str.replace_all("\u2029", "\\u2029", literal=True))
+    """JSON text with U+0085, U+2028 and U+2029 (raw only inside strings) written `\\u2028`,
+    as json.dumps writes them: a line break inside a line would break a reader that splits on
+    it."""
+    for sep in _LINE_BREAKS_JSON_KEEPS:
+        piece = piece.str.replace_all(sep, f"\\u{ord(sep):04x}", literal=True)
+    return piece
 
 
 def _has_separators(frame: pl.DataFrame) -> bool:
     texts = [c for c in frame.columns if frame.schema[c] == pl.String]
     return bool(texts) and bool(frame.select(pl.any_horizontal(
         pl.col(c).str.contains(sep, literal=True).any() for c in texts
-        for sep in ("\u2028", "\u2029"))).item())
+        for sep in _LINE_BREAKS_JSON_KEEPS)).item())
 
 
 def _joined(frame: pl.DataFrame, fragments: list[pl.Expr]) -> pl.Series:

@@ -11,11 +11,12 @@ from rich.markup import escape
 from rich.text import Text
 
 from roofwise.base import fmt
+from roofwise.base.text import for_terminal
 from roofwise.explain.reason_text import bound_label, efficiency_band_text
 from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import pipes_near_binding
 from roofwise.pricing.reasons import Reason
-from roofwise.render.layout import GAP, Column, fit_widths
+from roofwise.render.layout import GAP, Column, fit_widths, for_rich
 from roofwise.verdicts.mismatch import mismatch_summary
 from roofwise.verdicts.rules import BLANK, NO_EFFICIENCY
 
@@ -51,16 +52,18 @@ def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50
     width = console.width
     several = len({str(m) for m in analysis.machine_name[shown] if m}) > 1
     columns = _columns(several)
-    rows = [_cells(analysis, int(i)) for i in shown]
-    labels = _workload_labels(analysis, shown)
+    # every cell, label and reason holds text from the file: escaped before widths are fitted
+    rows = [{header: for_terminal(cell) for header, cell in _cells(analysis, int(i)).items()}
+            for i in shown]
+    labels = [for_terminal(label) for label in _workload_labels(analysis, shown)]
     keep, sizes = fit_widths(columns, [[r[c.header] for c in columns] for r in rows], width)
-    console.print(escape(_title(analysis, counts)), style="bold")
+    console.print(for_rich(_title(analysis, counts)), style="bold")
     if counts is not None and sum(counts.values()) > len(analysis):
         console.print(f"(read in batches: every record counted, the worst {len(shown):,} "
                       "shown)", style="dim")
     summary = mismatch_summary(analysis)
     if summary:
-        console.print(escape(summary), style="yellow")
+        console.print(for_rich(summary), style="yellow")
     kept = [columns[k] for k in keep]
     console.print(_line([c.header for c in kept], kept, [sizes[k] for k in keep]), style="bold")
     console.print("─" * min(width, sum(sizes[k] for k in keep) + GAP * (len(keep) - 1)))
@@ -75,7 +78,7 @@ def render_analysis(analysis: Analysis, console: Console, limit: int | None = 50
                 console.print(INDENT + escape(part), style="dim", highlight=False)
         for reason in analysis.reasons(int(i)):
             printed.add(reason)
-            for part in textwrap.wrap(reason, body, break_long_words=True,
+            for part in textwrap.wrap(for_terminal(reason), body, break_long_words=True,
                                       break_on_hyphens=False):
                 console.print(INDENT + escape(part), highlight=False)
     left_out = [c.header for k, c in enumerate(columns) if k not in keep]

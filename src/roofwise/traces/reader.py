@@ -332,8 +332,9 @@ def _devices(properties: Any, events: TraceEvents) -> None:
                          f"{len(properties):,} entries; expected at most {MAX_DEVICES:,} (one "
                          "per GPU)")
     for item in properties:
-        if isinstance(item, dict) and _is_key(item.get("id")) and isinstance(
-                item.get("name"), str) and item["name"]:
+        # an entry without an id names no device a kernel could point at: left out
+        if isinstance(item, dict) and item.get("id") is not None and _is_key(
+                item["id"]) and isinstance(item.get("name"), str) and item["name"]:
             events.device_names[item["id"]] = item["name"][:MAX_NAME_CHARS]
 
 
