@@ -19,6 +19,7 @@ Run: python benchmarks/bench_fleet.py [--rows 10000000] [--shards 50] [--workers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
@@ -90,13 +91,14 @@ def write_dataset(folder: Path, rows: int, shards: int, seed: int) -> list[Path]
     return paths
 
 
-def timed(command: list[str]) -> float:
+def timed(command: list[str]) -> tuple[float, str]:
+    """Seconds the whole command took, and what it printed (the table: a few kB)."""
     start = time.perf_counter()
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env={**os.environ, "COLUMNS": "160"})
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr[-500:]}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, done.stdout
 
 
 def main() -> None:
@@ -106,6 +108,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=23)
+    parser.add_argument("--only-local", action="store_true",
+                        help="time analyze and `fleet --local` only (no warm cluster, no --out)")
     args = parser.parse_args()
 
     import distributed  # the fleet extra's
@@ -121,34 +125,37 @@ def main() -> None:
               f"{time.perf_counter() - started:.1f} s", flush=True)
         dataset = str(root / "history")
         share = str(max(1, (os.cpu_count() or 1) // args.workers))
-        with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                                      processes=True, dashboard_address=None,
-                                      silence_logs=logging.ERROR,
-                                      env={"POLARS_MAX_THREADS": share}) as cluster:
-            address = cluster.scheduler_address
-            same = [subprocess.run([*roofwise, *c], capture_output=True, text=True,
-                                   check=True, env={**os.environ, "COLUMNS": "160"}).stdout
-                    for c in (["analyze", dataset], ["fleet", dataset, "--scheduler", address])]
-            if same[0] != same[1]:
-                raise SystemExit("fleet's table differs from analyze's: not timed")
-            print(same[0].splitlines()[0], flush=True)
+        with contextlib.ExitStack() as stack:
             commands = {
                 "analyze (1 process)": [*roofwise, "analyze", dataset],
                 f"fleet --local {args.workers} (cluster start included)":
                     [*roofwise, "fleet", dataset, "--local", str(args.workers)],
-                f"fleet --scheduler (warm cluster, {args.workers} workers)":
-                    [*roofwise, "fleet", dataset, "--scheduler", address],
-                "fleet --scheduler --out (rows written as Parquet)":
-                    [*roofwise, "fleet", dataset, "--scheduler", address, "--out", "OUT"],
             }
+            if not args.only_local:
+                cluster = stack.enter_context(distributed.LocalCluster(
+                    n_workers=args.workers, threads_per_worker=1, processes=True,
+                    dashboard_address=None, silence_logs=logging.ERROR,
+                    env={"POLARS_MAX_THREADS": share}))
+                address = cluster.scheduler_address
+                commands[f"fleet --scheduler (warm cluster, {args.workers} workers)"] = [
+                    *roofwise, "fleet", dataset, "--scheduler", address]
+                commands["fleet --scheduler --out (rows written as Parquet)"] = [
+                    *roofwise, "fleet", dataset, "--scheduler", address, "--out", "OUT"]
             times: dict[str, list[float]] = {name: [] for name in commands}
+            tables: set[str] = set()
             for run in range(args.runs):
                 for name, command in commands.items():
                     out = root / f"out-{run}"
-                    times[name].append(timed([str(out) if c == "OUT" else c
-                                              for c in command]))
+                    took, table = timed([str(out) if c == "OUT" else c for c in command])
+                    times[name].append(took)
+                    tables.add(table)
                     shutil.rmtree(out, ignore_errors=True)
+                    print(f"  {name}: {took:.1f} s (load {os.getloadavg()[0]:.1f})", flush=True)
                 print(f"round {run + 1} done", flush=True)
+        if len(tables) != 1:
+            raise SystemExit("the commands printed different tables: figures void")
+        print(next(iter(tables)).splitlines()[0])
+        print("every command printed the same table")
         base = statistics.median(times["analyze (1 process)"])
         print(f"\nload average after the runs: {os.getloadavg()[0]:.1f} "
               f"(cores: {os.cpu_count()})")

@@ -83,6 +83,8 @@ def judge_dataset(path: str | Path, machine: str | Machine | None = None, *,
     target = None if out is None else str(out)
     if target is not None:
         _check_out(target)
+        if not is_url(target):  # the workers' working folder need not be this one
+            target = str(Path(target).resolve())
     jobs = [ShardJob(shard, k, chosen, regime, mix, strict, limit, on_json is not None,
                      target, row_lint, findings, batch_rows) for k, shard in enumerate(shards)]
     with _client(distributed, scheduler, workers, connect_timeout_s) as client:

@@ -21,8 +21,10 @@ _MAGIC = ("*", "?", "[")
 
 @dataclass(frozen=True)
 class Shard:
-    """One file of a dataset: its name as said in messages, and whether it is a URL."""
+    """One file of a dataset: its name as said in messages (as analyze says it), where a
+    worker finds it (an absolute path, or the URL), and whether that is a URL."""
     name: str
+    location: str
     remote: bool = False
 
 
@@ -39,12 +41,12 @@ def dataset_shards(path: str) -> list[Shard]:
             if not found:
                 raise InputError(path, "matches no record files; expected a glob of *.jsonl, "
                                        "*.csv or *.parquet shards")
-            return [Shard(p) for p in found]
+            return [Shard(p, str(Path(p).resolve())) for p in found]
         if not Path(path).exists():
             raise InputError(path, "no such file or folder; expected a records file or a "
                                    "folder of shards")
-        return [Shard(str(p)) for p in record_files(path)]
-    return [Shard(url, remote=True) for url in _remote_shards(path)]
+        return [Shard(str(p), str(p.resolve())) for p in record_files(path)]
+    return [Shard(url, url, remote=True) for url in _remote_shards(path)]
 
 
 def _remote_shards(url: str) -> list[str]:

@@ -83,7 +83,7 @@ def judge_shard(job: ShardJob) -> ShardVerdicts | str:
 
 def _guarded(shard: Shard, work: Callable[[str], Any]) -> Any:
     """`work(local path)`, or the one line saying why it failed, naming the shard as the
-    dataset does (a fetched copy by its URL)."""
+    dataset does (not by its absolute path, nor a fetched copy by its own)."""
     try:
         with _local(shard) as path:
             try:
@@ -167,14 +167,14 @@ def _local(shard: Shard) -> Iterator[str]:
     """A local path to the shard's bytes: the shard itself, or a copy of a remote one fetched
     whole (the reader reads local files, a batch at a time)."""
     if not shard.remote:
-        yield shard.name
+        yield shard.location
         return
     import fsspec
 
     with tempfile.TemporaryDirectory(prefix="roofwise-shard-") as folder:
         local = str(Path(folder) / Path(shard.name.rstrip("/")).name)
         try:
-            fs, remote = fsspec.core.url_to_fs(shard.name)
+            fs, remote = fsspec.core.url_to_fs(shard.location)
             fs.get_file(remote, local)
         except (OSError, ValueError, ImportError) as exc:
             raise InputError(shard.name, f"cannot fetch ({said(exc)})") from None
@@ -182,7 +182,7 @@ def _local(shard: Shard) -> Iterator[str]:
 
 
 def _renamed(skipped: Skipped, local: str, name: str) -> Skipped:
-    """A skipped record of a fetched copy, named by the shard's URL."""
+    """A skipped record named by the shard's name (not its absolute path or fetched copy)."""
     if local == name or not skipped.where.startswith(local):
         return skipped
     return dataclasses.replace(skipped, where=name + skipped.where[len(local):])
