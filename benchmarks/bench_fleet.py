@@ -134,7 +134,7 @@ def main() -> None:
             if not args.only_local:
                 cluster = stack.enter_context(distributed.LocalCluster(
                     n_workers=args.workers, threads_per_worker=1, processes=True,
-                    dashboard_address=None, silence_logs=logging.ERROR,
+                    dashboard_address=":0", silence_logs=logging.ERROR,
                     env={"POLARS_MAX_THREADS": share}))
                 address = cluster.scheduler_address
                 commands[f"fleet --scheduler (warm cluster, {args.workers} workers)"] = [

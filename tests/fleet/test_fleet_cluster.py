@@ -42,7 +42,7 @@ def _bench():
 @pytest.fixture(scope="module")
 def scheduler():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+                                  dashboard_address=":0", silence_logs=logging.ERROR) as cluster:
         with distributed.Client(cluster) as client:
             assert len(client.scheduler_info()["workers"]) == 2  # two worker processes
         yield cluster.scheduler_address

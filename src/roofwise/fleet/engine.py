@@ -187,10 +187,11 @@ def _client(distributed: Any, scheduler: Any, workers: int | None, timeout_s: fl
     if count < 1:
         raise InputError("--local", f"expected at least one worker, got {count}")
     # Each worker process runs one shard at a time; its engine (polars) gets its share of
-    # the cores, not all of them each.
+    # the cores, not all of them each. The scheduler's HTTP port is any free one: a second
+    # cluster on the machine never collides on 8787 (and says so on stderr).
     share = str(max(1, (os.cpu_count() or 1) // count))
     with distributed.LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=logging.ERROR,
+                                  dashboard_address=":0", silence_logs=logging.ERROR,
                                   env={"POLARS_MAX_THREADS": share}) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         yield client
