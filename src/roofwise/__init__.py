@@ -6,7 +6,9 @@ The small top level, for notebooks and scripts (each documented, with units):
 - `op(name, **params)`, `Ledger`/`Tensor`/`Work`, `fuse`, `separate`, `load_ledger`: ledgers;
 - `price(op_or_ledger, machine, **params)`: the speed-of-light price of one call;
 - `analyze_file(path, machine=None)`: a verdict per benchmark record;
-- `plot(analysis)`, `report(analysis, path)`: the chart (matplotlib) and the HTML report.
+- `plot(analysis)`, `report(analysis, path)`: the chart (matplotlib) and the HTML report;
+- `judge_dataset(path_or_url, scheduler=...)`: a dataset of shards judged on a Dask cluster
+  (the `fleet` extra; docs/fleet.md).
 
 Names load on first use (PEP 562), so that `import roofwise` (and `roofwise --help`) costs no
 numpy, polars, matplotlib or torch until a name that needs them is touched.
@@ -23,6 +25,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Analysis": "output.analysis", "analyze": "output.analysis",
     "analyze_file": "api", "op": "api", "plot": "api", "price": "api",
+    "judge_dataset": "fleet.engine",
     "InputError": "base.errors",
     "Ledger": "ledgers.ledger", "Role": "ledgers.ledger", "Tensor": "ledgers.ledger",
     "Work": "ledgers.ledger", "fuse": "ledgers.ledger", "separate": "ledgers.ledger",
@@ -40,6 +43,7 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from roofwise.api import analyze_file, op, plot, price
     from roofwise.base.errors import InputError
+    from roofwise.fleet.engine import judge_dataset
     from roofwise.ledgers.files import load_ledger
     from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work, fuse, separate
     from roofwise.output.analysis import Analysis, analyze
@@ -93,6 +97,7 @@ __all__ = [
     "VERDICTS", "Analysis", "ComputeUnit", "InputError", "LatencyFloors", "Ledger",
     "LedgerPrice", "Machine", "MemoryLevel", "Role", "Tensor", "TimingFloor", "Work", "analyze",
     "analyze_file", "bench", "builtin_machines", "cycles_by_unit", "fuse", "judge",
+    "judge_dataset",
     "load_ledger", "load_machine", "machine", "match_device", "op", "plot", "price",
     "price_columns", "price_ledger", "report", "resolve_machine", "separate",
 ]

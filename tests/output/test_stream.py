@@ -1,11 +1,10 @@
 """Batches: `analyze` over a file read a few rows at a time says what it says over the whole
-file; the pure batch -> batch function runs as a distributed engine's worker would."""
+file (tests/fleet runs the same batches on a cluster's workers)."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 import roofwise.cli.analyze as analyze_cli
@@ -94,39 +93,6 @@ def test_strict_writes_nothing_when_a_later_batch_is_bad(capsys, monkeypatch, re
     assert code == 2 and out == ""
     assert err.strip() == (f"roofwise: error: {records}:7: bytes: expected a non-negative "
                            "finite number, got -1")
-
-
-def test_judge_batches_as_a_spark_worker_runs_it(records):
-    """The docstring's mapInArrow function, fed pyarrow record batches of a table."""
-    pa = pytest.importorskip("pyarrow")
-    import polars as pl
-
-    from roofwise.output.analysis import analyze
-    from roofwise.output.stream import VERDICT_SCHEMA_COLUMNS, judge_frame
-    from roofwise.profiles.load import builtin_machines, resolve_machine
-    from roofwise.records.read import read_records
-
-    def judge_batches(batches):  # as in roofwise.output.stream's docstring
-        for batch in batches:
-            verdicts = judge_frame(pl.from_arrow(batch), machine="h200")
-            yield from verdicts.select(VERDICT_SCHEMA_COLUMNS).to_arrow().to_batches()
-
-    rows = [{k: v for k, v in r.items() if k != "workload"} for r in ROWS]
-    rows[6]["bytes"] = -1.0
-    table = pa.Table.from_pylist(rows)
-    out = pa.Table.from_batches(list(judge_batches(table.to_batches(max_chunksize=5))))
-    assert out.column_names == list(VERDICT_SCHEMA_COLUMNS)
-    assert out.num_rows == 16
-    expected = analyze(read_records(records).columns, builtin_machines(),
-                       resolve_machine("h200"))
-    assert out.column("verdict").to_pylist() == [expected.verdict_name(i)
-                                                 for i in range(len(expected))]
-    assert out.column("reasons").to_pylist() == [expected.reasons(i)
-                                                 for i in range(len(expected))]
-    # `row` is the position within each batch of 5: the 7th record is row 2 of the second
-    # batch, and it is the one missing
-    rows_seen = np.array(out.column("row").to_pylist())
-    assert rows_seen.tolist() == [1, 2, 3, 4, 5, 1, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2]
 
 
 def test_csv_batches_keep_the_first_header(capsys, monkeypatch, tmp_path):

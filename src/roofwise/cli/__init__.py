@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "analyze:analyze_command", "lint": "lint:lint_command",
     "misuse": "misuse:misuse_command", "plot": "plot:plot_command",
     "report": "report:report_command", "compare": "compare:compare_command",
+    "fleet": "fleet:fleet_command",
     "bench": "bench:bench_command", "calibrate": "calibrate:calibrate_command",
     "audit": "audit:audit_command", "model": "model:model_command",
 }
