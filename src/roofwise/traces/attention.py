@@ -295,6 +295,8 @@ def price_attention(name: str, bound: Bound) -> tuple[Ledger, str] | str:
     softcap = bound.value("softcap", 0.0)
     if isinstance(softcap, (int, float)) and softcap > 0:
         notes.append("softcap's tanh per score not counted")
+    if bound.tensor("alibi_slopes") is not None:
+        notes.append("ALiBi biases not counted")
     dropout = bound.value("dropout_p", 0.0)
     if isinstance(dropout, (int, float)) and dropout > 0:
         notes.append(f"dropout {dropout:g}: its random numbers are not counted")
