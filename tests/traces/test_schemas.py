@@ -133,3 +133,13 @@ def test_the_shipped_schema_table_is_what_the_generator_writes() -> None:
     spec.loader.exec_module(gen)
     shipped = (ROOT / "src" / "roofwise" / "traces" / "schema_table.py").read_text()
     assert gen.render(gen.table()) == shipped
+
+
+def test_an_out_variant_recorded_outputs_first_binds() -> None:
+    """PyTorch 1.x recorded an out= variant in C++ argument order, its out buffer first: as
+    in hta_sampled_rank1, aten::cumsum (out, self long [300], dim, dtype)."""
+    call = make_call("aten::cumsum", [[], [300], [], []], ["", "long", "Scalar", ""])
+    price = price_call(call, replay=False)
+    assert price.ledger is not None, price.reason
+    assert price.ledger.read_bytes == 300 * 8 and price.ledger.write_bytes == 300 * 8
+    assert price.ledger.flops == 300  # one add per element

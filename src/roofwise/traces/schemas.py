@@ -342,7 +342,9 @@ def bind_schema(schema: Schema, dims: Sequence[tuple[int, ...] | None], types: S
 def bind(name: str, dims: Sequence[tuple[int, ...] | None], types: Sequence[str],
          concrete: Sequence[str], use_torch: bool = True) -> Bound | str:
     """The recorded arguments of op `name` bound to the first overload they fit (one that
-    takes exactly as many arguments first), or a sentence saying why none fits."""
+    takes exactly as many arguments first; then an out= overload with its outputs recorded
+    first, as PyTorch 1.x's profiler wrote them, in C++ argument order), or a sentence saying
+    why none fits."""
     schemas = schemas_for(name, use_torch)
     if not schemas:
         return f"no schema for {name} is known here"
@@ -359,5 +361,14 @@ def bind(name: str, dims: Sequence[tuple[int, ...] | None], types: Sequence[str]
         if isinstance(bound, Bound):
             return bound
         reasons.append(bound)
+    for schema in ordered:  # PyTorch 1.x recorded an out= variant's outputs first
+        outs = sum(1 for a in schema.args if a.kwarg_only and a.mutable)
+        if outs and len(types) == len(schema.args) and all(
+                a.kwarg_only and a.mutable for a in schema.args[-outs:]):
+            bound = bind_schema(schema, [*dims[outs:], *dims[:outs]],
+                                [*types[outs:], *types[:outs]],
+                                [*concrete[outs:], *concrete[:outs]] if concrete else ())
+            if isinstance(bound, Bound):
+                return bound
     return (f"its recorded arguments fit none of the {len(schemas)} schemas of {name} "
             f"({reasons[0]})")
