@@ -386,3 +386,33 @@ def test_the_real_qwen_trace_prices_every_flash_kernel() -> None:
         "contraction"]
     assert sum(o.price.ledger.flops for o in flash) == pytest.approx(2.512e11, rel=1e-3)
     assert sum(o.time_s for o in flash) == pytest.approx(2.72e-3, rel=1e-2)
+
+
+def test_a_training_step_prices_the_backward_on_its_inner_op(tmp_path) -> None:
+    """_scaled_dot_product_flash_attention_backward -> _flash_attention_backward, which
+    launches the backward's three kernels: one row, 2.5x the forward's contraction FLOPs,
+    the time of all three kernels."""
+    bhsd, bshd = [2, 8, 512, 64], [2, 512, 8, 64]
+    outer = _op("aten::_scaled_dot_product_flash_attention_backward", 0, 200, 1,
+                [bhsd] * 5 + [[2, 8, 512]] + [[]] * 9,
+                [BF16] * 5 + ["float", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "long",
+                              "long", "Scalar"],
+                [""] * 8 + ["512", "512", "0.", "True", "", "", "0.125"])
+    inner = _op("aten::_flash_attention_backward", 10, 180, 2,
+                [bshd] * 5 + [[2, 8, 512]] + [[]] * 8 + [[]] * 3,
+                [BF16] * 5 + ["float", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "long",
+                              "long", "Scalar", "", ""],
+                [""] * 8 + ["512", "512", "0.", "True", "", "", "0.125", "", ""])
+    events = [outer, inner]
+    for n, (name, dur) in enumerate([("flash_bwd_dot_do_o_kernel", 5),
+                                     ("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", 90),
+                                     ("flash_bwd_convert_dq_kernel", 4)]):
+        events += [_launch(20 + 10 * n, 700 + n, 2), _kernel(300 + 100 * n, dur, 700 + n, name)]
+    path = tmp_path / "bwd.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    built = build_ops(read_trace(path))
+    assert [(o.op, o.kernels) for o in built.ops] == [("aten::_flash_attention_backward", 3)]
+    row = built.ops[0]
+    assert row.time_s == pytest.approx(99e-6) and row.price.ledger is not None
+    pairs = mask_pairs(512, 512, "br")
+    assert row.price.ledger.flops == backward_flops(2, 8, 512, 64, pairs)["total"]
