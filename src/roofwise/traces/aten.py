@@ -12,6 +12,9 @@ In order of preference:
    it after this module);
 4. otherwise unpriced, with the reason. An unpriced op's time is still counted.
 
+The recorded arguments are read by name against the op's schema (`schemas.py`), never by
+position: a list that fits none of the op's overloads leaves it unpriced, with the reason.
+
 fp32 contractions are priced on the CUDA cores unless `allow_tf32` (PyTorch's default for
 matmul is no TF32); the trace does not say which the program chose.
 """
@@ -30,39 +33,24 @@ import numpy as np
 from roofwise.base.errors import InputError
 from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
 from roofwise.ops import _common as c
-from roofwise.ops.attention import attention
 from roofwise.ops.classes import (
     MOVEMENT_OPS,
     OP_CLASS_TABLE,
     REDUCTION_OPS,
-    TERNARY_OPS,
-    UNARY_OPS,
     VIEW_OPS,
 )
 from roofwise.ops.conv import conv
 from roofwise.ops.gemm import batched_gemm
 from roofwise.ops.norms import layernorm, layernorm_backward, rmsnorm, softmax
+from roofwise.traces.attention import is_attention, price_attention
+from roofwise.traces.schemas import TRACE_DTYPES, UNKNOWN, Bound, TensorArg, bind
 
-# The profiler's `Input type` strings -> roofwise dtypes (anything else is not a tensor).
-TRACE_DTYPES = {
-    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16",
-    "half": "fp16", "bfloat16": "bf16", "long": "int64", "long int": "int64", "int": "int32",
-    "short": "int16", "signed char": "int8", "unsigned char": "uint8", "bool": "bool",
-    "c10::Float8_e4m3fn": "fp8_e4m3", "c10::Float8_e5m2": "fp8_e5m2",
-    "c10::Float8_e4m3fnuz": "float8_e4m3fnuz", "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
-}
 MAX_DIM = 1 << 48  # one dimension of a recorded shape: beyond it no tensor fits any memory, so
 #                  the list is not a shape (its op is unpriced, not counted in overflowing units)
 MAX_RANK = 16  # dimensions of one shape (PyTorch's CUDA kernels take at most 25): with MAX_DIM,
 #                 a tensor's element count stays within a float
 _BOOL_RESULT = frozenset(("gt", "lt", "ge", "le", "eq", "ne", "isnan", "isinf", "logical_and",
                           "logical_or", "logical_not"))
-# Position of `is_causal` in each attention op's arguments (as the profiler records them).
-_ATTENTION_CAUSAL_ARG = {
-    "scaled_dot_product_attention": 5, "_scaled_dot_product_flash_attention": 4,
-    "_scaled_dot_product_efficient_attention": 6, "_scaled_dot_product_cudnn_attention": 6,
-    "_scaled_dot_product_flash_attention_for_cpu": 4,
-}
 _LAYER_NORMS = frozenset(("layer_norm", "native_layer_norm"))
 # Ops whose bytes depend on values a trace never records: said, not guessed (nor replayed).
 _UNPRICEABLE = {
@@ -79,30 +67,20 @@ _RMS_NORMS = frozenset(("rms_norm", "_fused_rms_norm"))
 _SOFTMAXES = frozenset(("softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax"))
 
 
-@dataclass(frozen=True)
-class _ConvArgs:
-    """Where a convolution op keeps its arguments (None: the op has no such argument)."""
-
-    bias: int | None
-    stride: int
-    padding: int
-    dilation: int
-    groups: int
-    transposed: int | None = None
-    allow_tf32: int | None = None
-
-
-# aten's signatures: convolution(input, weight, bias, stride, padding, dilation, transposed,
-# output_padding, groups); _convolution adds benchmark, deterministic, cudnn_enabled,
-# allow_tf32; convNd(input, weight, bias, stride, padding, dilation, groups);
-# cudnn_convolution(self, weight, padding, stride, dilation, groups, benchmark, deterministic,
-# allow_tf32) (its bias is a separate add op).
-_CONV_ARGS = {
-    "convolution": _ConvArgs(2, 3, 4, 5, 8, 6),
-    "_convolution": _ConvArgs(2, 3, 4, 5, 8, 6, 12),
-    **{f"conv{n}d": _ConvArgs(2, 3, 4, 5, 6) for n in (1, 2, 3)},
-    "cudnn_convolution": _ConvArgs(None, 3, 2, 4, 5, None, 8),
-}
+# aten's convolutions, by schema argument names: convolution / _convolution (input, weight,
+# bias, stride, padding, dilation, transposed, output_padding, groups[, ..., allow_tf32]),
+# convNd (input, weight, bias, stride, padding, dilation, groups), cudnn_convolution (self,
+# weight, padding, stride, dilation, groups, benchmark, deterministic, allow_tf32; its bias
+# is a separate add op).
+_CONVOLUTIONS = frozenset(("convolution", "_convolution", "conv1d", "conv2d", "conv3d",
+                           "cudnn_convolution"))
+# The ops the operator library prices by name (beside the elementwise and reduction classes).
+LIBRARY_OPS = frozenset((
+    "mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", *_CONVOLUTIONS,
+    "native_layer_norm_backward", "mse_loss", "mse_loss_backward", "index_select",
+    "layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "softmax", "_softmax",
+    "_safe_softmax", "log_softmax", "_log_softmax", "copy_", "fill_", "zero_", "clone",
+    "contiguous"))
 
 
 @dataclass(frozen=True)
@@ -182,11 +160,23 @@ def _make_call(name: str, dims: tuple[Any, ...], types: tuple[Any, ...],
     return Call(name, tuple(shapes), tuple(str(t) for t in types), tuple(str(x) for x in concrete))
 
 
+@lru_cache(maxsize=1)
+def priced_by_name() -> frozenset[str]:
+    """The aten ops (overload packets) this module prices without torch: the ones whose
+    schemas `scripts/gen_schema_table.py` ships in `schema_table.py`."""
+    classes = {*OP_CLASS_TABLE, "copy", "fill", "zero", "clone", "contiguous"}
+    return frozenset({*LIBRARY_OPS, *classes, *(f"{n}_" for n in classes), *_UNPRICEABLE})
+
+
 @lru_cache(maxsize=65536)
-def library_price(call: Call, allow_tf32: bool = False) -> OpPrice | None:
+def library_price(call: Call, allow_tf32: bool = False,
+                  use_torch: bool = True) -> OpPrice | None:
     """The ledger of a recorded op from the operator library (see the module docstring for
     the order tried), an unpriced one saying why it cannot be, or None when the library has no
-    ledger for it (`traces.prices` then replays it)."""
+    ledger for it (`traces.prices` then replays it). `use_torch` lets torch's schemas, where
+    installed, read the arguments beside the shipped table's."""
+    if is_attention(call.name):
+        return _attention(call, use_torch)
     if not call.tensor_positions():
         if "TensorList" in call.types:
             return unpriced("its tensors come as a TensorList, for which the profiler records "
@@ -195,10 +185,37 @@ def library_price(call: Call, allow_tf32: bool = False) -> OpPrice | None:
                         if not call.types else "no tensor inputs with known dtypes recorded")
     if call.base in _UNPRICEABLE:
         return unpriced(_UNPRICEABLE[call.base])
+    if not call.name.startswith("aten::") or not _known(call.base):
+        return None
+    bound = bind(call.name, call.dims, call.types, call.concrete, use_torch)
+    if isinstance(bound, str):
+        return unpriced(bound)
+    for name, tensor in bound.values.items():
+        if isinstance(tensor, TensorArg) and tensor.dtype is None:
+            return unpriced(f"its tensor {name} is recorded as {tensor.type_text!r}, a dtype "
+                            "roofwise does not price")
     try:
-        return _library(call, allow_tf32) or _by_class(call)
+        return _library(call.base, bound, allow_tf32) or _by_class(call.base, bound)
     except InputError as exc:
         return unpriced(f"the operator library refuses its shapes ({exc.problem})")
+
+
+def _known(base: str) -> bool:
+    return base in priced_by_name()
+
+
+def _attention(call: Call, use_torch: bool) -> OpPrice:
+    bound = bind(call.name, call.dims, call.types, call.concrete, use_torch)
+    if isinstance(bound, str):
+        return unpriced(bound)
+    try:
+        priced = price_attention(call.name, bound)
+    except InputError as exc:
+        return unpriced(f"the operator library refuses its shapes ({exc.problem})")
+    if isinstance(priced, str):
+        return unpriced(priced)
+    ledger, note = priced
+    return OpPrice(ledger, "library", note)
 
 
 def _gemm(m: int, n: int, k: int, dtype: str, allow_tf32: bool, batch: int = 1,
@@ -207,102 +224,121 @@ def _gemm(m: int, n: int, k: int, dtype: str, allow_tf32: bool, batch: int = 1,
     return OpPrice(replace(ledger, name=name), "library")
 
 
-def _with_addend(price: OpPrice, shape: tuple[int, ...], dtype: str) -> OpPrice:
+def _with_addend(price: OpPrice, addend: TensorArg) -> OpPrice:
     """A GEMM that adds a full matrix (addmm with a 2-D bias, baddbmm): read it, add per output."""
-    assert price.ledger is not None
+    assert price.ledger is not None and addend.dtype is not None
     ledger = price.ledger
     outputs = math.prod(ledger.tensor("c").shape)
-    return OpPrice(replace(ledger, tensors=(*ledger.tensors, Tensor("self", shape, dtype,
-                                                                    Role.INPUT)),
+    return OpPrice(replace(ledger, tensors=(*ledger.tensors, Tensor("self", addend.shape,
+                                                                    addend.dtype, Role.INPUT)),
                            work=(*ledger.work, Work(c.CUDA, "arithmetic", outputs,
                                                     "beta*self + alpha*(A @ B), 1/output"))),
                    "library")
 
 
-def _library(call: Call, allow_tf32: bool) -> OpPrice | None:
-    base, t = call.base, call.tensor_positions()
-    shape, dtype = call.shape, call.dtype
-    if base == "mm" and t[:2] == [0, 1] and len(shape(0)) == 2 == len(shape(1)):
-        (m, k), (_, n) = shape(0), shape(1)
-        return _gemm(m, n, k, dtype(0), allow_tf32, name="mm")
-    if base == "addmm" and t[:3] == [0, 1, 2] and len(shape(1)) == 2 == len(shape(2)):
-        (m, k), (_, n) = shape(1), shape(2)
-        if math.prod(shape(0)) == n:  # (n,) or (1, n): a broadcast bias row
-            return _gemm(m, n, k, dtype(1), allow_tf32, bias=True, name="addmm")
-        return _with_addend(_gemm(m, n, k, dtype(1), allow_tf32, name="addmm"), shape(0),
-                            dtype(0))
-    if base == "bmm" and t[:2] == [0, 1] and len(shape(0)) == 3 == len(shape(1)):
-        (b, m, k), (_, _, n) = shape(0), shape(1)
-        return _gemm(m, n, k, dtype(0), allow_tf32, batch=b, name="bmm")
-    if base == "baddbmm" and t[:3] == [0, 1, 2] and len(shape(1)) == 3 == len(shape(2)):
-        (b, m, k), (_, _, n) = shape(1), shape(2)
-        return _with_addend(_gemm(m, n, k, dtype(1), allow_tf32, batch=b, name="baddbmm"),
-                            shape(0), dtype(0))
-    if base == "linear" and t[:2] == [0, 1] and len(shape(1)) == 2 and shape(0):
-        x, (n, k) = shape(0), shape(1)
-        has_bias = 2 in t and math.prod(shape(2)) == n
-        return _gemm(math.prod(x[:-1]), n, k, dtype(0), allow_tf32, bias=has_bias,
-                     name="linear")
-    if base == "matmul" and t[:2] == [0, 1]:
-        return _matmul(shape(0), shape(1), dtype(0), allow_tf32)
-    if base == "_scaled_mm" and t[:2] == [0, 1] and len(shape(0)) == 2 == len(shape(1)):
-        (m, k), (_, n) = shape(0), shape(1)
-        row = 2 in t and math.prod(shape(2)) > 1
-        ledger = batched_gemm(1, m, n, k, dtype=dtype(0), scale="row" if row else "tensor")
+def _dt(t: TensorArg) -> str:
+    assert t.dtype is not None  # library_price refuses unknown dtypes first
+    return t.dtype
+
+
+def _rank(t: TensorArg | None, n: int) -> bool:
+    return t is not None and len(t.shape) == n
+
+
+def _library(base: str, b: Bound, allow_tf32: bool) -> OpPrice | None:
+    x, other = b.tensor("self") or b.tensor("input"), b.tensor("mat2") or b.tensor("other")
+    if base == "mm" and _rank(x, 2) and _rank(other, 2):
+        assert x is not None and other is not None
+        (m, k), (_, n) = x.shape, other.shape
+        return _gemm(m, n, k, _dt(x), allow_tf32, name="mm")
+    if base == "addmm":
+        a, bb = b.tensor("mat1"), b.tensor("mat2")
+        if x is not None and _rank(a, 2) and _rank(bb, 2):
+            assert a is not None and bb is not None
+            (m, k), (_, n) = a.shape, bb.shape
+            if math.prod(x.shape) == n:  # (n,) or (1, n): a broadcast bias row
+                return _gemm(m, n, k, _dt(a), allow_tf32, bias=True, name="addmm")
+            return _with_addend(_gemm(m, n, k, _dt(a), allow_tf32, name="addmm"), x)
+    if base == "bmm" and _rank(x, 3) and _rank(other, 3):
+        assert x is not None and other is not None
+        (bt, m, k), (_, _, n) = x.shape, other.shape
+        return _gemm(m, n, k, _dt(x), allow_tf32, batch=bt, name="bmm")
+    if base == "baddbmm":
+        a, bb = b.tensor("batch1"), b.tensor("batch2")
+        if x is not None and _rank(a, 3) and _rank(bb, 3):
+            assert a is not None and bb is not None
+            (bt, m, k), (_, _, n) = a.shape, bb.shape
+            return _with_addend(_gemm(m, n, k, _dt(a), allow_tf32, batch=bt, name="baddbmm"),
+                                x)
+    if base == "linear":
+        w, bias = b.tensor("weight"), b.tensor("bias")
+        if x is not None and x.shape and _rank(w, 2):
+            assert w is not None
+            n, k = w.shape
+            has_bias = bias is not None and math.prod(bias.shape) == n
+            return _gemm(math.prod(x.shape[:-1]), n, k, _dt(x), allow_tf32, bias=has_bias,
+                         name="linear")
+    if base == "matmul" and x is not None and other is not None:
+        return _matmul(x.shape, other.shape, _dt(x), allow_tf32)
+    if base == "_scaled_mm" and _rank(x, 2) and _rank(other, 2):
+        assert x is not None and other is not None
+        (m, k), (_, n) = x.shape, other.shape
+        scale_a = b.tensor("scale_a")
+        row = scale_a is not None and math.prod(scale_a.shape) > 1
+        ledger = batched_gemm(1, m, n, k, dtype=_dt(x), scale="row" if row else "tensor")
         return OpPrice(replace(ledger, name="_scaled_mm"), "library")
-    if base in _ATTENTION_CAUSAL_ARG and t[:3] == [0, 1, 2]:
-        return _attention(call)
-    if base in _CONV_ARGS and t[:2] == [0, 1]:
-        return _convolution(call, _CONV_ARGS[base], allow_tf32)
-    if base == "native_layer_norm_backward" and t[:2] == [0, 1] and {3, 4} <= set(t):
-        return _layernorm_backward(call)
+    if base in _CONVOLUTIONS and x is not None and b.tensor("weight") is not None:
+        return _convolution(base, b, x, allow_tf32)
+    if base == "native_layer_norm_backward":
+        return _layernorm_backward(b)
     if base in ("mse_loss", "mse_loss_backward"):
-        return _mse_loss(call)
-    if base == "index_select" and t[:1] == [0] and 2 in t:
-        return _index_select(call)
-    if base in _LAYER_NORMS and t[:1] == [0] and shape(0):
-        x = shape(0)
-        ledger = layernorm(rows=max(1, math.prod(x[:-1])), hidden=x[-1], dtype=dtype(0),
-                           weight=2 in t, bias=3 in t)
+        return _mse_loss(base, b)
+    if base == "index_select" and x is not None and b.tensor("index") is not None:
+        return _index_select(b, x)
+    if base in _LAYER_NORMS and x is not None and x.shape:
+        ledger = layernorm(rows=max(1, math.prod(x.shape[:-1])), hidden=x.shape[-1],
+                           dtype=_dt(x), weight=b.tensor("weight") is not None,
+                           bias=b.tensor("bias") is not None)
         return OpPrice(ledger, "library")
-    if base in _RMS_NORMS and t[:1] == [0] and shape(0):
-        x = shape(0)
-        return OpPrice(rmsnorm(rows=max(1, math.prod(x[:-1])), hidden=x[-1], dtype=dtype(0),
-                               weight=2 in t), "library")
-    if base in _SOFTMAXES and t[:1] == [0] and shape(0):
-        x = shape(0)
-        dim = call.value(1)
-        cols = x[dim] if isinstance(dim, int) and -len(x) <= dim < len(x) else x[-1]
-        if cols == 0 or math.prod(x) == 0:
-            return unpriced(f"{base} over an empty tensor {list(x)}: no element to count")
-        return OpPrice(replace(softmax(rows=max(1, math.prod(x) // cols), cols=cols,
-                                       dtype=dtype(0)), name=base), "library")
+    if base in _RMS_NORMS and x is not None and x.shape:
+        return OpPrice(rmsnorm(rows=max(1, math.prod(x.shape[:-1])), hidden=x.shape[-1],
+                               dtype=_dt(x), weight=b.tensor("weight") is not None), "library")
+    if base in _SOFTMAXES and x is not None and x.shape:
+        shape = x.shape
+        dim = b.value("dim", None)
+        cols = shape[dim] if isinstance(dim, int) and -len(shape) <= dim < len(shape) else shape[-1]
+        if cols == 0 or math.prod(shape) == 0:
+            return unpriced(f"{base} over an empty tensor {list(shape)}: no element to count")
+        return OpPrice(replace(softmax(rows=max(1, math.prod(shape) // cols), cols=cols,
+                                       dtype=_dt(x)), name=base), "library")
     return None
 
 
-def _convolution(call: Call, where: _ConvArgs, allow_tf32: bool) -> OpPrice:
+def _convolution(base: str, b: Bound, x_arg: TensorArg, allow_tf32: bool) -> OpPrice:
     """A forward convolution from x (batch, c_in, *spatial) and weight (c_out, c_in/groups,
     *kernel); groups from the shapes, stride/padding/dilation from Concrete Inputs where the
     profiler kept them, else PyTorch's defaults (stride 1, padding 0, dilation 1), said."""
-    x, w = call.shape(0), call.shape(1)
+    w_arg = b.tensor("weight")
+    assert w_arg is not None
+    x, w = x_arg.shape, w_arg.shape
     dims = len(x) - 2
     if dims not in (1, 2, 3) or len(w) != len(x) or w[1] == 0 or x[1] % w[1]:
         return unpriced(f"convolution shapes {list(x)} and {list(w)} are not "
                         "(batch, c_in, *spatial) and (c_out, c_in/groups, *kernel)")
-    if where.transposed is not None and call.value(where.transposed) is True:
+    if b.value("transposed", False) is True:
         return unpriced("transposed convolution: the operator library has no ledger for it")
     kernel = tuple(w[2:])
     defaults = {"stride": (1,), "padding": (0,), "dilation": (1,)}
     settings: dict[str, tuple[int, ...]] = {}
     guessed = []
     for name in defaults:
-        value = call.value(getattr(where, name))
+        value = b.value(name, None)
         if isinstance(value, int) and not isinstance(value, bool):
             value = [value]
         if name == "padding" and value == "valid":
             value = [0]
         if name == "padding" and value == "same":
-            dilation = call.value(where.dilation)
+            dilation = b.value("dilation", 1)
             dilation = dilation if isinstance(dilation, (list, int)) else 1
             d = [dilation] if isinstance(dilation, int) else list(dilation)
             d = d * dims if len(d) == 1 else d
@@ -320,60 +356,65 @@ def _convolution(call: Call, where: _ConvArgs, allow_tf32: bool) -> OpPrice:
             settings[name] = defaults[name]
             guessed.append(name)
     groups = x[1] // w[1]
-    recorded_groups = call.value(where.groups)
+    recorded_groups = b.value("groups", None)
     if isinstance(recorded_groups, int) and recorded_groups != groups:
         return unpriced(f"groups={recorded_groups} disagrees with the shapes (c_in {x[1]}, "
                         f"weight c_in/groups {w[1]})")
-    has_bias = where.bias is not None and call.is_tensor(where.bias)
-    tf32 = call.value(where.allow_tf32) if where.allow_tf32 is not None else None
+    has_bias = b.tensor("bias") is not None
+    tf32 = b.value("allow_tf32", None)
     ledger = conv(batch=x[0], c_in=x[1], c_out=w[0], spatial=tuple(x[2:]), kernel=kernel,
-                  groups=groups, bias=has_bias, dtype=call.dtype(0),
+                  groups=groups, bias=has_bias, dtype=_dt(x_arg),
                   allow_tf32=tf32 if isinstance(tf32, bool) else allow_tf32,
                   stride=settings["stride"], padding=settings["padding"],
                   dilation=settings["dilation"])
     note = (f"{', '.join(guessed)} not recorded: counted as PyTorch's default"
             f"{'s' if len(guessed) > 1 else ''} (stride 1, padding 0, dilation 1); the count "
             "may be off either way" if guessed else "")
-    return OpPrice(replace(ledger, name=call.base), "library", note)
+    return OpPrice(replace(ledger, name=base), "library", note)
 
 
-def _layernorm_backward(call: Call) -> OpPrice | None:
+def _layernorm_backward(b: Bound) -> OpPrice | None:
     """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
     output_mask): rows from the saved mean's size, the normalized width from the input's."""
-    x, rows = call.shape(1), math.prod(call.shape(3))
-    if not x or rows == 0 or math.prod(x) % rows or call.shape(0) != x:
+    grad, x_arg, mean = b.tensor("grad_out"), b.tensor("input"), b.tensor("mean")
+    if grad is None or x_arg is None or mean is None or b.tensor("rstd") is None:
         return None
-    mask = call.value(7)
-    wants = mask if isinstance(mask, list) and len(mask) == 3 else [True, True, True]
-    ledger = layernorm_backward(rows=rows, hidden=math.prod(x) // rows, dtype=call.dtype(1),
-                                weight=call.is_tensor(5) and bool(wants[1]),
-                                bias=call.is_tensor(6) and bool(wants[2]),
-                                stats_dtype=call.dtype(3))
-    note = "" if wants is mask else ("output_mask not recorded: grad_weight and grad_bias "
-                                     "counted as written wherever weight and bias are given")
-    return OpPrice(replace(ledger, name=call.base), "library", note)
+    x, rows = x_arg.shape, math.prod(mean.shape)
+    if not x or rows == 0 or math.prod(x) % rows or grad.shape != x:
+        return None
+    mask = b.value("output_mask", None)
+    recorded = isinstance(mask, list) and len(mask) == 3
+    wants = mask if recorded else [True, True, True]
+    ledger = layernorm_backward(rows=rows, hidden=math.prod(x) // rows, dtype=_dt(x_arg),
+                                weight=b.tensor("weight") is not None and bool(wants[1]),
+                                bias=b.tensor("bias") is not None and bool(wants[2]),
+                                stats_dtype=_dt(mean))
+    note = "" if recorded else ("output_mask not recorded: grad_weight and grad_bias "
+                                "counted as written wherever weight and bias are given")
+    return OpPrice(replace(ledger, name="native_layer_norm_backward"), "library", note)
 
 
-def _mse_loss(call: Call) -> OpPrice | None:
+def _mse_loss(base: str, b: Bound) -> OpPrice | None:
     """mse_loss(self, target, reduction): per element a subtract and a square-accumulate (FMA)
-    (a subtract and a square with reduction none); mse_loss_backward(grad, self, target,
-    reduction): grad_input = scale * (self - target) * grad, 3 per element."""
-    backward = call.base == "mse_loss_backward"
-    first = 1 if backward else 0
-    if [i for i in call.tensor_positions() if i <= first + 1][-2:] != [first, first + 1]:
+    (a subtract and a square with reduction none); mse_loss_backward(grad_output, self,
+    target, reduction): grad_input = scale * (self - target) * grad, 3 per element."""
+    backward = base == "mse_loss_backward"
+    x_arg, target = b.tensor("self"), b.tensor("target")
+    if x_arg is None or target is None:
         return None
-    x, target = call.shape(first), call.shape(first + 1)
-    if x != target:
+    x = x_arg.shape
+    if x != target.shape:
         return None  # broadcasting losses are left to the tracer
-    reduction = _MSE_REDUCTIONS.get(call.value(first + 2), "")
+    reduction = _MSE_REDUCTIONS.get(b.value("reduction", None), "")
     note = "" if reduction else "reduction not recorded: counted as mean, PyTorch's default"
     reduction = reduction or "mean"
-    dtype = call.dtype(first)
+    dtype = _dt(x_arg)
     tensors = [Tensor("self", x, dtype, Role.INPUT), Tensor("target", x, dtype, Role.INPUT)]
     if backward:
-        grad = call.shape(0) if call.is_tensor(0) else ()
-        tensors += [Tensor("grad_out", grad, call.dtype(0) if call.is_tensor(0) else dtype,
-                           Role.INPUT), Tensor("grad_input", x, dtype, Role.OUTPUT)]
+        grad = b.tensor("grad_output")
+        tensors += [Tensor("grad_out", grad.shape if grad else (),
+                           _dt(grad) if grad else dtype, Role.INPUT),
+                    Tensor("grad_input", x, dtype, Role.OUTPUT)]
         per_elem, what = 3, "subtract, times scale*grad; 3/elem"
     else:
         tensors.append(Tensor("out", x if reduction == "none" else (), dtype, Role.OUTPUT))
@@ -381,25 +422,27 @@ def _mse_loss(call: Call) -> OpPrice | None:
         what = ("subtract, square; 2/elem" if reduction == "none"
                 else "subtract, square-accumulate (FMA); 3/elem")
     work = (Work(c.CUDA, "arithmetic", per_elem * math.prod(x), what),)
-    return OpPrice(Ledger(call.base, c.CUDA, tuple(tensors), work), "library", note)
+    return OpPrice(Ledger(base, c.CUDA, tuple(tensors), work), "library", note)
 
 
-def _index_select(call: Call) -> OpPrice | None:
+def _index_select(b: Bound, x_arg: TensorArg) -> OpPrice | None:
     """index_select(self, dim, index): reads the index and the selected slices of self (never
     more than all of self), writes them. The dim comes from Concrete Inputs, or is 0 for a 1-D
     self; otherwise the op goes to the tracer."""
-    x, index = call.shape(0), call.shape(2)
-    dim = call.value(1)
+    index = b.tensor("index")
+    assert index is not None
+    x = x_arg.shape
+    dim = b.value("dim", None)
     if len(x) == 1 and dim is None:
         dim = 0
-    if not isinstance(dim, int) or not -len(x) <= dim < len(x) or len(index) > 1:
+    if not isinstance(dim, int) or not -len(x) <= dim < len(x) or len(index.shape) > 1:
         return None
     dim %= len(x)
-    out = (*x[:dim], math.prod(index), *x[dim + 1:])
+    out = (*x[:dim], math.prod(index.shape), *x[dim + 1:])
     gathered = min(math.prod(x), math.prod(out))
-    tensors = (Tensor("index", index, call.dtype(2), Role.INPUT),
-               Tensor("self_selected", (gathered,), call.dtype(0), Role.INPUT),
-               Tensor("out", out, call.dtype(0), Role.OUTPUT))
+    tensors = (Tensor("index", index.shape, _dt(index), Role.INPUT),
+               Tensor("self_selected", (gathered,), _dt(x_arg), Role.INPUT),
+               Tensor("out", out, _dt(x_arg), Role.OUTPUT))
     return OpPrice(Ledger("index_select", c.CUDA, tensors, ()), "library",
                    "self counted as read once per selected element, at most all of self")
 
@@ -415,54 +458,36 @@ def _matmul(a: tuple[int, ...], b: tuple[int, ...], dtype: str,
     return None
 
 
-def _attention(call: Call) -> OpPrice | None:
-    """SDPA and its flash / efficient / cuDNN forms: q (b, hq, sq, d), k and v (b, hk, skv, d)."""
-    q, k = call.shape(0), call.shape(1)
-    if len(q) != 4 or len(k) != 4:
-        return None
-    b, hq, sq, d = q
-    hk, skv = k[1], k[2]
-    causal = call.value(_ATTENTION_CAUSAL_ARG[call.base])
-    note = ""
-    if not isinstance(causal, bool):
-        causal = True
-        note = "is_causal not recorded: counted causal (the smaller count, so SOL stays a bound)"
-    ledger = attention(batch=b, q_len=sq, kv_len=skv, q_heads=hq, kv_heads=hk, head_dim=d,
-                       causal=causal, dtype=call.dtype(0), kv_dtype=call.dtype(1))
-    return OpPrice(replace(ledger, name=call.base), "library", note)
-
-
-def _by_class(call: Call) -> OpPrice | None:
+def _by_class(name: str, b: Bound) -> OpPrice | None:
     """Elementwise ops, reductions and plain copies/fills from their recorded shapes."""
-    base = call.base.removesuffix("_")
-    in_place = call.base.endswith("_") and not call.base.startswith("_")
-    t = call.tensor_positions()
+    base = name.removesuffix("_")
+    in_place = name.endswith("_") and not name.startswith("_")
     if base in VIEW_OPS:
         return None  # launches no kernel of its own; the tracer says what it does
-    if base in ("copy", "fill", "zero", "clone", "contiguous") and t[:1] == [0]:
-        return _movement(call, base)
+    inputs = b.tensors()
+    if base in ("copy", "fill", "zero", "clone", "contiguous") and b.tensor("self"):
+        return _movement(b, base)
     if base in MOVEMENT_OPS:
         return None  # its output size depends on arguments the profiler rarely keeps
     mix = OP_CLASS_TABLE.get(base)
-    if mix is None or not t:
+    if mix is None or not inputs:
         return None
-    if base in REDUCTION_OPS and len(t) == 1:
-        return _reduction(call, base, mix)
-    arity = 1 if base in UNARY_OPS else 3 if base in TERNARY_OPS else 2
-    inputs, buffers = t[:arity], t[arity:]  # extra tensors: out= buffers, written only
+    if base in REDUCTION_OPS and len(inputs) == 1:
+        return _reduction(b, base, mix, inputs[0][1])
+    buffers = b.out_buffers()
     try:
-        out_shape = tuple(int(x) for x in np.broadcast_shapes(*(call.shape(i) for i in inputs)))
+        out_shape = tuple(int(x) for x in np.broadcast_shapes(*(t.shape for _, t in inputs)))
     except ValueError:
-        shapes = ", ".join(str(list(call.shape(i))) for i in t)
-        return unpriced(f"its {len(t)} tensor arguments ({shapes}) do not broadcast as one "
-                        f"{base} call; the record does not say how they pair")
-    tensors = [Tensor(f"in{j}", call.shape(i), call.dtype(i),
+        shapes = ", ".join(str(list(t.shape)) for _, t in inputs)
+        return unpriced(f"its {len(inputs)} tensor inputs ({shapes}) do not broadcast as one "
+                        f"{base} call")
+    tensors = [Tensor(f"in{j}", t.shape, _dt(t),
                       Role.INOUT if in_place and j == 0 else Role.INPUT)
-               for j, i in enumerate(inputs)]
+               for j, (_, t) in enumerate(inputs)]
     if not in_place:
-        out_dtype = "bool" if base in _BOOL_RESULT else call.dtype(t[0])
-        if buffers and math.prod(call.shape(buffers[0])) == math.prod(out_shape):
-            out_dtype = call.dtype(buffers[0])
+        out_dtype = "bool" if base in _BOOL_RESULT else _dt(inputs[0][1])
+        if buffers and math.prod(buffers[0].shape) == math.prod(out_shape):
+            out_dtype = _dt(buffers[0])
         tensors.append(Tensor("out", out_shape, out_dtype, Role.OUTPUT))
     elements = math.prod(out_shape)
     return OpPrice(Ledger(base, c.CUDA, tuple(tensors), _class_work(base, mix, elements)),
@@ -474,38 +499,41 @@ def _class_work(base: str, mix: dict[str, int], elements: int) -> tuple[Work, ..
     return tuple(Work(units[k], k, n * elements, f"{base}, {n}/elem") for k, n in mix.items())
 
 
-def _reduction(call: Call, base: str, mix: dict[str, int]) -> OpPrice:
-    i = call.tensor_positions()[0]
-    x = call.shape(i)
-    out_shape, note = _reduced_shape(x, call.value(i + 1), call.value(i + 2))
-    tensors = (Tensor("x", x, call.dtype(i), Role.INPUT),
-               Tensor("out", out_shape, "int64" if base.startswith("arg") else call.dtype(i),
+def _reduction(b: Bound, base: str, mix: dict[str, int], x_arg: TensorArg) -> OpPrice:
+    x = x_arg.shape
+    out_shape, note = _reduced_shape(x, b.value("dim"), b.value("keepdim", False),
+                                     "dim" in b.values)
+    tensors = (Tensor("x", x, _dt(x_arg), Role.INPUT),
+               Tensor("out", out_shape, "int64" if base.startswith("arg") else _dt(x_arg),
                       Role.OUTPUT))
     return OpPrice(Ledger(base, c.CUDA, tensors, _class_work(base, mix, math.prod(x))),
                    "class", note)
 
 
-def _reduced_shape(x: tuple[int, ...], dims: Any, keepdim: Any) -> tuple[tuple[int, ...], str]:
-    if dims is None or dims == []:
-        if dims is None and len(x) > 0:
-            return (), "reduced dimensions not recorded: output counted as 1 element"
+def _reduced_shape(x: tuple[int, ...], dims: Any, keepdim: Any,
+                   has_dim: bool) -> tuple[tuple[int, ...], str]:
+    """The output of a reduction over `dims` (an int, a list of ints, None or [] for all;
+    UNKNOWN when the schema has one the trace did not record)."""
+    if dims is UNKNOWN and has_dim and x:
+        return (), "reduced dimensions not recorded: output counted as 1 element"
+    if dims is UNKNOWN or dims is None or dims == []:
         return ((1,) * len(x) if keepdim is True else ()), ""
-    axes = {d % len(x) for d in ([dims] if isinstance(dims, int) else dims)
-            if isinstance(d, int)} if x else set()
+    axes = {d % len(x) for d in ([dims] if isinstance(dims, int) else dims)} if x else set()
     kept = tuple(1 if j in axes else s for j, s in enumerate(x) if keepdim is True or j not in axes)
     return kept, ""
 
 
-def _movement(call: Call, base: str) -> OpPrice:
-    """copy_ (dst, src), fill_/zero_ (write only), clone/contiguous (read and write)."""
-    t = call.tensor_positions()
-    dst = Tensor("dst", call.shape(t[0]), call.dtype(t[0]), Role.OUTPUT)
-    if base == "copy" and len(t) > 1:
-        tensors: tuple[Tensor, ...] = (Tensor("src", call.shape(t[1]), call.dtype(t[1]),
-                                              Role.INPUT), dst)
+def _movement(b: Bound, base: str) -> OpPrice:
+    """copy_ (self <- src), fill_/zero_ (write only), clone/contiguous (read and write)."""
+    x = b.tensor("self")
+    assert x is not None
+    dst = Tensor("dst", x.shape, _dt(x), Role.OUTPUT)
+    src = b.tensor("src")
+    if base == "copy" and src is not None:
+        tensors: tuple[Tensor, ...] = (Tensor("src", src.shape, _dt(src), Role.INPUT), dst)
     elif base in ("fill", "zero"):
         tensors = (dst,)
     else:
-        tensors = (Tensor("src", call.shape(t[0]), call.dtype(t[0]), Role.INPUT),
-                   Tensor("dst", call.shape(t[0]), call.dtype(t[0]), Role.OUTPUT))
+        tensors = (Tensor("src", x.shape, _dt(x), Role.INPUT),
+                   Tensor("dst", x.shape, _dt(x), Role.OUTPUT))
     return OpPrice(Ledger(base, c.CUDA, tensors, ()), "class")

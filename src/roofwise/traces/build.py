@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from roofwise.traces.aten import OpPrice, make_call, unpriced
+from roofwise.traces.attention import nested_attention
 from roofwise.traces.link import NO_OP, launching_ops
 from roofwise.traces.prices import price_call
 from roofwise.traces.reader import CpuOp, TraceEvents
@@ -126,11 +127,14 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     for k in np.flatnonzero(launched)[::-1]:
         first_device[int(op_of[k])] = events.gpu[int(k)].device
     result: list[TraceOp] = []
+    # an attention op enclosing another that launched kernels: the inner one carries the count
+    carried = nested_attention(events.ops, ops_with_kernels.tolist())
     for n, index in enumerate(ops_with_kernels.tolist()):
         op = events.ops[index]
         communication = bool(comm_by_op[index])
         price = (unpriced("communication (NCCL) kernel: no roofline model for collectives")
-                 if communication else _price(op, allow_tf32, replay))
+                 if communication else unpriced(carried[index]) if index in carried
+                 else _price(op, allow_tf32, replay))
         device = events.device_names.get(first_device.get(index), "")
         result.append(TraceOp(op.name, op.dims, op.types, device, float(time_by_op[index]),
                               int(count_by_op[index]), price, communication))

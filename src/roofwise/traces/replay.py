@@ -2,10 +2,12 @@
 
 The profiler keeps each argument's shape and type, and with newer PyTorch the concrete value of
 small arguments (dims, flags, scalars). Tensors become meta tensors of the recorded shape and
-dtype, recorded scalars are passed as they were; without recorded values, only the arguments
-up to the last tensor are passed (scalars as 1, others as None), which is enough for most
-elementwise and reduction ops. What the tracer cannot count is unpriced, never guessed: an op
-that fails to replay, or whose aten ops the tracer has no count for.
+dtype, recorded scalars are passed as they were, each by its schema name where the schema
+has it keyword-only (`schemas.py`), to the overload the recorded list fits; without recorded
+values, only the arguments up to the last tensor are passed (scalars as 1, others as None),
+which is enough for most elementwise and reduction ops. What the tracer cannot count is
+unpriced, never guessed: an op that fails to replay, or whose aten ops the tracer has no
+count for; the reason is the error's first sentence, whole.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofwise.traces.aten import Call, OpPrice, unpriced
+from roofwise.traces.schemas import UNKNOWN, Bound, TensorArg, bind
 
 _TORCH_DTYPES = {
     "fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16",
@@ -69,24 +72,72 @@ def replay_call(call: Call, allow_tf32: bool = False) -> OpPrice:
     if outputs > MAX_REPLAY_OUTPUTS:
         return unpriced(f"a replay would build {outputs:,} output tensors (more than "
                         f"{MAX_REPLAY_OUTPUTS:,}); not replayed")
-    args = _arguments(call, torch)
-    if isinstance(args, str):
-        return unpriced(args)
+    bound = bind(call.name, call.dims, call.types, call.concrete)
+    if isinstance(bound, Bound):
+        target = getattr(packet, bound.schema.overload or "default", packet)
+        found = _bound_arguments(call, bound, torch)
+    else:
+        target, found = packet, _arguments(call, torch)
+    if isinstance(found, str):
+        return unpriced(found)
+    args, kwargs = found
 
-    def run(*tensors: Any) -> Any:
-        return packet(*tensors)
+    def run(*tensors: Any, **named: Any) -> Any:
+        return target(*tensors, **named)
 
     try:
-        traced = trace(run, *args, name=call.base, tf32=allow_tf32)
+        traced = trace(run, *args, name=call.base, tf32=allow_tf32, example_kwargs=kwargs)
     except Exception as exc:  # any failure of the replay leaves the op unpriced, with why
-        text = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
-        return unpriced(f"meta-tensor replay failed ({text})")
+        return unpriced(f"meta-tensor replay failed: {first_sentence(exc)}")
     if traced.uncounted:
         return unpriced(f"the tracer has no count for {', '.join(traced.uncounted)}")
     return OpPrice(traced.fused, "tracer")
 
 
-def _arguments(call: Call, torch: Any) -> list[Any] | str:
+def first_sentence(exc: BaseException) -> str:
+    """The error's first sentence, whole (a torch message's first line may end in ':' before
+    a list of schemas: the sentence is then the line, said to be cut short there)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    cut = text.find(". ")
+    if cut > 0:
+        text = text[:cut + 1]
+    text = text.rstrip(":").rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _bound_arguments(call: Call, bound: Bound, torch: Any
+                     ) -> tuple[list[Any], dict[str, Any]] | str:
+    """Positional and keyword arguments for the overload the recorded list fits: recorded
+    values as they were, keyword-only ones by name, unrecorded ones as the schema's defaults
+    (or 1 for a scalar, None for the rest)."""
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for i, arg in enumerate(bound.schema.args):
+        if i >= len(call.types):
+            break  # the trace's PyTorch had no such argument: this one's default
+        value = bound.values.get(arg.name)
+        if isinstance(value, TensorArg):
+            dtype = getattr(torch, _TORCH_DTYPES.get(value.dtype or "", ""), None)
+            if dtype is None:
+                return f"dtype {value.type_text} has no torch equivalent here"
+            value = torch.empty(value.shape, dtype=dtype, device="meta")
+        elif arg.base == "Tensor" and arg.is_list and value is UNKNOWN:
+            return "a list of tensors whose shapes the profiler did not record"
+        elif value is UNKNOWN:
+            if arg.kwarg_only:
+                continue
+            value = arg.default if arg.has_default and arg.default is not UNKNOWN else (
+                1 if call.types[i] == "Scalar" else None)
+        if arg.kwarg_only:
+            kwargs[arg.name] = value
+        else:
+            args.append(value)
+    return args, kwargs
+
+
+
+def _arguments(call: Call, torch: Any) -> tuple[list[Any], dict[str, Any]] | str:
     """Positional arguments for the replay, or a string saying why there are none."""
     tensors = call.tensor_positions()
     recorded = any(call.concrete)
@@ -104,4 +155,4 @@ def _arguments(call: Call, torch: Any) -> list[Any] | str:
         else:
             value = call.value(i)
             args.append(1 if value is None and kind == "Scalar" else value)
-    return args
+    return args, {}
