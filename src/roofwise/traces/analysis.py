@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,12 @@ import numpy as np
 from roofwise.base import fmt
 from roofwise.base.errors import InputError
 from roofwise.output.analysis import Analysis, analyze
+from roofwise.profiles.load import match_device
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import columns_from_valid
 from roofwise.traces.aten import TRACE_DTYPES
 from roofwise.traces.build import TraceOp, TraceOps, TraceSummary, build_ops
+from roofwise.traces.collectives import CollectiveJudged, judge_collective
 from roofwise.traces.reader import read_trace
 
 
@@ -33,6 +35,8 @@ class TraceAnalysis:
     records: tuple[dict[str, Any], ...]  # one per priced op, in op order
     record_of_op: np.ndarray  # per op, its index into records (-1: unpriced)
     analysis: Analysis | None  # None when no op could be priced
+    # per communication op (by index into ops), its bound on the interconnect and verdict
+    collectives: Mapping[int, CollectiveJudged] = field(default_factory=dict)
 
 
 def analyze_trace(path: str | Path, machines: Mapping[str, Machine],
@@ -71,7 +75,25 @@ def judge_ops(path: str, built: TraceOps, machines: Mapping[str, Machine],
             records.append(record)
     analysis = (analyze(columns_from_valid(records), machines, machine, regime, mix)
                 if records else None)
-    return TraceAnalysis(path, built.ops, built.summary, tuple(records), record_of_op, analysis)
+    return TraceAnalysis(path, built.ops, built.summary, tuple(records), record_of_op, analysis,
+                         judge_collectives(built.ops, machines, machine))
+
+
+def judge_collectives(ops: tuple[TraceOp, ...], machines: Mapping[str, Machine],
+                      machine: Machine | None = None) -> dict[int, CollectiveJudged]:
+    """Each communication op against its device's interconnect (`machine` overrides)."""
+    found: dict[int, CollectiveJudged] = {}
+    chosen: dict[str, tuple[Machine | None, str]] = {}
+    for i, op in enumerate(ops):
+        if not op.communication:
+            continue
+        if op.device not in chosen:
+            match = match_device(op.device or None, machines.values())
+            chosen[op.device] = ((machine, "") if machine is not None
+                                 else (match.machine, match.reason))
+        on, why = chosen[op.device]
+        found[i] = judge_collective(op.message, op.time_s, op.kernels, on, why)
+    return found
 
 
 @dataclass(frozen=True)
@@ -145,6 +167,9 @@ def groups(result: TraceAnalysis) -> list[Group]:
         first = result.ops[index[0]]
         total = float(sum(times))
         reason = first.price.reason
+        if first.communication:  # priced on the interconnect, not as records
+            found.append(_collective_group(result, name, shapes, index, total, gpu_time))
+            continue
         if rows and not reason and len(sols) < len(rows) and result.analysis is not None:
             reason = "; ".join(result.analysis.reasons(rows[0]))  # why it is blank
         found.append(Group(name, shapes, len(index), total,
@@ -154,6 +179,18 @@ def groups(result: TraceAnalysis) -> list[Group]:
     return sorted(found, key=lambda g: (g.time_lost_s is None,
                                         -(g.time_lost_s if g.time_lost_s is not None
                                           else g.time_s)))
+
+
+def _collective_group(result: TraceAnalysis, name: str, shapes: str, index: list[int],
+                      total: float, gpu_time: float) -> Group:
+    judged = [result.collectives[i] for i in index]
+    sols = [j.sol_time_s for j in judged if j.sol_time_s is not None]
+    return Group(name, shapes, len(index), total,
+                 float(sum(sols)) if len(sols) == len(index) else None,
+                 total / gpu_time if gpu_time > 0 else 0.0,
+                 dict(Counter(j.verdict for j in judged)),
+                 "interconnect" if sols else "", judged[0].reason,
+                 sum(1 for j in judged if j.sol_time_s is None))
 
 
 def summary_json(result: TraceAnalysis) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from roofwise.base.errors import InputError
+from roofwise.traces.collectives import kernel_message
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 1 << 20  # a trace names `traceEvents` (or an event's `ph`) well within 1 MiB
@@ -64,6 +65,7 @@ class GpuEvent(NamedTuple):
     dur_us: float
     correlation: Any
     device: Any
+    comms: Any = None  # a collective kernel's recorded message (collectives.kernel_message)
 
 
 class Flow(NamedTuple):
@@ -402,7 +404,9 @@ def _keep(e: Any, events: TraceEvents) -> None:
         else:
             events.keep(events.gpu, GpuEvent(_GPU_KINDS[cat], events.share(e.get("name", "")),
                                              e.get("pid"), e.get("tid"), ts, dur,
-                                             args.get("correlation"), args.get("device")))
+                                             args.get("correlation"), args.get("device"),
+                                             kernel_message(args) if "Collective name" in args
+                                             else None))
     elif cat == "ac2g" and ph in ("s", "f"):
         ts = _time(e.get("ts"))
         if ts is None or not all(_is_key(e.get(k)) for k in ("id", "pid", "tid")):
