@@ -110,6 +110,8 @@ class Group:
     priced_by: str
     reason: str  # why unpriced, or the ledger's caveat
     unpriced: int = 0  # calls with no ledger (counted among the blanks)
+    communication: bool = False  # a collective, priced on the interconnect
+    call_std_s: float = 0.0  # the spread of its calls' times (population standard deviation)
 
     @property
     def time_lost_s(self) -> float | None:
@@ -167,22 +169,24 @@ def groups(result: TraceAnalysis) -> list[Group]:
         first = result.ops[index[0]]
         total = float(sum(times))
         reason = first.price.reason
+        spread = float(np.std(times)) if len(times) > 1 else 0.0
         if first.communication:  # priced on the interconnect, not as records
-            found.append(_collective_group(result, name, shapes, index, total, gpu_time))
+            found.append(_collective_group(result, name, shapes, index, total, gpu_time,
+                                           spread))
             continue
         if rows and not reason and len(sols) < len(rows) and result.analysis is not None:
             reason = "; ".join(result.analysis.reasons(rows[0]))  # why it is blank
         found.append(Group(name, shapes, len(index), total,
                            float(sum(sols)) if sols and len(sols) == len(index) else None,
                            total / gpu_time if gpu_time > 0 else 0.0, dict(verdicts),
-                           first.price.source, reason, unpriced))
+                           first.price.source, reason, unpriced, call_std_s=spread))
     return sorted(found, key=lambda g: (g.time_lost_s is None,
                                         -(g.time_lost_s if g.time_lost_s is not None
                                           else g.time_s)))
 
 
 def _collective_group(result: TraceAnalysis, name: str, shapes: str, index: list[int],
-                      total: float, gpu_time: float) -> Group:
+                      total: float, gpu_time: float, spread: float) -> Group:
     judged = [result.collectives[i] for i in index]
     sols = [j.sol_time_s for j in judged if j.sol_time_s is not None]
     return Group(name, shapes, len(index), total,
@@ -190,12 +194,15 @@ def _collective_group(result: TraceAnalysis, name: str, shapes: str, index: list
                  total / gpu_time if gpu_time > 0 else 0.0,
                  dict(Counter(j.verdict for j in judged)),
                  "interconnect" if sols else "", judged[0].reason,
-                 sum(1 for j in judged if j.sol_time_s is None))
+                 sum(1 for j in judged if j.sol_time_s is None), True, spread)
 
 
 def summary_json(result: TraceAnalysis) -> dict[str, Any]:
-    s = result.summary
-    return {"op": "summary", "trace": result.path, "kernels": s.kernels, "ops": s.ops,
+    return summary_fields(result.path, result.summary)
+
+
+def summary_fields(path: str, s: TraceSummary) -> dict[str, Any]:
+    return {"op": "summary", "trace": path, "kernels": s.kernels, "ops": s.ops,
             "priced_ops": s.priced_ops, "gpu_time_s": s.gpu_time_s,
             "kernel_time_s": s.kernel_time_s, "priced_time_s": s.priced_time_s,
             "priced_share_of_kernel_time": (s.priced_time_s / s.kernel_time_s

@@ -26,6 +26,7 @@ from roofwise.traces.collectives import (
 from roofwise.traces.link import NO_OP, launching_ops
 from roofwise.traces.prices import price_call
 from roofwise.traces.reader import CpuOp, TraceEvents
+from roofwise.traces.timeline import Timeline, timeline
 
 US = 1e-6  # trace timestamps and durations are in microseconds
 is_communication = is_collective_kernel  # by kernel name; its op's name counts too (below)
@@ -88,6 +89,8 @@ class TraceSummary:
     priced_ops: int
     devices: tuple[str, ...] = field(default=())
     skipped: tuple[tuple[str, int], ...] = field(default=())  # (why, events) the reader skipped
+    timeline: Timeline | None = None  # the same time on the clock (overlaps counted once)
+    rank: int | None = None  # distributedInfo's rank
 
     @property
     def skipped_events(self) -> int:
@@ -160,8 +163,17 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         kernels=int(kernel.sum()), ops=len(result),
         priced_ops=sum(1 for o in result if o.price.priced),
         devices=tuple(sorted(set(events.device_names.values()))),
-        skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])))
+        skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
+        timeline=_timeline(events, dur_s, kernel, comm), rank=events.rank)
     return TraceOps(tuple(result), summary)
+
+
+def _timeline(events: TraceEvents, dur_s: np.ndarray, kernel: np.ndarray,
+              comm: np.ndarray) -> Timeline:
+    start_us = np.array([g.ts_us for g in events.gpu], dtype=np.float64)
+    # from the first event: epoch microseconds in seconds would lose a tenth of a microsecond
+    start_s = (start_us - start_us.min()) * US if len(start_us) else start_us
+    return timeline(start_s, dur_s, kernel, comm)
 
 
 def _price(op: CpuOp, allow_tf32: bool, replay: bool) -> OpPrice:

@@ -88,6 +88,7 @@ class TraceEvents:
     flow_starts: list[Flow] = field(default_factory=list)
     flow_ends: list[Flow] = field(default_factory=list)
     device_names: dict[Any, str] = field(default_factory=dict)  # device id -> name
+    rank: int | None = None  # distributedInfo's rank, when the trace names one
     # one shared copy of each distinct name, shape list, type list: a million calls of a few
     # hundred distinct ops keep a few hundred tuples, not a million
     shared: dict[Any, Any] = field(default_factory=dict, repr=False)
@@ -246,6 +247,7 @@ def _iter_events(handle: IO[bytes], events: TraceEvents) -> Iterator[Any]:
         data = json.loads(handle.read().decode("utf-8-sig"))
         if isinstance(data, dict):
             _devices(data.get("deviceProperties"), events)
+            _distributed(data.get("distributedInfo"), events)
             data = _event_list(data.get("traceEvents"), events.path)
         yield from data
         return
@@ -268,6 +270,8 @@ def _iter_events(handle: IO[bytes], events: TraceEvents) -> Iterator[Any]:
             yield from _items(parsed, 1)
         elif value == "deviceProperties":
             _devices(_build(first, parsed, 1), events)
+        elif value == "distributedInfo":
+            _distributed(_build(first, parsed, 1), events)
         else:
             _build(first, parsed, 1, keep=False)
     if not seen:
@@ -337,6 +341,12 @@ def _devices(properties: Any, events: TraceEvents) -> None:
         if isinstance(item, dict) and _is_key(item.get("id")) and isinstance(
                 item.get("name"), str) and item["name"]:
             events.device_names[item["id"]] = item["name"][:MAX_NAME_CHARS]
+
+
+def _distributed(info: Any, events: TraceEvents) -> None:
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 1 << 31:
+        events.rank = rank
 
 
 def _is_key(value: Any) -> bool:
