@@ -20,7 +20,8 @@ from roofwise.traces import collectives as c
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 H100 = "NVIDIA H100 80GB HBM3"  # an alias of h100-sxm: NVLink 4, 900 GB/s both ways
 ONE_WAY = 450e9
-KERNEL_FLOOR_S = 3e-6  # h100-sxm's assumed kernel floor for one kernel
+US = 1e-6
+FLOOR_S = 3e-6 + 1e-6  # h100-sxm's assumed kernel floor for one kernel, plus one NVLink hop
 
 COMPUTE_KERNELS = [
     "ampere_sgemm_128x64_nn",
@@ -190,7 +191,7 @@ def test_an_all_reduce_is_priced_on_nvlink(capsys, tmp_path, ar_us, verdict):
     assert ar["sol_time_s"] == pytest.approx(sol)
     assert ar["priced_by"] == "interconnect" and ar["verdicts"] == {verdict: 1}
     assert ar["efficiency"] == pytest.approx(sol / (ar_us * 1e-6))
-    assert (0.5 * ar_us * 1e-6 <= KERNEL_FLOOR_S) == (verdict == "latency_bound")
+    assert (0.5 * ar_us * 1e-6 <= FLOOR_S) == (verdict == "latency_bound")
     custom = next(r for r in rows if r["op"] == "_C_custom_ar::all_reduce")
     assert custom["sol_time_s"] == pytest.approx(sol)  # its first tensor argument
 
@@ -239,3 +240,27 @@ def test_real_a100_trace_all_gathers_priced_from_their_shapes(capsys):
 def _shapes(e: dict) -> str:
     dims, types = e["args"]["Input Dims"], e["args"]["Input type"]
     return ", ".join(f"{d} fp32" for d, t in zip(dims, types, strict=True) if t == "float")
+
+
+def test_real_nccl_kernels_priced_from_their_recorded_messages(capsys):
+    """HTA's NCCL trace (rank 0 of 2, A100): every all-reduce and broadcast group's bound is
+    its kernels' recorded elements x 4 B (fp32) or 8 B (int64) over NVLink's one way, recounted
+    from the raw kernel args; the NCCL kernel time is all communication."""
+    path = TRACES / "hta_nccl_a100_rank0.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    nccl = [e for e in raw if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    rows = analyze_json(capsys, path, "-m", "h100-sxm")
+    assert rows[-1]["communication_time_s"] == pytest.approx(sum(e["dur"] for e in nccl) * US)
+    size = {"Float": 4, "Long": 8}
+    expected: dict[str, float] = {}
+    for e in nccl:
+        a = e["args"]
+        label = (f"{a['Collective name']} {a['In msg nelems']} x {a['dtype']}, group of "
+                 f"{a['Group size']}")
+        expected[label] = expected.get(label, 0.0) + a["In msg nelems"] * size[a["dtype"]]
+    comms = {r["shapes"]: r for r in rows if r.get("priced_by") == "interconnect"}
+    assert set(comms) == set(expected)
+    for label, wire in expected.items():
+        assert comms[label]["sol_time_s"] == pytest.approx(wire / ONE_WAY)
+        assert "impossible" not in comms[label]["verdicts"]
+    assert comms["broadcast 53 x Long, group of 2"]["verdicts"] == {"latency_bound": 3}

@@ -147,6 +147,16 @@ def _shapes_text(shapes: tuple[Any, ...], dtypes: tuple[str, ...]) -> str:
     return ", ".join(parts) if parts else "-"
 
 
+def _group_shapes(op: TraceOp) -> str:
+    """The shapes; for a collective that recorded none, its message as its kernel recorded it
+    (so that all-reduces of different sizes are not one group)."""
+    text = shapes_text(op)
+    message = op.message
+    if text == "-" and message is not None and message.label:
+        return message.label
+    return text
+
+
 def groups(result: TraceAnalysis) -> list[Group]:
     """Grouped by op and shapes, sorted by time lost (unpriced groups last, by time)."""
     sol = (result.analysis.priced.sol_time_s if result.analysis is not None
@@ -156,7 +166,7 @@ def groups(result: TraceAnalysis) -> list[Group]:
     gpu_time = result.summary.gpu_time_s
     members: dict[tuple[str, str], list[int]] = {}
     for i, op in enumerate(result.ops):
-        members.setdefault((op.op, shapes_text(op)), []).append(i)
+        members.setdefault((op.op, _group_shapes(op)), []).append(i)
     found: list[Group] = []
     for (name, shapes), index in members.items():
         times = [result.ops[i].time_s for i in index]

@@ -117,6 +117,7 @@ class Message:
     out_bytes: float | None
     group_size: int | None  # None: not recorded
     source: str  # "kernel args" or "op shapes"
+    label: str = ""  # as recorded in the kernel's args: `allreduce 2049000 x Float, group of 2`
 
     def wire_bytes(self) -> tuple[float | None, str]:
         """The fewest bytes one GPU must move one way, for any algorithm; or None and why."""
@@ -165,9 +166,11 @@ def message_of(op_name: str, dims: Sequence[Any], types: Sequence[str],
         name, n_in, n_out, group, dtype = recorded
         size = BYTES_PER_ELEMENT.get(_SCALAR_TYPES.get(dtype or "", ""))
         kind = kind_of(name)
+        label = f"{name} {'?' if n_in is None else n_in} x {dtype or '?'}" + (
+            f", group of {group}" if group is not None else "")
         return Message(kind, None if n_in is None or size is None else n_in * size,
                        None if n_out is None or size is None else n_out * size, group,
-                       "kernel args")
+                       "kernel args", label)
     # 0-d entries are scalars (a handle, a flag) or empty lists, never the message
     tensors = [_bytes(d, t) for d, t in zip(dims, types, strict=False) if d]
     sizes = [b for b in tensors if b is not None and b > 0]
@@ -239,9 +242,12 @@ def judge_collective(message: Message | None, time_s: float, kernels: int,
         return CollectiveJudged(sol, wire, ANOMALY,
                                 f"{said}; the time is below it, possible only if the group "
                                 "holds one rank (its size was not recorded)")
-    floor = machine.latency_floors.floor_s("kernel", float(max(kernels, 1)))
+    # the kernel's floor, plus one hop across the link (any collective takes one at least)
+    floor = (machine.latency_floors.floor_s("kernel", float(max(kernels, 1)))
+             + link.hop_latency_s)
     if sol < floor and floor >= FLOOR_EXPLAINS_SHARE * time_s:
         return CollectiveJudged(sol, wire, LATENCY_BOUND,
-                                f"{said}; under the {floor * 1e6:g} us kernel floor")
+                                f"{said}; under the {floor * 1e6:g} us floor (a kernel and one "
+                                "hop" + (", assumed" if link.hop_latency_assumed else "") + ")")
     return CollectiveJudged(sol, wire, AT_CEILING if sol / time_s >= AT_CEILING_EFFICIENCY
                             else BELOW, said)
