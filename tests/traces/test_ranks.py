@@ -260,3 +260,15 @@ def test_union_of_intervals_by_hand():
     end = np.array([6.0, 2.0, 3.0, 12.0, 11.0])
     assert union_s(start, end) == pytest.approx(1 + 3 + 2)
     assert union_s(np.zeros(0), np.zeros(0)) == 0.0
+
+
+def test_even_ranks_name_no_slowest(capsys, tmp_path):
+    paths = []
+    for r in range(2):
+        events = rank_events(0)  # the same step on both
+        doc = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+               "traceEvents": events, "distributedInfo": {"rank": r}}
+        paths.append(tmp_path / f"r{r}.json")
+        paths[-1].write_text(json.dumps(doc))
+    code, out, _ = run(capsys, "analyze", *paths)
+    assert code == 0 and "no rank is slower" in " ".join(out.split())

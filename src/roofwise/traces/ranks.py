@@ -25,6 +25,7 @@ from roofwise.traces.build import TraceSummary
 from roofwise.traces.reader import is_trace
 from roofwise.traces.timeline import Timeline
 
+EVEN_SHARE = 0.01  # compute within 1% of the median on every rank: no rank is called slowest
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -105,6 +106,9 @@ class Slowest:
         here = by_rank[self.rank].timeline
         others = [r.timeline.exposed_communication_s for k, r in by_rank.items()
                   if k != self.rank]
+        if self.excess_s <= EVEN_SHARE * self.median_compute_s:
+            return (f"no rank is slower: every rank's compute is within {EVEN_SHARE:.0%} of "
+                    f"the median, {_ms(self.median_compute_s)} (the most: rank {self.rank})")
         line = (f"slowest rank {self.rank}: compute {_ms(self.compute_s)}, "
                 f"{_ms(self.excess_s)} above the median rank's {_ms(self.median_compute_s)}")
         if self.culprits:
@@ -162,9 +166,8 @@ def read_ranks(paths: Sequence[str], analyze_one: Callable[[str], TraceAnalysis]
     refused, naming both files."""
     ranks: list[Rank] = []
     for position, path in enumerate(paths):
-        result = analyze_one(path)
-        ranks.append(_rank(path, result, position))
-        del result  # the ops of one rank at a time
+        # one rank's ops at a time: each is kept as its groups and summary only
+        ranks.append(_rank(path, analyze_one(path), position))
     seen: dict[int, str] = {}
     for r in ranks:
         if r.rank in seen:
