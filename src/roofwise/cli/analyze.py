@@ -36,7 +36,7 @@ from roofwise.verdicts.mismatch import mismatch_counts, mismatch_line
 
 
 @click.command("analyze")
-@click.argument("records_path", metavar="RECORDS")
+@click.argument("records_paths", metavar="RECORDS...", nargs=-1, required=True)
 @machine_option()
 @regime_mix_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON verdict object per record.")
@@ -54,7 +54,7 @@ from roofwise.verdicts.mismatch import mismatch_counts, mismatch_line
 @click.option("--projection", "projection_path", default=None, metavar="PROJ.jsonl",
               help="For a profiler trace: line it up op by op against a projection written "
                    "by `roofwise model --records-out` (predicted vs measured).")
-def analyze_command(records_path: str, machine_name: str | None, regime: str | None,
+def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, regime: str | None,
                     mix: str | None, as_json: bool, as_csv: bool, strict: bool,
                     limit: int, plot_path: str | None = None,
                     reference_paths: tuple[str, ...] = (),
@@ -65,7 +65,21 @@ def analyze_command(records_path: str, machine_name: str | None, regime: str | N
 
     Without --machine, each record's `device` (a trace's deviceProperties) selects its
     profile; a record whose device matches none is blank, with that reason.
+
+    Several traces, or a folder of them (one per rank of a distributed job), give the
+    per-rank view: compute, communication (and how much of it compute hides) and idle time per
+    rank, the slowest rank and why, and each op group's spread across ranks.
     """
+    if len(records_paths) > 1 or Path(records_paths[0]).is_dir():
+        if records_out is not None or projection_path is not None or plot_path is not None:
+            raise click.UsageError("--records-out, --projection and --plot take one trace; "
+                                   "several traces (or a folder) give the per-rank view")
+        from roofwise.cli.traces import analyze_ranks_command  # deferred: only for traces
+
+        analyze_ranks_command(records_paths, load_machine_arg(machine_name), regime, mix,
+                              as_json, None if limit == 0 else limit)
+        return
+    records_path = records_paths[0]
     if is_trace(records_path):  # told by content: a trace is grouped by op and shapes
         from roofwise.cli.traces import analyze_trace_command  # deferred: only for a trace
 

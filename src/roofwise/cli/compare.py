@@ -10,6 +10,7 @@ import click
 from rich.text import Text
 
 from roofwise.base import fmt
+from roofwise.base.errors import InputError
 from roofwise.cli.common import (
     MAX_SKIPPED_LINES,
     all_machines,
@@ -32,6 +33,7 @@ from roofwise.compare.runs import (
 )
 from roofwise.output.analysis import analyze
 from roofwise.render.layout import Column, fit_table
+from roofwise.traces.reader import is_trace
 
 _STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
                  "improvement": "green", "unchanged": "dim",
@@ -54,7 +56,8 @@ _STATUS_STYLE = {"regression": "bold red", "incomparable": "bold yellow",
 def compare_command(ctx: click.Context, base_path: str, new_path: str,
                     machine_name: str | None, threshold: float, fail_on_regression: bool,
                     strict: bool, as_json: bool, limit: int = 50) -> None:
-    """Compare two record files row by row, matched by op, workload and device.
+    """Compare two record files row by row, matched by op, workload and device; or two
+    profiler traces op group by op group (op and shapes).
 
     \b
     A row regressed when it is slower by more than --threshold and, where both
@@ -72,8 +75,28 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
       - a malformed record (skipped, one line on stderr each);
       - a key repeated within one file (one line on stderr each; the rows
         are paired in file order).
+
+    \b
+    For two traces, each group's mean time per call is compared: a change
+    counts beyond the threshold and beyond the noise (twice the standard
+    error from the calls' own spread; unknown with one call a side). The
+    gate fails on a regression or a group of BASE missing from NEW.
     """
     machine = load_machine_arg(machine_name)
+    sides = [is_trace(p) for p in (base_path, new_path)]
+    if any(sides):  # told by content: two traces are compared op group by op group
+        if not all(sides):
+            odd = new_path if sides[0] else base_path
+            raise InputError(odd, "not a profiler trace, while the other file is one; expected "
+                                  "two traces or two record files")
+        from roofwise.cli.traces import compare_traces_command  # deferred: only for traces
+
+        failures = compare_traces_command(base_path, new_path, machine, threshold, as_json,
+                                          None if limit == 0 else limit)
+        if fail_on_regression and failures:
+            note(f"roofwise: compare failed: {'; '.join(failures)}")
+            ctx.exit(1)
+        return
     machines = all_machines()
     loaded = {path: read_records_shown(path, strict=strict) for path in (base_path, new_path)}
     skipped = sum(report_skipped(path, loaded[path]) for path in dict.fromkeys(loaded))

@@ -4,6 +4,7 @@ grouped by op and shapes, judged on the roofline; `--records-out` keeps the deri
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -34,6 +35,7 @@ from roofwise.traces.analysis import (
     verdicts_text,
 )
 from roofwise.traces.projection import LinedUp, line_up, read_projection
+from roofwise.traces.ranks import RankSet, read_ranks, trace_paths
 
 RECORD_OUT_FORMATS = ("jsonl", "parquet")
 
@@ -174,3 +176,101 @@ def render_line_up(rows: list[LinedUp], as_json: bool, out: Console,
                                 "measured trace vs projection, per call"))
     if len(shown) < len(rows):
         out.print(f"{len(rows) - len(shown)} more row(s); --limit 0 shows all")
+
+
+def analyze_ranks_command(paths: Sequence[str], machine: Machine | None, regime: str | None,
+                          mix: str | None, as_json: bool, limit: int | None) -> None:
+    """Several traces (or folders of them), one per rank: the per-rank view."""
+    found = read_ranks(trace_paths(paths), lambda p: load_trace(p, machine, regime, mix))
+    if as_json:
+        for rank in found.ranks:
+            sys.stdout.write(json.dumps(finite(rank.as_json())) + "\n")
+        for spread in found.spreads:
+            sys.stdout.write(json.dumps(finite(spread.as_json())) + "\n")
+        sys.stdout.write(json.dumps(finite(found.as_json())) + "\n")
+        return
+    render_ranks(found, console(), limit)
+
+
+RANK_COLUMNS = (Column("rank", "right"), Column("trace", drop=1), Column("compute", "right"),
+                Column("comm.", "right"), Column("hidden", "right"),
+                Column("exposed\ncomm.", "right", drop=3), Column("idle", "right"),
+                Column("span", "right", drop=2))
+SPREAD_COLUMNS = (Column("op"), Column("shapes", drop=1), Column("ranks", "right", drop=3),
+                  Column("min", "right"), Column("median", "right", drop=2),
+                  Column("max", "right"), Column("max on\nrank", "right"))
+
+
+def render_ranks(found: RankSet, out: Console, limit: int | None) -> None:
+    rows: list[list[str | Text]] = []
+    for r in found.ranks:
+        t = r.timeline
+        rows.append([str(r.rank), Path(r.path).name, fmt.seconds(t.compute_s),
+                     fmt.seconds(t.communication_s), fmt.percent(t.hidden_share),
+                     fmt.seconds(t.exposed_communication_s), fmt.seconds(t.idle_s),
+                     fmt.seconds(t.span_s)])
+    print_fitted(out, fit_table(RANK_COLUMNS, rows, out.width,
+                                f"{len(found.ranks)} rank(s): time on the clock (overlaps "
+                                "counted once); hidden: the share of communication under "
+                                "compute"))
+    if found.slowest is not None:
+        by_rank = {r.rank: r for r in found.ranks}
+        print_hanging(out, found.slowest.text(by_rank))
+    spreads = found.spreads if limit is None else found.spreads[:limit]
+    cells: list[list[str | Text]] = [
+        [s.op, compact_shapes(s.shapes), str(len(s.time_by_rank)), fmt.seconds(s.min_s),
+         fmt.seconds(s.median_s), fmt.seconds(s.max_s), str(s.max_rank)] for s in spreads]
+    print_fitted(out, fit_table(SPREAD_COLUMNS, cells, out.width,
+                                "op groups across ranks, widest spread (max - min) first"))
+    if len(spreads) < len(found.spreads):
+        out.print(f"{len(found.spreads) - len(spreads)} more group(s); --limit 0 shows all")
+
+
+COMPARE_COLUMNS = (Column("status"), Column("op"), Column("shapes", drop=2),
+                   Column("n", "right", drop=4), Column("base\n/call", "right"),
+                   Column("new\n/call", "right"), Column("Δ /call", "right"),
+                   Column("noise", drop=3), Column("verdicts", wrap=True, min_width=10, drop=1))
+_STATUS_STYLE = {"regression": "bold red", "improvement": "green", "unchanged": "dim",
+                 "only_base": "yellow", "only_new": "yellow"}
+
+
+def compare_traces_command(base_path: str, new_path: str, machine: Machine | None,
+                           threshold: float, as_json: bool, limit: int | None) -> list[str]:
+    """Two traces' groups lined up; returns why a CI gate fails (empty: it passes)."""
+    from roofwise.compare.runs import ONLY_BASE, REGRESSION
+    from roofwise.compare.traces import compare_groups
+
+    base, new = (load_trace(p, machine, None, None) for p in (base_path, new_path))
+    changes = compare_groups(groups(base), groups(new), threshold)
+    if as_json:
+        for change in changes:
+            sys.stdout.write(json.dumps(finite(change.as_json())) + "\n")
+    else:
+        _render_trace_changes(base, new, changes, threshold, console(), limit)
+    regressions = sum(c.status == REGRESSION for c in changes)
+    vanished = sum(c.status == ONLY_BASE for c in changes)
+    return ([f"{regressions} op group(s) slower per call"] if regressions else []) + (
+        [f"{vanished} op group(s) of BASE missing from NEW (a vanished group cannot be shown "
+         "not to regress)"] if vanished else [])
+
+
+def _render_trace_changes(base: TraceAnalysis, new: TraceAnalysis, changes: list[Any],
+                          threshold: float, out: Console, limit: int | None) -> None:
+    shown = changes if limit is None else changes[:limit]
+    rows: list[list[str | Text]] = []
+    for c in shown:
+        b, n = c.verdicts
+        counts = (f"{c.base.count if c.base else '-'} → {c.new.count if c.new else '-'}"
+                  if not (c.base and c.new and c.base.count == c.new.count) else str(c.new.count))
+        rows.append([Text(c.status, style=_STATUS_STYLE[c.status]), c.op,
+                     compact_shapes(c.shapes), counts, fmt.seconds(c.base_per_call_s),
+                     fmt.seconds(c.new_per_call_s),
+                     f"{c.change * 100:+.1f}%" if math.isfinite(c.change) else "-",
+                     {True: "beyond", False: "within", None: "-"}[c.beyond_noise],
+                     b if b == n else f"{b} → {n}"])
+    title = (f"kernel time {fmt.seconds(base.summary.kernel_time_s)} → "
+             f"{fmt.seconds(new.summary.kernel_time_s)}; per op group, per call (threshold "
+             f"{fmt.percent(threshold)}, noise: twice the standard error of the calls)")
+    print_fitted(out, fit_table(COMPARE_COLUMNS, rows, out.width, title))
+    if len(shown) < len(changes):
+        out.print(f"{len(changes) - len(shown)} more group(s); --limit 0 shows all")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,12 @@ import numpy as np
 from roofwise.base import fmt
 from roofwise.base.errors import InputError
 from roofwise.output.analysis import Analysis, analyze
+from roofwise.profiles.load import match_device
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import columns_from_valid
 from roofwise.traces.aten import TRACE_DTYPES
 from roofwise.traces.build import TraceOp, TraceOps, TraceSummary, build_ops
+from roofwise.traces.collectives import CollectiveJudged, judge_collective
 from roofwise.traces.reader import read_trace
 
 
@@ -33,6 +35,8 @@ class TraceAnalysis:
     records: tuple[dict[str, Any], ...]  # one per priced op, in op order
     record_of_op: np.ndarray  # per op, its index into records (-1: unpriced)
     analysis: Analysis | None  # None when no op could be priced
+    # per communication op (by index into ops), its bound on the interconnect and verdict
+    collectives: Mapping[int, CollectiveJudged] = field(default_factory=dict)
 
 
 def analyze_trace(path: str | Path, machines: Mapping[str, Machine],
@@ -71,7 +75,25 @@ def judge_ops(path: str, built: TraceOps, machines: Mapping[str, Machine],
             records.append(record)
     analysis = (analyze(columns_from_valid(records), machines, machine, regime, mix)
                 if records else None)
-    return TraceAnalysis(path, built.ops, built.summary, tuple(records), record_of_op, analysis)
+    return TraceAnalysis(path, built.ops, built.summary, tuple(records), record_of_op, analysis,
+                         judge_collectives(built.ops, machines, machine))
+
+
+def judge_collectives(ops: tuple[TraceOp, ...], machines: Mapping[str, Machine],
+                      machine: Machine | None = None) -> dict[int, CollectiveJudged]:
+    """Each communication op against its device's interconnect (`machine` overrides)."""
+    found: dict[int, CollectiveJudged] = {}
+    chosen: dict[str, tuple[Machine | None, str]] = {}
+    for i, op in enumerate(ops):
+        if not op.communication:
+            continue
+        if op.device not in chosen:
+            match = match_device(op.device or None, machines.values())
+            chosen[op.device] = ((machine, "") if machine is not None
+                                 else (match.machine, match.reason))
+        on, why = chosen[op.device]
+        found[i] = judge_collective(op.message, op.time_s, op.kernels, on, why)
+    return found
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,8 @@ class Group:
     priced_by: str
     reason: str  # why unpriced, or the ledger's caveat
     unpriced: int = 0  # calls with no ledger (counted among the blanks)
+    communication: bool = False  # a collective, priced on the interconnect
+    call_std_s: float = 0.0  # the spread of its calls' times (population standard deviation)
 
     @property
     def time_lost_s(self) -> float | None:
@@ -123,6 +147,16 @@ def _shapes_text(shapes: tuple[Any, ...], dtypes: tuple[str, ...]) -> str:
     return ", ".join(parts) if parts else "-"
 
 
+def _group_shapes(op: TraceOp) -> str:
+    """The shapes; for a collective that recorded none, its message as its kernel recorded it
+    (so that all-reduces of different sizes are not one group)."""
+    text = shapes_text(op)
+    message = op.message
+    if text == "-" and message is not None and message.label:
+        return message.label
+    return text
+
+
 def groups(result: TraceAnalysis) -> list[Group]:
     """Grouped by op and shapes, sorted by time lost (unpriced groups last, by time)."""
     sol = (result.analysis.priced.sol_time_s if result.analysis is not None
@@ -132,7 +166,7 @@ def groups(result: TraceAnalysis) -> list[Group]:
     gpu_time = result.summary.gpu_time_s
     members: dict[tuple[str, str], list[int]] = {}
     for i, op in enumerate(result.ops):
-        members.setdefault((op.op, shapes_text(op)), []).append(i)
+        members.setdefault((op.op, _group_shapes(op)), []).append(i)
     found: list[Group] = []
     for (name, shapes), index in members.items():
         times = [result.ops[i].time_s for i in index]
@@ -145,20 +179,40 @@ def groups(result: TraceAnalysis) -> list[Group]:
         first = result.ops[index[0]]
         total = float(sum(times))
         reason = first.price.reason
+        spread = float(np.std(times)) if len(times) > 1 else 0.0
+        if first.communication:  # priced on the interconnect, not as records
+            found.append(_collective_group(result, name, shapes, index, total, gpu_time,
+                                           spread))
+            continue
         if rows and not reason and len(sols) < len(rows) and result.analysis is not None:
             reason = "; ".join(result.analysis.reasons(rows[0]))  # why it is blank
         found.append(Group(name, shapes, len(index), total,
                            float(sum(sols)) if sols and len(sols) == len(index) else None,
                            total / gpu_time if gpu_time > 0 else 0.0, dict(verdicts),
-                           first.price.source, reason, unpriced))
+                           first.price.source, reason, unpriced, call_std_s=spread))
     return sorted(found, key=lambda g: (g.time_lost_s is None,
                                         -(g.time_lost_s if g.time_lost_s is not None
                                           else g.time_s)))
 
 
+def _collective_group(result: TraceAnalysis, name: str, shapes: str, index: list[int],
+                      total: float, gpu_time: float, spread: float) -> Group:
+    judged = [result.collectives[i] for i in index]
+    sols = [j.sol_time_s for j in judged if j.sol_time_s is not None]
+    return Group(name, shapes, len(index), total,
+                 float(sum(sols)) if len(sols) == len(index) else None,
+                 total / gpu_time if gpu_time > 0 else 0.0,
+                 dict(Counter(j.verdict for j in judged)),
+                 "interconnect" if sols else "", judged[0].reason,
+                 sum(1 for j in judged if j.sol_time_s is None), True, spread)
+
+
 def summary_json(result: TraceAnalysis) -> dict[str, Any]:
-    s = result.summary
-    return {"op": "summary", "trace": result.path, "kernels": s.kernels, "ops": s.ops,
+    return summary_fields(result.path, result.summary)
+
+
+def summary_fields(path: str, s: TraceSummary) -> dict[str, Any]:
+    return {"op": "summary", "trace": path, "kernels": s.kernels, "ops": s.ops,
             "priced_ops": s.priced_ops, "gpu_time_s": s.gpu_time_s,
             "kernel_time_s": s.kernel_time_s, "priced_time_s": s.priced_time_s,
             "priced_share_of_kernel_time": (s.priced_time_s / s.kernel_time_s

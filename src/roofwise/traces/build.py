@@ -3,9 +3,9 @@
 A record's time is the sum of its kernels' durations (`timing: kernel`, `kernels`: how many),
 its device the name `deviceProperties` gives its first kernel's device, its work and bytes the
 ledger `aten.py` finds for the op's recorded shapes. Device activity that is not a kernel
-(memcpy, memset), communication kernels (NCCL/RCCL) and kernels no op launched are not
-records: they are accounted for in the summary, so that every microsecond of the trace is
-either priced or said to be unpriced.
+(memcpy, memset), communication kernels (`collectives.py` says which) and kernels no op
+launched are not records: they are accounted for in the summary, so that every microsecond of
+the trace is either priced or said to be unpriced.
 """
 
 from __future__ import annotations
@@ -18,17 +18,19 @@ import numpy as np
 
 from roofwise.traces.aten import OpPrice, make_call, unpriced
 from roofwise.traces.attention import nested_attention
+from roofwise.traces.collectives import (
+    Message,
+    is_collective_kernel,
+    is_collective_op,
+    message_of,
+)
 from roofwise.traces.link import NO_OP, launching_ops
 from roofwise.traces.prices import price_call
 from roofwise.traces.reader import CpuOp, TraceEvents
+from roofwise.traces.timeline import Timeline, timeline
 
 US = 1e-6  # trace timestamps and durations are in microseconds
-_COMMUNICATION = ("nccl", "rccl")
-
-
-def is_communication(kernel_name: str) -> bool:
-    lowered = kernel_name.lower()
-    return any(word in lowered for word in _COMMUNICATION)
+is_communication = is_collective_kernel  # by kernel name; its op's name counts too (below)
 
 
 @dataclass(frozen=True, slots=True)  # slots: a trace can hold a million of these
@@ -43,6 +45,7 @@ class TraceOp:
     kernels: int
     price: OpPrice
     communication: bool
+    message: Message | None = None  # a collective's message, when it is one
 
     @property
     def workload(self) -> dict[str, Any]:
@@ -87,6 +90,8 @@ class TraceSummary:
     priced_ops: int
     devices: tuple[str, ...] = field(default=())
     skipped: tuple[tuple[str, int], ...] = field(default=())  # (why, events) the reader skipped
+    timeline: Timeline | None = None  # the same time on the clock (overlaps counted once)
+    rank: int | None = None  # distributedInfo's rank
 
     @property
     def skipped_events(self) -> int:
@@ -115,8 +120,10 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     kinds = np.array([g.kind for g in events.gpu], dtype=object)
     dur_s = np.array([g.dur_us for g in events.gpu], dtype=np.float64) * US
     kernel = kinds == "kernel"
+    collective_op = np.array([is_collective_op(o.name) for o in events.ops] + [False],
+                             dtype=bool)  # the last entry: NO_OP
     comm = np.array([g.kind == "kernel" and is_communication(g.name) for g in events.gpu],
-                    dtype=bool)
+                    dtype=bool) | (kernel & collective_op[op_of])
     launched = kernel & (op_of != NO_OP)
     ops_with_kernels = np.unique(op_of[launched])
     time_by_op = np.bincount(op_of[launched], weights=dur_s[launched],
@@ -124,20 +131,29 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     count_by_op = np.bincount(op_of[launched], minlength=len(events.ops))
     comm_by_op = np.bincount(op_of[launched & comm], minlength=len(events.ops))
     first_device = {}
+    recorded: dict[int, tuple[object, ...]] = {}  # op -> its first kernel's collective fields
+    comm_kernel: dict[int, str] = {}  # op -> its first communication kernel's name
     for k in np.flatnonzero(launched)[::-1]:
         first_device[int(op_of[k])] = events.gpu[int(k)].device
+        if comm[k]:
+            comm_kernel[int(op_of[k])] = events.gpu[int(k)].name
+            if events.gpu[int(k)].comms is not None:
+                recorded[int(op_of[k])] = events.gpu[int(k)].comms
     result: list[TraceOp] = []
     # an attention op enclosing another that launched kernels: the inner one carries the count
     carried = nested_attention(events.ops, ops_with_kernels.tolist())
     for n, index in enumerate(ops_with_kernels.tolist()):
         op = events.ops[index]
         communication = bool(comm_by_op[index])
-        price = (unpriced("communication (NCCL) kernel: no roofline model for collectives")
+        price = (unpriced("communication: priced on the interconnect, not the roofline")
                  if communication else unpriced(carried[index]) if index in carried
                  else _price(op, allow_tf32, replay))
         device = events.device_names.get(first_device.get(index), "")
         result.append(TraceOp(op.name, op.dims, op.types, device, float(time_by_op[index]),
-                              int(count_by_op[index]), price, communication))
+                              int(count_by_op[index]), price, communication,
+                              message_of(op.name, op.dims, op.types, recorded.get(index),
+                                         comm_kernel.get(index, ""))
+                              if communication else None))
         if progress is not None and n % 256 == 0:
             progress(n, len(ops_with_kernels))
     priced_time = sum(o.time_s for o in result if o.price.priced)
@@ -151,8 +167,17 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         kernels=int(kernel.sum()), ops=len(result),
         priced_ops=sum(1 for o in result if o.price.priced),
         devices=tuple(sorted(set(events.device_names.values()))),
-        skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])))
+        skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
+        timeline=_timeline(events, dur_s, kernel, comm), rank=events.rank)
     return TraceOps(tuple(result), summary)
+
+
+def _timeline(events: TraceEvents, dur_s: np.ndarray, kernel: np.ndarray,
+              comm: np.ndarray) -> Timeline:
+    start_us = np.array([g.ts_us for g in events.gpu], dtype=np.float64)
+    # from the first event: epoch microseconds in seconds would lose a tenth of a microsecond
+    start_s = (start_us - start_us.min()) * US if len(start_us) else start_us
+    return timeline(start_s, dur_s, kernel, comm)
 
 
 def _price(op: CpuOp, allow_tf32: bool, replay: bool) -> OpPrice:

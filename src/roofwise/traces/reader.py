@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from roofwise.base.errors import InputError
+from roofwise.traces.collectives import kernel_message
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 1 << 20  # a trace names `traceEvents` (or an event's `ph`) well within 1 MiB
@@ -64,6 +65,7 @@ class GpuEvent(NamedTuple):
     dur_us: float
     correlation: Any
     device: Any
+    comms: Any = None  # a collective kernel's recorded message (collectives.kernel_message)
 
 
 class Flow(NamedTuple):
@@ -86,6 +88,7 @@ class TraceEvents:
     flow_starts: list[Flow] = field(default_factory=list)
     flow_ends: list[Flow] = field(default_factory=list)
     device_names: dict[Any, str] = field(default_factory=dict)  # device id -> name
+    rank: int | None = None  # distributedInfo's rank, when the trace names one
     # one shared copy of each distinct name, shape list, type list: a million calls of a few
     # hundred distinct ops keep a few hundred tuples, not a million
     shared: dict[Any, Any] = field(default_factory=dict, repr=False)
@@ -244,6 +247,7 @@ def _iter_events(handle: IO[bytes], events: TraceEvents) -> Iterator[Any]:
         data = json.loads(handle.read().decode("utf-8-sig"))
         if isinstance(data, dict):
             _devices(data.get("deviceProperties"), events)
+            _distributed(data.get("distributedInfo"), events)
             data = _event_list(data.get("traceEvents"), events.path)
         yield from data
         return
@@ -266,6 +270,8 @@ def _iter_events(handle: IO[bytes], events: TraceEvents) -> Iterator[Any]:
             yield from _items(parsed, 1)
         elif value == "deviceProperties":
             _devices(_build(first, parsed, 1), events)
+        elif value == "distributedInfo":
+            _distributed(_build(first, parsed, 1), events)
         else:
             _build(first, parsed, 1, keep=False)
     if not seen:
@@ -338,6 +344,12 @@ def _devices(properties: Any, events: TraceEvents) -> None:
             events.device_names[item["id"]] = item["name"][:MAX_NAME_CHARS]
 
 
+def _distributed(info: Any, events: TraceEvents) -> None:
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 1 << 31:
+        events.rank = rank
+
+
 def _is_key(value: Any) -> bool:
     """An id, pid, tid, correlation: a JSON scalar (never a list or an object)."""
     return value is None or isinstance(value, (str, int, float, Decimal))
@@ -403,7 +415,9 @@ def _keep(e: Any, events: TraceEvents) -> None:
         else:
             events.keep(events.gpu, GpuEvent(_GPU_KINDS[cat], events.share(e.get("name", "")),
                                              e.get("pid"), e.get("tid"), ts, dur,
-                                             args.get("correlation"), args.get("device")))
+                                             args.get("correlation"), args.get("device"),
+                                             kernel_message(args) if "Collective name" in args
+                                             else None))
     elif cat == "ac2g" and ph in ("s", "f"):
         ts = _time(e.get("ts"))
         if ts is None or not all(_is_key(e.get(k)) for k in ("id", "pid", "tid")):

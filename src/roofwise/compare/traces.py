@@ -1,0 +1,112 @@
+"""Two profiler traces, op group by op group: what got slower beyond the noise, what faster.
+
+Groups (op and input shapes, as `traces.analysis.groups`) are matched by name and shapes. The
+change read is the mean time per call, so a step that runs an op more often is not called a
+slower op (the counts are shown beside). The noise is the calls' own spread: the calls of one
+group in one trace run the same kernel on the same shapes, so their standard deviation is how
+much one call varies. A change is beyond the noise when the difference of the means exceeds
+twice its standard error, sqrt(sd_base^2 / n_base + sd_new^2 / n_new) (about 95% for normal
+noise); with a single call on either side the spread is unknown and the threshold alone
+decides, as for records without p10/p90. Either way the relative change must exceed the
+threshold. The verdicts (the most common of each group) are shown beside the change; a trace
+group's change is read whatever its verdict, since its time is measured either way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from roofwise.compare.runs import IMPROVEMENT, ONLY_BASE, ONLY_NEW, REGRESSION, UNCHANGED
+from roofwise.traces.analysis import Group
+
+NOISE_SIGMAS = 2.0
+_ORDER = {REGRESSION: 0, IMPROVEMENT: 1, ONLY_BASE: 2, ONLY_NEW: 3, UNCHANGED: 4}
+
+
+def main_verdict(verdicts: Mapping[str, int]) -> str:
+    """The most common verdict of a group (ties: the name first in order)."""
+    return min(verdicts.items(), key=lambda kv: (-kv[1], kv[0]))[0] if verdicts else "-"
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    op: str
+    shapes: str
+    status: str
+    base: Group | None
+    new: Group | None
+    change: float  # new mean per call over base mean, minus 1; NaN on one side only
+    noise_s: float | None  # twice the standard error of the difference; None when unknown
+
+    @property
+    def base_per_call_s(self) -> float | None:
+        return None if self.base is None else self.base.time_s / self.base.count
+
+    @property
+    def new_per_call_s(self) -> float | None:
+        return None if self.new is None else self.new.time_s / self.new.count
+
+    @property
+    def beyond_noise(self) -> bool | None:
+        if self.noise_s is None or self.base_per_call_s is None or self.new_per_call_s is None:
+            return None
+        return abs(self.new_per_call_s - self.base_per_call_s) > self.noise_s
+
+    @property
+    def time_added_s(self) -> float:
+        """Total time on the new side minus the base side (counts included)."""
+        return ((self.new.time_s if self.new else 0.0)
+                - (self.base.time_s if self.base else 0.0))
+
+    @property
+    def verdicts(self) -> tuple[str, str]:
+        return (main_verdict(self.base.verdicts) if self.base else "-",
+                main_verdict(self.new.verdicts) if self.new else "-")
+
+    def as_json(self) -> dict[str, Any]:
+        b, n = self.verdicts
+        return {"op": self.op, "shapes": self.shapes, "status": self.status,
+                "base_count": self.base.count if self.base else None,
+                "new_count": self.new.count if self.new else None,
+                "base_time_s": self.base.time_s if self.base else None,
+                "new_time_s": self.new.time_s if self.new else None,
+                "base_per_call_s": self.base_per_call_s, "new_per_call_s": self.new_per_call_s,
+                "per_call_change": self.change if math.isfinite(self.change) else None,
+                "noise_s": self.noise_s, "beyond_noise": self.beyond_noise,
+                "time_added_s": self.time_added_s, "base_verdict": b, "new_verdict": n,
+                "verdict_changed": b != n}
+
+
+def compare_groups(base: Sequence[Group], new: Sequence[Group],
+                   threshold: float) -> list[GroupChange]:
+    """Every group of either side, regressions first (most time added first)."""
+    by_key = {(g.op, g.shapes): g for g in new}
+    seen: set[tuple[str, str]] = set()
+    changes = []
+    for g in base:
+        key = (g.op, g.shapes)
+        seen.add(key)
+        changes.append(_pair(key, g, by_key.get(key), threshold))
+    changes += [_pair((g.op, g.shapes), None, g, threshold) for g in new
+                if (g.op, g.shapes) not in seen]
+    return sorted(changes, key=lambda c: (_ORDER[c.status], -abs(c.time_added_s)))
+
+
+def _pair(key: tuple[str, str], base: Group | None, new: Group | None,
+          threshold: float) -> GroupChange:
+    if base is None or new is None:
+        return GroupChange(*key, ONLY_NEW if base is None else ONLY_BASE, base, new,
+                           math.nan, None)
+    b, n = base.time_s / base.count, new.time_s / new.count
+    change = n / b - 1 if b > 0 else math.nan
+    noise = (NOISE_SIGMAS * math.sqrt(base.call_std_s ** 2 / base.count
+                                      + new.call_std_s ** 2 / new.count)
+             if base.count > 1 and new.count > 1 else None)
+    beyond = noise is None or abs(n - b) > noise
+    status = UNCHANGED
+    if math.isfinite(change) and beyond and abs(change) > threshold:
+        status = REGRESSION if change > 0 else IMPROVEMENT
+    return GroupChange(*key, status, base, new, change, noise)

@@ -1,0 +1,224 @@
+"""Every rank of a distributed job: one trace per rank, read side by side.
+
+Per rank: its time on the clock (`timeline.py`: compute, communication, the share of it hidden
+under compute, idle). Across ranks: per op group (op and shapes, as `analysis.groups`) the
+spread of its time (min, median, max and where); and the slowest rank, read as the rank with
+the most compute time: in a synchronous job the others wait for it at the next collective,
+which shows on them as longer communication, so its own communication is the shortest. Why it
+is slow: the op groups whose time on it exceeds their median over the ranks the most.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofwise.base import fmt
+from roofwise.base.errors import InputError
+from roofwise.base.text import elide
+from roofwise.traces.analysis import Group, TraceAnalysis, groups, summary_fields
+from roofwise.traces.build import TraceSummary
+from roofwise.traces.reader import is_trace
+from roofwise.traces.timeline import Timeline
+
+EVEN_SHARE = 0.01  # compute within 1% of the median on every rank: no rank is called slowest
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank's trace, kept as its groups and summary (its ops and events are freed)."""
+
+    rank: int  # distributedInfo's rank, else the number in the file name, else its position
+    rank_from: str  # "distributedInfo", "file name" or "position"
+    path: str
+    summary: TraceSummary
+    groups: tuple[Group, ...]
+
+    @property
+    def timeline(self) -> Timeline:
+        assert self.summary.timeline is not None
+        return self.summary.timeline
+
+    def as_json(self) -> dict[str, Any]:
+        return {"op": "rank", "rank": self.rank, "rank_from": self.rank_from,
+                "trace": self.path, **self.timeline.as_json(),
+                "summary": {k: v for k, v in summary_fields(self.path, self.summary).items()
+                            if k not in ("op", "trace")}}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One op group's time across the ranks that ran it."""
+
+    op: str
+    shapes: str
+    time_by_rank: Mapping[int, float]  # summed kernel time per rank; ranks without it absent
+    count_by_rank: Mapping[int, int]
+    communication: bool = False
+
+    @property
+    def min_s(self) -> float:
+        return min(self.time_by_rank.values())
+
+    @property
+    def max_s(self) -> float:
+        return max(self.time_by_rank.values())
+
+    @property
+    def median_s(self) -> float:
+        return float(statistics.median(self.time_by_rank.values()))
+
+    @property
+    def max_rank(self) -> int:
+        return max(self.time_by_rank, key=lambda r: (self.time_by_rank[r], -r))
+
+    @property
+    def min_rank(self) -> int:
+        return min(self.time_by_rank, key=lambda r: (self.time_by_rank[r], r))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"op": "spread", "name": self.op, "shapes": self.shapes,
+                "communication": self.communication,
+                "ranks": len(self.time_by_rank), "min_s": self.min_s,
+                "median_s": self.median_s, "max_s": self.max_s, "min_rank": self.min_rank,
+                "max_rank": self.max_rank,
+                "time_s_by_rank": {str(r): t for r, t in sorted(self.time_by_rank.items())},
+                "count_by_rank": {str(r): n for r, n in sorted(self.count_by_rank.items())}}
+
+
+@dataclass(frozen=True)
+class Slowest:
+    rank: int
+    compute_s: float
+    median_compute_s: float
+    culprits: tuple[tuple[Spread, float], ...]  # (group, its time here over its median)
+
+    @property
+    def excess_s(self) -> float:
+        return self.compute_s - self.median_compute_s
+
+    def text(self, by_rank: Mapping[int, Rank]) -> str:
+        here = by_rank[self.rank].timeline
+        others = [r.timeline.exposed_communication_s for k, r in by_rank.items()
+                  if k != self.rank]
+        if self.excess_s <= EVEN_SHARE * self.median_compute_s:
+            return (f"no rank is slower: every rank's compute is within {EVEN_SHARE:.0%} of "
+                    f"the median, {_ms(self.median_compute_s)} (the most: rank {self.rank})")
+        line = (f"slowest rank {self.rank}: compute {_ms(self.compute_s)}, "
+                f"{_ms(self.excess_s)} above the median rank's {_ms(self.median_compute_s)}")
+        if self.culprits:
+            line += "; most in " + ", ".join(
+                f"{s.op} [{elide(s.shapes, 60)}] (+{_ms(d)})" for s, d in self.culprits)
+        if others:
+            line += (f"; its exposed communication {_ms(here.exposed_communication_s)} against "
+                     f"the others' median {_ms(float(statistics.median(others)))} (the others "
+                     "wait for it)")
+        return line
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rank": self.rank, "compute_s": self.compute_s,
+                "median_compute_s": self.median_compute_s, "excess_s": self.excess_s,
+                "culprits": [{"name": s.op, "shapes": s.shapes, "excess_s": d}
+                             for s, d in self.culprits]}
+
+
+@dataclass(frozen=True)
+class RankSet:
+    ranks: tuple[Rank, ...]  # by rank
+    spreads: tuple[Spread, ...]  # widest (max - min) first
+    slowest: Slowest | None  # None for one rank
+
+    def as_json(self) -> dict[str, Any]:
+        return {"op": "ranks", "ranks": [r.rank for r in self.ranks],
+                "slowest": None if self.slowest is None else self.slowest.as_json()}
+
+
+def _ms(value: float) -> str:
+    return fmt.seconds(value)
+
+
+def trace_paths(paths: Sequence[str]) -> list[str]:
+    """The traces named: files as given, a folder as the traces in it (by name)."""
+    found: list[str] = []
+    for given in paths:
+        target = Path(given)
+        if target.is_dir():
+            inside = sorted(str(p) for p in target.iterdir() if p.is_file() and is_trace(p))
+            if not inside:
+                raise InputError(given, "no profiler trace in this folder; expected one "
+                                        "Kineto trace per rank (.json or .json.gz)")
+            found += inside
+        elif not is_trace(target):
+            raise InputError(given, "not a profiler trace; expected Kineto / Chrome trace "
+                                    "JSON (an object with traceEvents), gzipped or not")
+        else:
+            found.append(given)
+    return list(dict.fromkeys(found))
+
+
+def read_ranks(paths: Sequence[str], analyze_one: Callable[[str], TraceAnalysis]) -> RankSet:
+    """Each trace analysed (`analyze_one`), then lined up by rank; a rank named twice is
+    refused, naming both files."""
+    ranks: list[Rank] = []
+    for position, path in enumerate(paths):
+        # one rank's ops at a time: each is kept as its groups and summary only
+        ranks.append(_rank(path, analyze_one(path), position))
+    seen: dict[int, str] = {}
+    for r in ranks:
+        if r.rank in seen:
+            raise InputError(r.path, f"rank {r.rank} ({r.rank_from}) is also {seen[r.rank]}; "
+                                     "expected one trace per rank")
+        seen[r.rank] = r.path
+    ranks.sort(key=lambda r: r.rank)
+    return line_up_ranks(tuple(ranks))
+
+
+def _rank(path: str, result: TraceAnalysis, position: int) -> Rank:
+    if result.summary.rank is not None:
+        number, source = result.summary.rank, "distributedInfo"
+    else:
+        named = _RANK_IN_NAME.findall(Path(path).name)
+        number, source = (int(named[-1]), "file name") if named else (position, "position")
+    return Rank(number, source, path, result.summary, tuple(groups(result)))
+
+
+def line_up_ranks(ranks: tuple[Rank, ...]) -> RankSet:
+    time_by: dict[tuple[str, str], dict[int, float]] = {}
+    count_by: dict[tuple[str, str], dict[int, int]] = {}
+    comm: set[tuple[str, str]] = set()
+    for r in ranks:
+        for g in r.groups:
+            key = (g.op, g.shapes)
+            time_by.setdefault(key, {})[r.rank] = g.time_s
+            count_by.setdefault(key, {})[r.rank] = g.count
+            if g.communication:
+                comm.add(key)
+    spreads = sorted((Spread(op, shapes, time_by[(op, shapes)], count_by[(op, shapes)],
+                             (op, shapes) in comm) for op, shapes in time_by),
+                     key=lambda s: (-(s.max_s - s.min_s), s.op, s.shapes))
+    return RankSet(ranks, tuple(spreads), _slowest(ranks, spreads))
+
+
+def _slowest(ranks: tuple[Rank, ...], spreads: list[Spread], culprits: int = 3
+             ) -> Slowest | None:
+    if len(ranks) < 2:
+        return None
+    slow = max(ranks, key=lambda r: (r.timeline.compute_s, -r.rank))
+    median = float(statistics.median(r.timeline.compute_s for r in ranks))
+    # a group a rank did not run counts 0 there: its median is over every rank
+    excess = []
+    for s in spreads:
+        if s.communication:  # waiting shows there, on the other ranks: not a cause
+            continue
+        values = [s.time_by_rank.get(r.rank, 0.0) for r in ranks]
+        over = s.time_by_rank.get(slow.rank, 0.0) - float(statistics.median(values))
+        if over > 0:
+            excess.append((s, over))
+    excess.sort(key=lambda pair: -pair[1])
+    return Slowest(slow.rank, slow.timeline.compute_s, median, tuple(excess[:culprits]))
+

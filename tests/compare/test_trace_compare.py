@@ -1,0 +1,163 @@
+"""`roofwise compare A.json.gz B.json.gz`: two traces lined up by op group (issue 21, item 6).
+
+The per-call means and the noise (twice the standard error of the difference of the means,
+from each group's own calls) are recomputed here from the kernel durations written or read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from roofwise.cli import main
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+RANK0 = TRACES / "hta_sampled_rank0.json.gz"
+RANK1 = TRACES / "hta_sampled_rank1.json.gz"
+US = 1e-6
+
+
+def run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def write(tmp_path: Path, name: str, calls: dict[str, list[float]]) -> Path:
+    """One op per call, each launching one kernel of the given microseconds, in sequence."""
+    dims = {"aten::mm": ([[512, 1024], [1024, 1024]], ["float", "float"]),
+            "aten::add": ([[512, 1024], [512, 1024]], ["float", "float"]),
+            "aten::mul": ([[512, 1024], [512, 1024]], ["float", "float"]),
+            "aten::sub": ([[512, 1024], [512, 1024]], ["float", "float"]),
+            "aten::relu": ([[512, 1024]], ["float"])}
+    events, t, corr = [], 0, 100
+    for op, durations in calls.items():
+        for dur in durations:
+            d, types = dims[op]
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t,
+                 "dur": 10, "args": {"External id": corr, "Input Dims": d,
+                                     "Input type": types}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                 "tid": 1, "ts": t + 2, "dur": 2, "args": {"correlation": corr}},
+                {"ph": "X", "cat": "kernel", "name": f"k_{op[6:]}", "pid": 0, "tid": 7,
+                 "ts": t + 1000, "dur": dur, "args": {"device": 0, "correlation": corr}}]
+            t += 1000
+            corr += 1
+    path = tmp_path / name
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                                "traceEvents": events}))
+    return path
+
+
+BASE = {"aten::mm": [101, 99, 100, 102, 98], "aten::add": [10, 30, 10, 30],
+        "aten::mul": [50], "aten::sub": [40, 40]}
+NEW = {"aten::mm": [111, 109, 110, 112, 108], "aten::add": [12, 32, 12, 32],
+       "aten::mul": [60], "aten::relu": [20, 20]}
+
+
+def noise(a: list[float], b: list[float]) -> float:
+    return 2 * math.sqrt(statistics.pstdev(a) ** 2 / len(a) + statistics.pstdev(b) ** 2
+                         / len(b)) * US
+
+
+def test_changes_beyond_the_noise_and_within_it(capsys, tmp_path):
+    code, out, _ = run(capsys, "compare", write(tmp_path, "a.json", BASE),
+                       write(tmp_path, "b.json", NEW), "--json")
+    assert code == 0
+    rows = {r["op"]: r for r in json_lines(out)}
+    mm = rows["aten::mm"]  # +10% per call, calls within 2 us of each other: beyond
+    assert mm["per_call_change"] == pytest.approx(0.10)
+    assert mm["noise_s"] == pytest.approx(noise(BASE["aten::mm"], NEW["aten::mm"]))
+    assert mm["beyond_noise"] is True and mm["status"] == "regression"
+    add = rows["aten::add"]  # +10% per call, but its calls vary by 10 us: within the noise
+    assert add["per_call_change"] == pytest.approx(0.10)
+    assert add["noise_s"] == pytest.approx(noise(BASE["aten::add"], NEW["aten::add"]))
+    assert add["beyond_noise"] is False and add["status"] == "unchanged"
+    mul = rows["aten::mul"]  # one call a side: no spread, the threshold alone decides
+    assert mul["noise_s"] is None and mul["beyond_noise"] is None
+    assert mul["status"] == "regression" and mul["per_call_change"] == pytest.approx(0.2)
+    assert rows["aten::sub"]["status"] == "only_base"
+    assert rows["aten::relu"]["status"] == "only_new"
+    assert mm["base_time_s"] == pytest.approx(500 * US) and mm["new_count"] == 5
+
+
+def test_verdicts_are_those_analyze_gives_each_side(capsys, tmp_path):
+    a, b = write(tmp_path, "a.json", BASE), write(tmp_path, "b.json", NEW)
+    _, out, _ = run(capsys, "compare", a, b, "--json")
+    rows = {r["op"]: r for r in json_lines(out)}
+    for path, side in ((a, "base_verdict"), (b, "new_verdict")):
+        _, analyzed, _ = run(capsys, "analyze", path, "--json")
+        for group in json_lines(analyzed)[:-1]:
+            top = max(group["verdicts"].items(), key=lambda kv: kv[1])[0]
+            assert rows[group["op"]][side] == top
+    for row in rows.values():
+        assert row["verdict_changed"] == (row["base_verdict"] != row["new_verdict"])
+
+
+def test_the_gate_and_the_table(capsys, tmp_path):
+    a, b = write(tmp_path, "a.json", BASE), write(tmp_path, "b.json", NEW)
+    code, _, err = run(capsys, "compare", a, b, "--fail-on-regression")
+    assert code == 1 and "2 op group(s) slower per call" in err and "missing from NEW" in err
+    code, out, _ = run(capsys, "compare", a, a, "--fail-on-regression")
+    assert code == 0 and "regression" not in out and "unchanged" in out
+
+
+def test_a_trace_against_records_is_one_line(capsys, tmp_path):
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps({"op": "x", "time_s": 1e-3, "flops": 1, "bytes": 1,
+                                   "device": "h100-sxm"}) + "\n")
+    code, _, err = run(capsys, "compare", write(tmp_path, "a.json", BASE), records)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "r.jsonl" in err
+
+
+def _calls(path: Path, name: str, dims: list) -> list[float]:
+    """Per-call summed kernel time of one op and shapes, linked by brute force."""
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    launch = {e["args"]["correlation"]: e for e in events
+              if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
+    ops_on = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            ops_on[(e["pid"], e["tid"])].append(e)
+    per_op: dict[int, float] = defaultdict(float)
+    for k in events:
+        call = (launch.get(k.get("args", {}).get("correlation"))
+                if k.get("cat") == "kernel" else None)
+        if call is None:
+            continue
+        enclosing = [o for o in ops_on[(call["pid"], call["tid"])]
+                     if o["ts"] <= call["ts"] <= o["ts"] + o["dur"]]
+        if enclosing:
+            op = min(enclosing, key=lambda o: o["dur"])
+            if op["name"] == name and op["args"].get("Input Dims") == dims:
+                per_op[id(op)] += k["dur"]
+    return list(per_op.values())
+
+
+def test_real_ranks_compared_by_group_match_the_raw_calls(capsys):
+    code, out, _ = run(capsys, "compare", RANK0, RANK1, "--json")
+    assert code == 0
+    dims = [[10, 327680], [327680, 606]]
+    row = next(r for r in json_lines(out) if r["op"] == "aten::mm"
+               and r["shapes"] == "[10, 327680] fp32, [327680, 606] fp32")
+    a, b = _calls(RANK0, "aten::mm", dims), _calls(RANK1, "aten::mm", dims)
+    assert (row["base_count"], row["new_count"]) == (len(a), len(b))
+    assert row["base_per_call_s"] == pytest.approx(statistics.mean(a) * US)
+    assert row["new_per_call_s"] == pytest.approx(statistics.mean(b) * US)
+    assert row["noise_s"] == pytest.approx(noise(a, b))
+    beyond = abs(statistics.mean(b) - statistics.mean(a)) * US > noise(a, b)
+    assert row["beyond_noise"] is beyond
