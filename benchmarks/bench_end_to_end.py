@@ -177,6 +177,7 @@ def constants() -> dict[str, object]:
     h200 = roofwise.builtin_machines()["h200"]
     return {"bw": h200.dram.effective_bytes_per_s(),
             "theory_bw": h200.dram.theoretical_bytes_per_s,
+            "l2_bytes": h200.memory["l2"].capacity_bytes,
             "floor": h200.latency_floors.floor_s("events"),
             "units": {k: [h200.units[k].effective_ops_per_s(),
                           h200.units[k].theoretical_ops_per_s, h200.units[k].calibrated]
@@ -199,6 +200,7 @@ def constants_full() -> dict[str, object]:
     return {"bw": h200.dram.effective_bytes_per_s(),
             "envelope_bw": h200.dram.effective_bytes_per_s(None),
             "theory_bw": h200.dram.theoretical_bytes_per_s,
+            "l2_bytes": h200.memory["l2"].capacity_bytes,
             "events_floor": h200.latency_floors.floor_s("events"),
             "kernel_floor": h200.latency_floors.floor_s("kernel"),
             "units": {k: [h200.units[k].effective_ops_per_s(),

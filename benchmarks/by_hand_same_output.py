@@ -50,6 +50,15 @@ def seconds(values: np.ndarray) -> pl.Series:
     return fixed(values / scale, 3) + unit
 
 
+def megabytes(values: np.ndarray) -> pl.Series:
+    """`fmt.nbytes`: 2 decimals in B, kB, MB, GB or TB."""
+    step = np.select([values >= 1e12, values >= 1e9, values >= 1e6, values >= 1e3], [0, 1, 2, 3],
+                     4)
+    scale = np.array([1e12, 1e9, 1e6, 1e3, 1.0])[step]
+    unit = pl.Series([" TB", " GB", " MB", " kB", " B"]).gather(step)
+    return fixed(values / scale, 2) + unit
+
+
 def choose(mask: np.ndarray, yes: str, no: str) -> pl.Series:
     return pl.Series([no, yes]).gather(mask.astype(np.int64))
 
@@ -78,22 +87,33 @@ def main() -> None:
     achieved = nbytes / time_s
     over_bandwidth = achieved > c["theory_bw"]
     over_rate = time_s < flops / theoretical
+    # above the DRAM ceiling (theoretical, or 105% of the envelope) with bytes that fit in the
+    # L2 (whose bandwidth is a gap): served by the cache, unless the FLOPs are impossible
+    above = (achieved > min(c["theory_bw"], 1.05 * c["envelope_bw"])) & (nbytes > 0)
+    cached = above & (nbytes <= c["l2_bytes"])
+    in_cache = cached & ~over_rate
+    over_bandwidth &= ~cached
     impossible = over_bandwidth | over_rate
     at_ceiling, anomaly = efficiency >= 0.8, envelope_efficiency > 1.05
+    compute_anomaly = in_cache & (envelope_sol > nbytes / c["envelope_bw"] * (1 + 1e-12)) & (
+        envelope_efficiency > 1.05)
+    anomaly &= ~in_cache | compute_anomaly
+    at_ceiling &= ~in_cache
     # the events floor, or the kernel floor where the time sits clearly under the events one
     # (back-to-back calls overlapped their launches)
     overlapped = time_s * 1.05 < c["events_floor"]
     floor = np.where(overlapped, c["kernel_floor"], c["events_floor"])
     in_band = at_ceiling & ~anomaly
     under = sol < floor
-    latency = under & (floor >= 0.5 * time_s) & ~in_band
-    split = under & ~latency & ~in_band
+    latency = under & (floor >= 0.5 * time_s) & ~in_band & ~in_cache
+    split = under & ~latency & ~in_band & ~in_cache
     rest = time_s - floor
     net = sol / rest
-    share = (split | (floor >= 0.2 * time_s)) & ~latency & (rest > 0) & (net <= 1.0)
-    code = np.select([impossible, latency, anomaly, at_ceiling], [4, 3, 2, 0], 1)
-    verdict = pl.Series(["at_ceiling", "below", "anomaly", "latency_bound", "impossible"]
-                        ).gather(code)
+    share = (split | (floor >= 0.2 * time_s)) & ~latency & (rest > 0) & (net <= 1.0) & ~in_cache
+    resident = in_cache & ~compute_anomaly
+    code = np.select([impossible, resident, latency, anomaly, at_ceiling], [4, 6, 3, 2, 0], 1)
+    verdict = pl.Series(["at_ceiling", "below", "anomaly", "latency_bound", "impossible",
+                         "blank", "cache_resident"]).gather(code)
     reading = code <= 1
 
     # The reasons, in the order roofwise says them: each template over its own rows.
@@ -114,10 +134,20 @@ def main() -> None:
     def floor_name(rows: np.ndarray) -> pl.Series:
         return choose(overlapped[rows], floor_names[1], floor_names[0])
 
+    l2 = f"{c['l2_bytes'] / 1e6:.2f} MB l2"
     rows = over_bandwidth
     say(rows, "bytes/time " + fixed(achieved[rows] / 1e9, 1) + " GB/s exceeds hbm theoretical "
-        f"{c['theory_bw'] / 1e9:.0f} GB/s: physically impossible, so the bytes or the time "
-        "are wrong")
+        f"{c['theory_bw'] / 1e9:.0f} GB/s, and its " + megabytes(nbytes[rows])
+        + f" of reads and writes is larger than the {l2}: physically impossible, so the bytes "
+        "or the time are wrong")
+    rows = resident
+    say(rows, "bytes/time " + fixed(achieved[rows] / 1e9, 1) + " GB/s is above " + choose(
+        over_bandwidth[rows] | (achieved[rows] > c["theory_bw"]),
+        f"hbm theoretical {c['theory_bw'] / 1e9:.0f} GB/s",
+        f"105% of the hbm envelope {c['envelope_bw'] / 1e9:.0f} GB/s") + ", but its "
+        + megabytes(nbytes[rows]) + f" of reads and writes fit in the {l2}: cache-resident, the "
+        "data came from the cache, so the hbm roof is no reading; the l2 bandwidth is a gap "
+        "(`roofwise calibrate` measures it)")
     for key, (_, _, peak, _, ops) in units.items():
         rate_now = flops / time_s
         rows = over_rate & (roof == key).to_numpy() & (rate_now > peak)
@@ -182,7 +212,7 @@ def main() -> None:
         pl.concat_str(pl.all(), separator="\x1f", ignore_nulls=True).str.split("\x1f")
         .alias("reasons")).to_series()
 
-    no_reading = impossible | (code == 3)
+    no_reading = impossible | (code == 3) | resident
     out = f.with_columns(
         machine=pl.lit("h200"), memory_time_s=memory_s, compute_time_s=compute_s,
         compute_serial_time_s=compute_s, sol_time_s=sol,

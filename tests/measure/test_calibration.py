@@ -131,9 +131,15 @@ def test_built_profile_loads_and_gives_back_the_measured_rates(tmp_path):
     # refused: fp16 keeps no calibration (its theoretical rate stands), and a note says why
     assert not machine.units["tensor_core.fp16"].calibrated
     assert any("refused: tensor_core.fp16 sustained" in n for n in machine.notes)
-    # L2 has no theoretical rate: the measurement is a note, not a fraction
-    assert machine.memory["l2"].calibration_by_mix == {}
-    assert any("measured l2 read: 1e+13/s" in n for n in machine.notes)
+    # L2 has no theoretical rate: the measurement is no fraction but the measured roof that
+    # cache-resident rows are read against (40 GB / 4 ms = 1e13 B/s), its size kept
+    l2 = machine.memory["l2"]
+    assert l2.calibration_by_mix == {}
+    assert l2.theoretical_bytes_per_s is None
+    assert l2.measured_bytes_per_s == pytest.approx(1e13)
+    assert l2.effective_bytes_per_s() == pytest.approx(1e13)
+    assert l2.capacity_bytes == 60 * 2**20
+    assert "measured, no theoretical rate published" in l2.source
     floors = machine.latency_floors
     # graph: median one-kernel 2.1 us; (21.1 - 2.1) / 19 further kernels = 1.0 us each
     graph = floors.floor("graph")
@@ -177,10 +183,10 @@ def test_theoretical_rates_come_from_the_matching_profile():
 
 def test_no_matching_profile_needs_theoretical_from():
     with pytest.raises(InputError, match=r"^--theoretical-from: no built-in profile matches "
-                                         r"this card 'NVIDIA L4'"):
-        choose_theoretical("NVIDIA L4", None, False, builtin_machines())
-    # given explicitly (and forced, since an L4 is no A100), it is used
-    assert choose_theoretical("NVIDIA L4", "a100-sxm", True, builtin_machines()).name == (
+                                         r"this card 'NVIDIA A40'"):
+        choose_theoretical("NVIDIA A40", None, False, builtin_machines())
+    # given explicitly (and forced, since an A40 is no A100), it is used
+    assert choose_theoretical("NVIDIA A40", "a100-sxm", True, builtin_machines()).name == (
         "a100-sxm")
 
 
@@ -212,7 +218,7 @@ def test_options_are_checked_before_the_gpu(tmp_path, capsys, monkeypatch):
     out = str(tmp_path / "p.yaml")
     err = calibrate_err(capsys, monkeypatch, "--out", out, "--theoretical-from", "h300")
     assert err.startswith("--theoretical-from: unknown machine 'h300'; expected a profile file "
-                          "or one of a100-sxm")
+                          "or one of a10, a100-sxm")
     assert calibrate_err(capsys, monkeypatch, "--out", out, "--log", str(tmp_path)) == (
         f"--log: expected a .txt or .log path, got {str(tmp_path)!r}")
     assert calibrate_err(capsys, monkeypatch, "--out", out, "--log", "l.csv") == (

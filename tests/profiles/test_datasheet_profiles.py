@@ -129,3 +129,99 @@ def test_m1_calls_the_fp16_accumulate_figure_what_it_is(machines):
     findings = lint_machine(replace(rtx, units={"tensor_core.fp16": fast}))
     assert findings[-1].severity == "error"
     assert "FP16-accumulate figure" in findings[-1].reason
+
+
+# The cards in people's traces (issue 21, item 8): each figure typed from the vendor document
+# the profile cites (URL in the profile's header), dense where the document prints sparse.
+CARDS = [
+    # NVIDIA Tesla V100 datasheet (SXM2): 900 GB/s, FP32 15.7 TFLOPS, tensor 125 TFLOPS
+    ("v100-sxm2", "hbm", 900e9), ("v100-sxm2", "cuda_core.fp32", 15.7 * T),
+    ("v100-sxm2", "tensor_core.fp16", 125 * T),
+    # NVIDIA A10 datasheet: 600 GB/s, FP32 31.2, TF32 62.5 | 125*, BF16/FP16 125 | 250*
+    ("a10", "gddr6", 600e9), ("a10", "cuda_core.fp32", 31.2 * T),
+    ("a10", "tensor_core.tf32", 125 * T / 2), ("a10", "tensor_core.bf16", 250 * T / 2),
+    ("a10", "tensor_core.fp16", 250 * T / 2),
+    # NVIDIA L4 datasheet: 300 GB/s, FP32 30.3, TF32 120*, BF16/FP16 242*, FP8 485* (sparse)
+    ("l4", "gddr6", 300e9), ("l4", "cuda_core.fp32", 30.3 * T),
+    ("l4", "tensor_core.tf32", 120 * T / 2), ("l4", "tensor_core.bf16", 242 * T / 2),
+    ("l4", "tensor_core.fp16", 242 * T / 2), ("l4", "tensor_core.fp8", 485 * T / 2),
+    # NVIDIA T4 datasheet: 320+ GB/s, FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS
+    ("t4", "gddr6", 320e9), ("t4", "cuda_core.fp32", 8.1 * T), ("t4", "tensor_core.fp16", 65 * T),
+    # NVIDIA RTX A6000 datasheet: 768 GB/s, FP32 38.7, tensor 309.7 TFLOPS with sparsity
+    ("rtx-a6000", "gddr6", 768e9), ("rtx-a6000", "cuda_core.fp32", 38.7 * T),
+    ("rtx-a6000", "tensor_core.fp16", 309.7 * T / 2),
+    ("rtx-a6000", "tensor_core.bf16", 309.7 * T / 2),
+    ("rtx-a6000", "tensor_core.tf32", 309.7 * T / 4),
+    # AMD MI200 data sheet (MI250X, per package; the profile is one of its two GCDs): 3276.8
+    # GB/s, FP32 vector 47.9, FP32 matrix 95.7, FP16/BF16 383 TFLOPS
+    ("mi250x", "hbm", 3276.8e9 / 2), ("mi250x", "vector.fp32", 47.9 * T / 2),
+    ("mi250x", "matrix_core.fp32", 95.7 * T / 2), ("mi250x", "matrix_core.fp16", 383 * T / 2),
+    ("mi250x", "matrix_core.bf16", 383 * T / 2),
+]
+CARD_NAMES = ("v100-sxm2", "a10", "l4", "t4", "rtx-a6000", "mi250x")
+# (profile, SMs or CUs, FP32 lanes per SM/CU, boost clock Hz): FP32 = units x lanes x 2 x clock
+CARD_CLOCKS = [("v100-sxm2", 80, 64, 1.53e9), ("t4", 40, 64, 1.59e9),
+               ("rtx-a6000", 84, 128, 1.8e9), ("mi250x", 110, 64, 1.7e9)]
+# the device name a trace's deviceProperties (or torch.cuda.get_device_name) gives each card
+DEVICE_NAMES = [("Tesla V100-SXM2-32GB", "v100-sxm2"), ("Tesla V100-SXM2-16GB", "v100-sxm2"),
+                ("NVIDIA A10", "a10"), ("NVIDIA L4", "l4"), ("Tesla T4", "t4"),
+                ("NVIDIA RTX A6000", "rtx-a6000"), ("AMD Instinct MI250X", "mi250x"),
+                ("AMD Instinct MI250X/MI250", "mi250x")]
+# L2 capacity per profile in bytes, as the cited document states it (binary MB: SRAM sizes)
+MIB = 1 << 20
+L2_BYTES = [("v100-sxm2", 6144 * 1024), ("a10", 6144 * 1024), ("rtx-a6000", 6144 * 1024),
+            ("t4", 4096 * 1024), ("l4", 48 * MIB), ("mi250x", 8 * MIB),
+            ("h100-sxm", 50 * MIB), ("h100-pcie", 50 * MIB), ("h200", 60 * MIB),
+            ("a100-sxm", 40 * MIB), ("l40s", 98304 * 1024), ("rtx-4090", 73728 * 1024),
+            ("mi300x", 32 * MIB), ("mi325x", 32 * MIB)]
+
+
+@pytest.mark.parametrize(("name", "key", "figure"), CARDS)
+def test_card_number_is_the_datasheet_figure(machines, name, key, figure):
+    test_profile_number_is_the_datasheet_figure(machines, name, key, figure)
+
+
+@pytest.mark.parametrize(("name", "units", "lanes", "clock_hz"), CARD_CLOCKS)
+def test_card_fp32_is_units_times_lanes_times_clock(machines, name, units, lanes, clock_hz):
+    machine = machines[name]
+    assert machine.clock_hz == clock_hz
+    key = "vector.fp32" if "vector.fp32" in machine.units else "cuda_core.fp32"
+    assert machine.units[key].theoretical_ops_per_s == pytest.approx(
+        units * lanes * 2 * clock_hz, rel=1e-2)  # the T4 datasheet rounds 8.14 to 8.1
+
+
+@pytest.mark.parametrize(("device", "name"), DEVICE_NAMES)
+def test_trace_device_name_selects_the_card(machines, device, name):
+    from roofwise.profiles.load import match_device
+
+    assert match_device(device, machines.values()).machine.name == name
+
+
+@pytest.mark.parametrize("name", CARD_NAMES)
+def test_cards_are_uncalibrated_and_say_which_figure(machines, name):
+    test_new_profiles_are_uncalibrated_and_say_which_figure(machines, name)
+    assert any("uncalibrated" in u.source for u in machines[name].units.values())
+
+
+@pytest.mark.parametrize(("name", "capacity"), L2_BYTES)
+def test_l2_capacity_is_the_documented_size(machines, name, capacity):
+    assert machines[name].memory["l2"].capacity_bytes == capacity
+
+
+def test_no_l2_bandwidth_is_invented(machines):
+    """Only the MI300X's Infinity Cache has a published cache bandwidth (CDNA 3 white paper,
+    17.2 TB/s); every other cache level's bandwidth is a gap until `roofwise calibrate`."""
+    known = {(m.name, c.name): c.theoretical_bytes_per_s for m in machines.values()
+             for c in m.caches if c.theoretical_bytes_per_s is not None}
+    assert known == {("mi300x", "infinity_cache"): 17.2e12}
+
+
+def test_volta_and_turing_have_no_bf16_roof(machines):
+    for name in ("v100-sxm2", "t4"):
+        assert set(machines[name].units) == {"cuda_core.fp32", "sfu.fp32", "tensor_core.fp16"}
+
+
+def test_mi250x_sfu_free_work_runs_on_its_vector_and_matrix_pipes(machines):
+    price = price_ledger(gemm(m=4096, n=4096, k=4096, dtype="bf16"), machines["mi250x"])
+    assert price.binding_unit == "matrix_core.bf16"
+    assert price.compute_time_s == pytest.approx(2 * 4096**3 / 191.5e12)

@@ -10,7 +10,8 @@ from roofwise.profiles.machine import ASSUMED_FLOORS, TIMINGS
 
 def test_builtin_profiles_present(machines):
     assert set(machines) == {"h200", "h100-sxm", "a100-sxm", "h20", "ascend-a5-vector",
-                             "b200", "mi300x", "mi325x", "h100-pcie", "l40s", "rtx-4090"}
+                             "b200", "mi300x", "mi325x", "h100-pcie", "l40s", "rtx-4090",
+                             "v100-sxm2", "a10", "l4", "t4", "rtx-a6000", "mi250x"}
 
 
 def test_h200_effective_is_theoretical_times_envelope(h200):

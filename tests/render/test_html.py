@@ -39,8 +39,25 @@ def test_report_is_self_contained_and_escaped(example_analysis):
         assert needle in text
 
 
-def test_report_in_headless_chromium(example_analysis, tmp_path):
-    # .ci/run sets ROOFWISE_REQUIRE_BROWSER: there a missing browser fails, never skips.
+TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "hta_a100_80gb_rank0.json.gz"
+# every numeric cell and header of a table, with the lines its text takes in the browser
+_LINES_JS = """(id) => [...document.querySelectorAll(
+    '#' + id + ' td.num, #' + id + ' th.num')].filter(e => e.offsetParent !== null).map(e => {
+  const range = document.createRange(); range.selectNodeContents(e);
+  const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                        .map(r => Math.round(r.top)));
+  return [e.innerText, tops.size]; })"""
+
+
+def _wrapped_numbers(page, table_id: str) -> list:
+    """The numeric cells and headers of `table_id` whose text takes more than one line."""
+    cells = page.evaluate(_LINES_JS, table_id)
+    assert cells, f"no numeric cell in #{table_id}"
+    return [(text, lines) for text, lines in cells if lines > 1]
+
+
+def _browser():
+    """playwright's sync API with Debian chromium, or a skip (a failure under .ci/run)."""
     required = bool(os.environ.get("ROOFWISE_REQUIRE_BROWSER"))
     if not os.path.exists(CHROMIUM):
         if required:
@@ -48,9 +65,13 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
         pytest.skip(f"Debian chromium not installed at {CHROMIUM}")
     if required:
         from playwright import sync_api
-    else:
-        sync_api = pytest.importorskip("playwright.sync_api",
-                                       reason="the playwright python package is not installed")
+        return sync_api
+    return pytest.importorskip("playwright.sync_api",
+                               reason="the playwright python package is not installed")
+
+
+def test_report_in_headless_chromium(example_analysis, tmp_path):
+    sync_api = _browser()  # .ci/run sets ROOFWISE_REQUIRE_BROWSER: a missing one fails
     path = tmp_path / "report.html"
     write_report(example_analysis, path, source="examples/records.jsonl",
                  references=[Reference(load_ledger(FUSED), "examples/qk_norm_rope_quant.yaml")])
@@ -67,6 +88,7 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
                                          "document.documentElement.clientWidth"))
 
             assert overflow() == 0  # at 1280 px the table fits: the reasons wrap
+            assert _wrapped_numbers(page, "verdicts") == []
             reasons = page.locator("#verdicts > tbody > tr.row > td:nth-child(11)").first
             cell = reasons.bounding_box()
             assert cell is not None and cell["x"] + cell["width"] <= 1280
@@ -155,6 +177,78 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
         finally:
             browser.close()
     assert (ARTIFACTS / "report-1280.png").stat().st_size > 10_000
+
+
+def test_trace_report_in_headless_chromium(tmp_path):
+    """The trace page at 1280 px: no number wraps ("9 / 6", "2.680 / ms" were), the grouped
+    table has the records table's badges, filters and sorting, and so does its verdict table."""
+    page_path = tmp_path / "trace.html"
+    assert main(["report", str(TRACE), "--rows", "150", "-o", str(page_path)]) == 0
+    text = page_path.read_text()
+    assert text.count("function table(t)") == 1  # one table script for both tables
+    # both tables are `rw-table`s: numeric headers marked (n, time, SOL, lost, share, eff.
+    # in the groups; #, efficiency, time, SOL, AI in the records), verdicts as badges
+    assert '<table id="groups" class="rw-table"' in text
+    assert '<table id="verdicts" class="rw-table"' in text
+    assert text.count('<th class="sortable num">') == 6 + 5
+    groups_html = text[text.index('<table id="groups"'):text.index("<h2>Roofline</h2>")]
+    assert groups_html.count('class="v v-') >= groups_html.count('<tr class="row"') > 10
+    sync_api = _browser()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.route("**/*", lambda route: route.abort()
+                       if not route.request.url.startswith("file://") else route.continue_())
+            page.goto(page_path.as_uri())
+            assert int(page.evaluate("document.documentElement.scrollWidth - "
+                                     "document.documentElement.clientWidth")) == 0
+            assert _wrapped_numbers(page, "groups") == []
+            assert _wrapped_numbers(page, "verdicts") == []
+            groups = page.locator("#groups > tbody > tr.row")
+            n = groups.count()
+            assert n > 10
+            assert page.locator("#group-shown").inner_text() == str(n)
+            # every group shows its verdicts as badges, worst first
+            assert groups.first.locator("span.v").count() >= 1
+            # sort by time: ascending, then descending (data-sort holds the seconds)
+            def times() -> list[float]:
+                keys = page.eval_on_selector_all(
+                    "#groups > tbody > tr.row > td:nth-child(4)",
+                    "tds => tds.map(td => td.dataset.sort)")
+                return [float(k) for k in keys]
+
+            page.locator("#groups > thead th", has_text="time").first.click()
+            assert times() == sorted(times())
+            page.locator("#groups > thead th", has_text="time").first.click()
+            assert times() == sorted(times(), reverse=True)
+            # filter by text: only the groups of aten::addmm; by verdict: groups holding it
+            page.fill("#group-filter", "aten::addmm")
+            visible = page.locator("#groups > tbody > tr.row:visible")
+            shown = visible.count()
+            assert 0 < shown < n
+            assert all("aten::addmm" in t for t in visible.locator("td:nth-child(1)")
+                       .all_inner_texts())
+            assert page.locator("#group-shown").inner_text() == str(shown)
+            page.fill("#group-filter", "")
+            verdicts = page.eval_on_selector_all(
+                "#groups > tbody > tr.row", "rs => rs.map(r => r.dataset.verdict.split(' '))")
+            want = verdicts[-1][0]
+            page.select_option("#group-verdict-filter", want)
+            assert visible.count() == sum(want in v for v in verdicts)
+            page.select_option("#group-verdict-filter", "")
+            assert visible.count() == n
+            # the verdict table on the same page still filters on its own controls
+            held = page.eval_on_selector_all("#verdicts > tbody > tr.row",
+                                             "rs => rs.map(r => r.dataset.verdict)")
+            page.select_option("#verdict-filter", held[-1])
+            assert page.locator("#verdicts > tbody > tr.row:visible").count() == (
+                held.count(held[-1]))
+            assert visible.count() == n  # the groups table is not touched
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "trace-report-1280.png"), full_page=False)
+        finally:
+            browser.close()
 
 
 def test_report_cli_shows_reference_ledgers_on_demand(tmp_path):

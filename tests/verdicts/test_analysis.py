@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from roofwise.output.analysis import analyze
@@ -21,7 +23,7 @@ def example(examples, machines):
 
 def test_one_row_of_each_verdict(example):
     assert example.counts() == {"at_ceiling": 1, "below": 2, "anomaly": 1, "latency_bound": 1,
-                                "impossible": 2, "blank": 1}
+                                "impossible": 2, "blank": 1, "cache_resident": 0}
 
 
 def test_verdicts_row_by_row(example):
@@ -122,17 +124,35 @@ def test_blank_beats_impossible(machines):
 
 
 def test_impossible_beats_latency_bound(machines):
-    # 1 MB in 0.1 us is 1e13 B/s > 4.8e12, although SOL (0.22 us) and time are under the floor
-    row = _one({**BASE, "bytes": 1e6, "time_s": 1e-7}, machines)
+    # 1e8 FLOP in 0.1 us is 1e15 FLOP/s > 67e12 on cuda_core.fp32, although SOL (1e8 / 57.27e12
+    # = 1.75 us) and time are under the 3 us kernel floor
+    row = _one({**BASE, "flops": 1e8, "bytes": 1e6, "time_s": 1e-7}, machines)
     assert row["verdict"] == "impossible"
     assert any("x the kernel floor 3.000 us (assumed" in r for r in row["reasons"])
 
 
+def test_above_hbm_within_l2_is_cache_resident_not_impossible(machines):
+    # 1 MB in 0.1 us is 1e13 B/s > 4.8e12 HBM, but 1 MB fits in the H200's 60 MiB L2, whose
+    # bandwidth no source gives: it could have come from L2, so it is not called impossible
+    row = _one({**BASE, "bytes": 1e6, "time_s": 1e-7}, machines)
+    assert row["verdict"] == "cache_resident" and row["efficiency"] is None
+    assert row["reasons"][0].startswith("bytes/time 10000.0 GB/s is above hbm theoretical 4800 "
+                                        "GB/s, but its 1.00 MB of reads and writes fit in the "
+                                        "62.91 MB l2")
+
+
 def test_latency_bound_beats_anomaly(machines):
     # 9,004,800 B is 2.000 us at 4502.4 GB/s; measured 1.88 us is 106.4% of SOL but 4790 GB/s
-    # stays under 4800 GB/s, and both times are under the assumed floor
-    row = _one({**BASE, "bytes": 9_004_800, "time_s": 1.88e-6}, machines)
+    # stays under 4800 GB/s, and both times are under the assumed floor. Without its L2 (which
+    # would explain a rate above the envelope: cache_resident, below) the H200 reads it
+    # latency-bound, not an anomaly
+    h200 = machines["h200"]
+    no_cache = replace(h200, memory={"hbm": h200.memory["hbm"]})
+    row = _one({**BASE, "bytes": 9_004_800, "time_s": 1.88e-6}, machines, machine=no_cache)
     assert row["verdict"] == "latency_bound" and row["efficiency"] is None
+    with_l2 = _one({**BASE, "bytes": 9_004_800, "time_s": 1.88e-6}, machines)
+    assert with_l2["verdict"] == "cache_resident"
+    assert "above 105% of the hbm envelope 4502 GB/s" in with_l2["reasons"][0]
 
 
 def test_anomaly_above_105_percent(machines):
@@ -163,9 +183,9 @@ def test_unknown_regime_is_bad_input(machines):
 def test_absurd_numbers_read_as_words_not_digit_walls(machines):
     row = _one({**BASE, "flops": 1e300, "bytes": 1e-10, "time_s": 1e-300}, machines)
     assert row["verdict"] == "impossible"
-    assert row["reasons"][:2] == [
-        "bytes/time 1e+281 GB/s exceeds hbm theoretical 4800 GB/s: physically impossible, "
-        "so the bytes or the time are wrong",
+    # 1e-10 B fits in any cache, so the bytes alone are no proof (L2 bandwidth is a gap); the
+    # FLOPs are: 1e300 FLOP in 1e-300 s is above any unit's peak
+    assert row["reasons"][:1] == [
         "cuda_core.fp32 at an infinite rate exceeds its theoretical 67.00 TFLOP/s: physically "
         "impossible"]
 

@@ -69,12 +69,16 @@ def machine_command(name: str, as_json: bool) -> None:
         mixes: dict[str, float | None] = dict(level.calibration_by_mix) or {"—": None}
         for i, (mix, frac) in enumerate(mixes.items()):
             mark = ENVELOPE_MARK if mix == level.envelope_mix else ""
+            size = (f" ({fmt.nbytes(level.capacity_bytes)})"
+                    if level.capacity_bytes is not None else "")
+            measured = level.measured_bytes_per_s
             mem_rows.append([
-                level.name if i == 0 else "",
+                level.name + size if i == 0 else "",
                 fmt.rate(theory, "B/s") if theory else
                 (f"gap ({level.bytes_per_cycle:g} B/cycle)" if level.bytes_per_cycle else "gap"),
                 mix + mark, "—" if frac is None else f"{frac:.4f}",
-                fmt.rate(theory * (frac or 1.0), "B/s") if theory else "—",
+                fmt.rate(theory * (frac or 1.0), "B/s") if theory else (
+                    f"{fmt.rate(measured, 'B/s')} measured" if measured else "—"),
                 _sourced(level.source, level.choice) if i == 0 else ""])
         sources.append((level.name, _sourced(level.source, level.choice)))
     unit_rows = []
@@ -150,7 +154,8 @@ def machine_summary(m: Machine) -> dict[str, Any]:
             "calibration_by_mix": dict(level.calibration_by_mix),
             "envelope_mix": level.envelope_mix,
             "effective_bytes_per_s": level.effective_bytes_per_s(),
-            "bytes_per_cycle": level.bytes_per_cycle, "source": level.source}
+            "bytes_per_cycle": level.bytes_per_cycle, "capacity_bytes": level.capacity_bytes,
+            "measured_bytes_per_s": level.measured_bytes_per_s, "source": level.source}
             for level in m.memory.values()},
         "units": {u.key: {
             "theoretical_ops_per_s": u.theoretical_ops_per_s,

@@ -27,7 +27,7 @@ from roofwise.pricing.core import equal_to, pipes_near_binding
 from roofwise.pricing.reasons import IMPOSSIBLE_REASONS, Reason
 from roofwise.records.read import categorize
 from roofwise.verdicts.mismatch import mismatches
-from roofwise.verdicts.rules import AT_CEILING, BELOW
+from roofwise.verdicts.rules import AT_CEILING, BELOW, CACHE_RESIDENT
 
 if TYPE_CHECKING:
     from roofwise.profiles.machine import Machine
@@ -126,10 +126,28 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
             judged.achieved_bytes_per_s[at] / 1e9, ".1f", "GB/s")))
         for name, m in analysis.machines.items():
             theory = m.dram.theoretical_bytes_per_s or math.nan
+            mine = np.flatnonzero(over & on_machine[name])
+            beyond = column(f"beyond:{name}", scattered(n, mine, [
+                reason_text.beyond_caches_clause(b, r, _cache_facts(m))
+                for b, r in zip(cols.bytes[mine].tolist(),
+                                judged.achieved_bytes_per_s[mine].tolist(), strict=True)]))
             when(over & on_machine[name], pl.format(
-                "bytes/time {} exceeds {} theoretical {} GB/s: physically impossible, so the "
+                "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
                 "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
-                pl.lit(f"{theory / 1e9:.0f}")))
+                pl.lit(f"{theory / 1e9:.0f}"), beyond))
+    resident = has(Reason.CACHE_RESIDENT) & (verdict == CACHE_RESIDENT)
+    if resident.any() and judged.cache_level is not None:
+        for name, m in analysis.machines.items():
+            rows = np.flatnonzero(resident & on_machine[name])
+            caches = _cache_facts(m)
+            envelope = m.dram.effective_bytes_per_s() or math.nan
+            sentences(resident & on_machine[name], [reason_text.cache_resident_sentence(
+                r, m.dram.name, m.dram.theoretical_bytes_per_s or math.nan, envelope, b,
+                caches[int(k)], e)
+                for r, b, k, e in zip(judged.achieved_bytes_per_s[rows].tolist(),
+                                      cols.bytes[rows].tolist(),
+                                      judged.cache_level[rows].tolist(),
+                                      judged.efficiency[rows].tolist(), strict=True)])
     over_rate = has(Reason.ABOVE_THEORETICAL_RATE)
     if over_rate.any():
         for name, m in analysis.machines.items():
@@ -233,6 +251,15 @@ def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.S
                           .then(pl.lit([], dtype=pl.List(pl.String)))
                           .otherwise(pl.lit(lists))).to_series()
     return lists.alias("reasons")
+
+
+def _cache_facts(machine: Machine) -> list[reason_text.CacheFacts]:
+    """A machine's cache levels (smallest first, as `judge` indexes them), for sentences."""
+    return [reason_text.CacheFacts(c.name, c.capacity_bytes or 0.0, c.theoretical_bytes_per_s,
+                                   c.effective_bytes_per_s(),
+                                   c.theoretical_bytes_per_s is None and bool(
+                                       c.measured_bytes_per_s))
+            for c in machine.caches]
 
 
 def _finite(values: np.ndarray | None, n: int) -> np.ndarray:

@@ -214,3 +214,56 @@ def floor_line(timing: str, per_call_s: float, per_kernel_s: float, assumed: boo
     kind = source if assumed or source.startswith("measured") else f"measured: {source}"
     return (f"{timing}: {fmt.seconds(per_call_s, significant=3)} + "
             f"{fmt.seconds(per_kernel_s, significant=3)} per further kernel ({kind})")
+
+
+@dataclass(frozen=True)
+class CacheFacts:
+    """One cache level of a machine, as the cache sentences need it."""
+
+    name: str  # "l2", "infinity_cache"
+    capacity_bytes: float
+    theoretical_bytes_per_s: float | None  # None: a gap in the sources
+    effective_bytes_per_s: float | None  # theoretical x calibration, or calibrate's measurement
+    measured: bool  # the roof is `roofwise calibrate`'s measurement, no theoretical rate
+
+
+CALIBRATE_CACHE_ADVICE = "`roofwise calibrate` measures it"
+
+
+def beyond_caches_clause(working_set_bytes: float, rate_bytes_per_s: float,
+                         caches: Sequence[CacheFacts]) -> str:
+    """Why no cache saved an above-DRAM row: too big for every cache, or faster than the
+    theoretical bandwidth of each it fits in ("" for a machine without cache levels)."""
+    if not caches:
+        return ""
+    fitting = [c for c in caches if working_set_bytes <= c.capacity_bytes]
+    if not fitting:
+        largest = caches[-1]
+        return (f", and its {fmt.nbytes(working_set_bytes)} of reads and writes is larger than "
+                f"the {fmt.nbytes(largest.capacity_bytes)} {largest.name}")
+    named = ", ".join(f"{c.name} theoretical {(c.theoretical_bytes_per_s or 0.0) / 1e9:.0f} "
+                      "GB/s" for c in fitting)
+    return f", and {named}, where its {fmt.nbytes(working_set_bytes)} would fit"
+
+
+def cache_resident_sentence(rate_bytes_per_s: float, dram_name: str,
+                            dram_theoretical_bytes_per_s: float,
+                            dram_envelope_bytes_per_s: float, working_set_bytes: float,
+                            cache: CacheFacts, efficiency: float) -> str:
+    """Above the DRAM ceiling, yet the bytes fit in `cache`: the data came from the cache.
+    Read against the cache's roof where its bandwidth is known; no reading where it is not."""
+    if rate_bytes_per_s > dram_theoretical_bytes_per_s:
+        ceiling = f"{dram_name} theoretical {dram_theoretical_bytes_per_s / 1e9:.0f} GB/s"
+    else:
+        ceiling = (f"105% of the {dram_name} envelope "
+                   f"{dram_envelope_bytes_per_s / 1e9:.0f} GB/s")
+    head = (f"bytes/time {rate_bytes_per_s / 1e9:.1f} GB/s is above {ceiling}, but its "
+            f"{fmt.nbytes(working_set_bytes)} of reads and writes fit in the "
+            f"{fmt.nbytes(cache.capacity_bytes)} {cache.name}: cache-resident, the data came "
+            f"from the cache, so the {dram_name} roof is no reading")
+    if cache.effective_bytes_per_s is None or not math.isfinite(efficiency):
+        return f"{head}; the {cache.name} bandwidth is a gap ({CALIBRATE_CACHE_ADVICE})"
+    kind = ("measured by roofwise calibrate" if cache.measured else "theoretical"
+            if cache.effective_bytes_per_s == cache.theoretical_bytes_per_s else "calibrated")
+    return (f"{head}; {fmt.percent(efficiency)} of SOL on the {cache.name} roof "
+            f"{cache.effective_bytes_per_s / 1e9:.0f} GB/s ({kind})")

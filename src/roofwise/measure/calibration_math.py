@@ -381,6 +381,8 @@ def build_profile(card_name: str, measurements: Iterable[Measurement], theoretic
     for level in theoretical.memory.values():
         memory[level.name] = {"theoretical_bytes_per_s": level.theoretical_bytes_per_s,
                               "calibration_by_mix": {}, "source": level.source}
+        if level.capacity_bytes is not None:  # a cache keeps its size: verdicts read it
+            memory[level.name]["capacity_bytes"] = level.capacity_bytes
     units: dict[str, dict[str, Any]] = {}
     for unit in theoretical.units.values():
         body: dict[str, Any] = {"theoretical_ops_per_s": unit.theoretical_ops_per_s,
@@ -391,6 +393,14 @@ def build_profile(card_name: str, measurements: Iterable[Measurement], theoretic
     for m, frac in judged.accepted:
         where = memory if m.kind == "memory" else units
         table = "calibration_by_mix" if m.kind == "memory" else "calibration_by_regime"
+        if frac is None and m.kind == "memory" and m.key in memory:
+            # a cache's rate with no theoretical to divide by (the L2 re-read): kept as the
+            # measured roof that cache_resident rows are read against, marked as measured
+            held_rate = memory[m.key].get("measured_bytes_per_s") or 0.0
+            memory[m.key]["measured_bytes_per_s"] = max(held_rate, m.rate_per_s)
+            memory[m.key]["source"] = (f"{stamp} ({m.method or 'method unrecorded'}): "
+                                       "measured, no theoretical rate published")
+            continue
         if frac is None or m.key not in where:
             notes.append(f"measured {m.key} {m.variant}: {m.rate_per_s:.6g}/s "
                          f"({m.method or 'method unrecorded'}); no theoretical rate to divide by")

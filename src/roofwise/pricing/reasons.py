@@ -38,9 +38,15 @@ class Reason(IntFlag):
     # the time sits clearly under its timing method's floor (back-to-back calls overlapped
     # their launches): the row was read against the kernels' own floor instead
     FLOOR_OVERLAPPED = 1 << 21
+    # above the DRAM ceiling, but its bytes (read + write) fit in a cache level whose
+    # bandwidth is unknown or not exceeded: the data came from the cache (cache_resident)
+    CACHE_RESIDENT = 1 << 22
+    # above the DRAM ceiling and above the theoretical bandwidth of every cache it fits in
+    ABOVE_CACHE_BANDWIDTH = 1 << 23
 
 
 BLANK_REASONS = (Reason.NO_MACHINE | Reason.UNKNOWN_ROOF | Reason.UNKNOWN_UNIT
                  | Reason.UNIT_RATE_GAP | Reason.NO_BANDWIDTH | Reason.ZERO_BYTES
                  | Reason.BAD_TIME)
-IMPOSSIBLE_REASONS = Reason.ABOVE_THEORETICAL_BANDWIDTH | Reason.ABOVE_THEORETICAL_RATE
+IMPOSSIBLE_REASONS = (Reason.ABOVE_THEORETICAL_BANDWIDTH | Reason.ABOVE_THEORETICAL_RATE
+                      | Reason.ABOVE_CACHE_BANDWIDTH)

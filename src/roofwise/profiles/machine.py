@@ -37,7 +37,13 @@ OP_CLASSES = ("arithmetic", "transcendental", "compare", "contraction")
 
 @dataclass(frozen=True)
 class MemoryLevel:
-    """One level of the memory hierarchy (hbm, l2, an Ascend GM path)."""
+    """One level of the memory hierarchy (hbm, l2, an Ascend GM path).
+
+    A cache level (l2, AMD's Infinity Cache) states its `capacity_bytes`: a call whose bytes
+    fit in it may have been served from it, above the DRAM ceiling. Its bandwidth is known
+    only where a source gives a theoretical rate or `roofwise calibrate` measured one
+    (`measured_bytes_per_s`, a rate with no theoretical to divide by).
+    """
 
     name: str
     theoretical_bytes_per_s: float | None  # None: a gap in the sources
@@ -46,6 +52,8 @@ class MemoryLevel:
     bytes_per_cycle: float | None = None
     source: str = ""
     choice: str = ""  # which vendor figure was taken where two exist, and why
+    capacity_bytes: float | None = None  # a cache's size; None for DRAM or a gap
+    measured_bytes_per_s: float | None = None  # measured where no theoretical rate exists
 
     def __post_init__(self) -> None:
         _freeze(self, "calibration_by_mix")
@@ -65,9 +73,10 @@ class MemoryLevel:
         return self.calibration_by_mix.get(chosen)
 
     def effective_bytes_per_s(self, mix: str | None = None) -> float | None:
-        """Calibrated bandwidth; the theoretical one when no mix was measured."""
+        """Calibrated bandwidth; the theoretical one when no mix was measured; the measured
+        one where there is no theoretical rate (calibrate's L2 re-read)."""
         if self.theoretical_bytes_per_s is None:
-            return None
+            return self.measured_bytes_per_s
         fraction = self.calibration(mix)
         return self.theoretical_bytes_per_s * (1.0 if fraction is None else fraction)
 
@@ -269,6 +278,14 @@ class Machine:
     @property
     def dram(self) -> MemoryLevel:
         return next(iter(self.memory.values()))
+
+    @property
+    def caches(self) -> tuple[MemoryLevel, ...]:
+        """The cache levels after DRAM that state a capacity (L2; the Infinity Cache on
+        CDNA 3), smallest first: the levels that may serve a call whose bytes fit in them."""
+        levels = [level for level in list(self.memory.values())[1:]
+                  if level.capacity_bytes is not None]
+        return tuple(sorted(levels, key=lambda level: level.capacity_bytes or 0.0))
 
     def unit(self, key: str) -> ComputeUnit | None:
         return self.units.get(key)

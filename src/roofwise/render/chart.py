@@ -62,6 +62,7 @@ from roofwise.verdicts.rules import (
     AT_CEILING,
     BELOW,
     BLANK,
+    CACHE_RESIDENT,
     FLOOR_EXPLAINS_SHARE,
     IMPOSSIBLE,
     LATENCY_BOUND,
@@ -70,10 +71,10 @@ from roofwise.verdicts.rules import (
 
 VERDICT_COLOR = {
     "at_ceiling": "#2ca02c", "below": "#f0a202", "latency_bound": "#17a2b8",
-    "anomaly": "#d61fd6", "impossible": "#d62728",
+    "anomaly": "#d61fd6", "impossible": "#d62728", "cache_resident": "#4c72b0",
 }
 # Drawn in this order, so the rows that need a person's eyes sit on top.
-_DRAW_ORDER = (AT_CEILING, BELOW, LATENCY_BOUND, ANOMALY, IMPOSSIBLE)
+_DRAW_ORDER = (AT_CEILING, BELOW, LATENCY_BOUND, CACHE_RESIDENT, ANOMALY, IMPOSSIBLE)
 _SERIES_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "h", "*", "p")
 _MACHINE_COLORS = ("#222222", "#1f4e9e", "#8c564b", "#6a3d9a", "#0b6e4f", "#b15928")
 MANY_POINTS = 2000  # above this many points: small translucent rasterized markers
@@ -675,7 +676,8 @@ def _draw_legend(fig: Figure, ax: Axes, counts: Mapping[str, int],
                  faint_envelope: bool = False,
                  floors: Sequence[Patch] = (), lost: Sequence[str] = ()) -> None:
     handles: list[object] = []
-    for name in ("impossible", "anomaly", "below", "latency_bound", "at_ceiling"):
+    for name in ("impossible", "anomaly", "below", "latency_bound", "cache_resident",
+                 "at_ceiling"):
         if counts.get(name):
             loud = name in ("impossible", "anomaly")
             handles.append(Line2D([], [], ls="none", marker="o", ms=9 if loud else 6,

@@ -37,7 +37,7 @@ from roofwise.profiles.machine import Machine
 from roofwise.records.write import atomic_writer
 from roofwise.render.chart import figure_svg, roofline_figure
 from roofwise.render.row_ledgers import LedgerFinder, NoLedger, Reference, RowLedger
-from roofwise.traces.analysis import TraceAnalysis, groups, summary_lines, verdicts_text
+from roofwise.traces.analysis import TraceAnalysis, groups, summary_lines
 from roofwise.verdicts.mismatch import mismatch_summary
 from roofwise.verdicts.rules import NO_EFFICIENCY
 
@@ -51,7 +51,8 @@ th,td{border-bottom:1px solid #e3e6e9;padding:4px 8px;text-align:left;vertical-a
 th{background:#f4f6f8;position:sticky;top:0} th.sortable{cursor:pointer;user-select:none}
 th.sortable:after{content:" \\2195";color:#aab} th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;
+overflow-wrap:normal} th{overflow-wrap:normal}
 #verdicts{table-layout:auto} #verdicts td{overflow-wrap:anywhere}
 #verdicts th{overflow-wrap:normal}
 #verdicts>tbody>tr.row>td:nth-child(11){min-width:14em;width:40%}
@@ -70,6 +71,9 @@ tr.binding td{font-weight:600}
 .v-impossible{background:#d62728;color:#fff} .v-anomaly{background:#d61fd6;color:#fff}
 .v-below{background:#f0a202;color:#1d2125} .v-at_ceiling{background:#2ca02c;color:#fff}
 .v-latency_bound{background:#17a2b8;color:#fff} .v-blank{background:#ccd1d6;color:#333}
+.v-cache_resident{background:#4c72b0;color:#fff} .nowrap{white-space:nowrap}
+#groups td{overflow-wrap:anywhere} #groups td:nth-child(1){min-width:12em}
+#groups td:nth-child(2){min-width:10em;max-width:22em} #groups td:nth-child(10){min-width:12em}
 details pre{white-space:pre-wrap;font-size:12px;background:#f7f8fa;padding:8px;margin:4px 0}
 .controls{margin:8px 0;display:flex;gap:12px;align-items:center}
 input[type=search]{width:320px;padding:4px 6px} ul.reasons{margin:0;padding-left:18px}
@@ -83,51 +87,60 @@ color:#b0141b;font-weight:600} p.no-ledger{color:#66707a;font-style:italic}
 
 _JS = """
 (function(){
-  var table=document.getElementById('verdicts'), body=table.tBodies[0];
-  var filter=document.getElementById('filter'), pick=document.getElementById('verdict-filter');
-  var shown=document.getElementById('shown');
-  function rows(){return Array.prototype.filter.call(body.rows,function(r){
-    return r.classList.contains('row');});}
-  function apply(){  // a row and its details row show and hide together
-    var text=filter.value.toLowerCase(), want=pick.value, n=0;
-    rows().forEach(function(r){
-      var ok=(!want||r.dataset.verdict===want)&&
-             (!text||r.textContent.toLowerCase().indexOf(text)>=0);
-      r.style.display=ok?'':'none'; r.nextElementSibling.style.display=ok?'':'none'; if(ok)n++;});
-    shown.textContent=n;
-  }
-  filter.addEventListener('input',apply); pick.addEventListener('change',apply);
-  Array.prototype.forEach.call(table.tHead.rows[0].cells,function(th,col){
-    if(!th.classList.contains('sortable'))return;
-    th.addEventListener('click',function(){
-      var asc=!th.classList.contains('asc');
-      Array.prototype.forEach.call(table.tHead.rows[0].cells,function(c){c.classList.remove('asc','desc');});
-      th.classList.add(asc?'asc':'desc');
-      var sorted=rows();
-      sorted.sort(function(a,b){
-        var x=a.cells[col].dataset.sort, y=b.cells[col].dataset.sort;
-        var fx=parseFloat(x), fy=parseFloat(y), c;
-        if(x===''&&y==='')c=0; else if(x==='')return 1; else if(y==='')return -1;
-        else if(!isNaN(fx)&&!isNaN(fy))c=fx-fy; else c=x<y?-1:(x>y?1:0);
-        return asc?c:-c;});
-      sorted.forEach(function(r){var d=r.nextElementSibling; body.appendChild(r);
-        body.appendChild(d);});
+  // one table: sort by a header click, filter by text and by verdict. A row may own the row
+  // after it (its details); they show, hide and move together. Used by every table here.
+  function table(t){
+    var body=t.tBodies[0], filter=document.getElementById(t.dataset.filter),
+        pick=document.getElementById(t.dataset.pick),
+        shown=document.getElementById(t.dataset.shown);
+    function rows(){return Array.prototype.filter.call(body.rows,function(r){
+      return r.classList.contains('row');});}
+    function partner(r){var d=r.nextElementSibling;
+      return d&&d.classList.contains('details-row')?d:null;}
+    function apply(){
+      var text=filter.value.toLowerCase(), want=pick.value, n=0;
+      rows().forEach(function(r){
+        var ok=(!want||(' '+r.dataset.verdict+' ').indexOf(' '+want+' ')>=0)&&
+               (!text||r.textContent.toLowerCase().indexOf(text)>=0), d=partner(r);
+        r.style.display=ok?'':'none'; if(d)d.style.display=ok?'':'none'; if(ok)n++;});
+      shown.textContent=n;
+    }
+    filter.addEventListener('input',apply); pick.addEventListener('change',apply);
+    Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,col){
+      if(!th.classList.contains('sortable'))return;
+      th.addEventListener('click',function(){
+        var asc=!th.classList.contains('asc');
+        Array.prototype.forEach.call(t.tHead.rows[0].cells,function(c){
+          c.classList.remove('asc','desc');});
+        th.classList.add(asc?'asc':'desc');
+        var sorted=rows();
+        sorted.sort(function(a,b){
+          var x=a.cells[col].dataset.sort, y=b.cells[col].dataset.sort;
+          var fx=parseFloat(x), fy=parseFloat(y), c;
+          if(x===''&&y==='')c=0; else if(x==='')return 1; else if(y==='')return -1;
+          else if(!isNaN(fx)&&!isNaN(fy))c=fx-fy; else c=x<y?-1:(x>y?1:0);
+          return asc?c:-c;});
+        sorted.forEach(function(r){var d=partner(r); body.appendChild(r);
+          if(d)body.appendChild(d);});
+      });
     });
-  });
+    apply();
+  }
+  Array.prototype.forEach.call(document.querySelectorAll('table.rw-table'),table);
   // a row's ledger lives once in a <template>; copy it in when its details first open
-  body.addEventListener('toggle',function(e){
+  document.body.addEventListener('toggle',function(e){
     var d=e.target; if(d.tagName!=='DETAILS'||!d.open)return;
     var slot=d.querySelector('[data-ledger]');
     if(slot&&!slot.hasChildNodes())
       slot.appendChild(document.getElementById(slot.dataset.ledger).content.cloneNode(true));
   },true);
-  apply();
 })();
 """
 
 # table order; every column but reasons sorts. Each row's details sit in a row of their own.
 _HEADERS = ("#", "op", "workload", "machine", "verdict", "efficiency", "time", "SOL", "bound",
             "AI (FLOP/B)", "reasons")
+_NUMERIC = frozenset({"#", "efficiency", "time", "SOL", "AI (FLOP/B)"})  # right, never wrap
 DEFAULT_ROWS = 2000  # rows in the table, worst first; the summary counts every row
 
 
@@ -197,24 +210,52 @@ def _table(analysis: Analysis, shown: Analysis, finder: LedgerFinder,
            templates: dict[int, tuple[str, Ledger]]) -> str:
     """The verdict table of `shown` (the rows of `analysis` it holds, worst first);
     `findings` are theirs, in order."""
-    out = ['<h2>Verdicts</h2><div class="controls">',
-           '<input type="search" id="filter" placeholder="filter rows (any text)">',
-           '<select id="verdict-filter"><option value="">all verdicts</option>']
-    out += [f'<option value="{_e(name)}">{_e(name)} ({n})</option>'
-            for name, n in analysis.counts().items() if n]
     held = (f"the worst {len(shown):,} of {len(analysis):,} rows are in the table (--rows "
             "sets how many); " if len(shown) < len(analysis) else "")
-    out += [f'</select><span class="muted">{_e(held)}<span id="shown"></span> rows shown; '
-            "click a header to sort</span></div>", '<table id="verdicts"><thead><tr>']
-    out += [f'<th class="{"" if h == "reasons" else "sortable"}">{_e(h)}</th>'
-            for h in _HEADERS]
-    out.append("</tr></thead><tbody>")
+    out = ["<h2>Verdicts</h2>",
+           _table_head("verdicts", ("filter", "verdict-filter", "shown"), analysis.counts(),
+                       held, _HEADERS, _NUMERIC, unsorted=("reasons",))]
     for rank in range(len(shown)):
         row = shown.row(rank)
         out.append(_row(shown, rank, rank, row,
                         _row_ledger(finder.find(row), findings[rank], templates)))
     out.append("</tbody></table>")
     return "\n".join(out)
+
+
+def _table_head(table_id: str, controls: tuple[str, str, str], counts: Mapping[str, int],
+                held: str, headers: Sequence[str], numeric: frozenset[str],
+                unsorted: Sequence[str] = ()) -> str:
+    """A table's text and verdict filters and its header row, up to its open <tbody>: the
+    one layout every sortable, filterable table of the report has (the page's script binds
+    each `rw-table` to the controls its data-* attributes name)."""
+    text_id, pick_id, shown_id = controls
+    options = "".join(f'<option value="{_e(name)}">{_e(name)} ({n:,})</option>'
+                      for name, n in counts.items() if n)
+    def head(h: str) -> str:
+        classes = [c for c, on in (("sortable", h not in unsorted), ("num", h in numeric)) if on]
+        return f'<th class="{" ".join(classes)}">{_e(h)}</th>'
+
+    heads = "".join(head(h) for h in headers)
+    return (f'<div class="controls"><input type="search" id="{text_id}" '
+            'placeholder="filter rows (any text)">'
+            f'<select id="{pick_id}"><option value="">all verdicts</option>{options}</select>'
+            f'<span class="muted">{_e(held)}<span id="{shown_id}"></span> rows shown; click a '
+            f'header to sort</span></div><table id="{table_id}" class="rw-table" '
+            f'data-filter="{text_id}" data-pick="{pick_id}" data-shown="{shown_id}"><thead><tr>'
+            f"{heads}</tr></thead><tbody>")
+
+
+def _badge(verdict: str) -> str:
+    """A verdict as the report shows it everywhere: a coloured badge."""
+    return f'<span class="v v-{_e(verdict)}">{_e(verdict)}</span>'
+
+
+def _cell(sort_key: str, shown: str, numeric: bool = False) -> str:
+    """One sortable cell: `sort_key` orders it (a number sorts numerically), `shown` is
+    HTML already escaped."""
+    cls = ' class="num"' if numeric else ""
+    return f'<td{cls} data-sort="{_e(sort_key)}">{shown}</td>'
 
 
 def _row(analysis: Analysis, i: int, rank: int, row: Mapping[str, Any], ledger: str) -> str:
@@ -227,15 +268,14 @@ def _row(analysis: Analysis, i: int, rank: int, row: Mapping[str, Any], ledger: 
         (str(row["op"]), _e(row["op"]), ""),
         (workload_text, _e(workload_text), ""),
         (str(row["machine"] or ""), _e(row["machine"] or "—"), ""),
-        (str(_SEVERITY_KEY.get(verdict, 9)), f'<span class="v v-{_e(verdict)}">{_e(verdict)}'
-                                             "</span>", ""),
+        (str(_SEVERITY_KEY.get(verdict, 9)), _badge(verdict), ""),
         (_num(efficiency), fmt.percent(efficiency), "num"),
         (_num(row["time_s"]), _e(_seconds(row["time_s"])), "num"),
         (_num(row["sol_time_s"]), _e(_seconds(row["sol_time_s"])), "num"),
         (str(row["bound"] or ""), _e(_bound(row)), ""),
         (_num(ai), _e(fmt.intensity(_float(ai))), "num"),
     ]
-    tds = [f'<td class="{cls}" data-sort="{_e(key)}">{shown}</td>' for key, shown, cls in cells]
+    tds = [_cell(key, shown, cls == "num") for key, shown, cls in cells]
     reasons = "".join(f"<li>{_e(r)}</li>" for r in row["reasons"])
     tds.append(f'<td data-sort=""><ul class="reasons">{reasons}</ul></td>')
     details = json.dumps(row, indent=2, default=str)
@@ -393,7 +433,7 @@ def _ledger(analysis: Analysis, i: int, row: Mapping[str, Any],
 
 # verdict column sorts by how urgently a person should look (same order as the terminal)
 _SEVERITY_KEY = {"impossible": 0, "anomaly": 1, "blank": 2, "below": 3, "latency_bound": 4,
-                 "at_ceiling": 5}
+                 "cache_resident": 4, "at_ceiling": 5}
 
 
 def _bound(row: Mapping[str, Any]) -> str:
@@ -500,17 +540,41 @@ def trace_report_html(result: TraceAnalysis, title: str, source: str,
                        before_chart=trace_groups_html(result))
 
 
+_GROUP_HEADERS = ("op", "shapes", "n", "time", "SOL", "lost", "share", "eff.", "verdicts",
+                  "note")
+_GROUP_NUMERIC = frozenset({"n", "time", "SOL", "lost", "share", "eff."})
+
+
 def trace_groups_html(result: TraceAnalysis, limit: int = 200) -> str:
-    """The grouped view as an HTML section, for `roofwise report` on a trace."""
-    e = html.escape
+    """The grouped view as an HTML section, for `roofwise report` on a trace: the records
+    table's badges, filters and sorting (`_table_head`, `_badge`, `_cell`), one row a group."""
+    shown = groups(result)[:limit]
+    counts: dict[str, int] = {}
+    for g in shown:
+        for name, n in g.verdicts.items():
+            counts[name] = counts.get(name, 0) + n
+    held = (f"the {len(shown):,} groups losing most time are in the table; "
+            if len(shown) < len(groups(result)) else "")
     rows = []
-    for g in groups(result)[:limit]:
-        cells = (g.op, g.shapes, str(g.count), fmt.seconds(g.time_s), fmt.seconds(g.sol_time_s),
-                 fmt.seconds(g.time_lost_s), fmt.percent(g.share), fmt.percent(g.efficiency),
-                 verdicts_text(g), g.reason)
-        rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>")
-    headers = ("op", "shapes", "n", "time", "SOL", "lost", "share", "eff.", "verdicts", "note")
-    lines = "".join(f"<p>{e(line.strip())}</p>" for line in summary_lines(result))
-    return ("<h2>Trace: ops by shape, most time lost first</h2>" + lines +
-            "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in headers) +
-            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    for g in shown:
+        ordered = sorted(g.verdicts.items(), key=lambda kv: (_SEVERITY_KEY.get(kv[0], 9),
+                                                              -kv[1]))
+        badges = " ".join(f'<span class="nowrap">{_badge(name)}&nbsp;{n:,}</span>'
+                          for name, n in ordered)
+        worst = ordered[0][0] if ordered else ""
+        cells = [_cell(g.op, _e(g.op)), _cell(g.shapes, _e(g.shapes)),
+                 _cell(str(g.count), f"{g.count:,}", True),
+                 _cell(_num(g.time_s), _e(fmt.seconds(g.time_s)), True),
+                 _cell(_num(g.sol_time_s), _e(fmt.seconds(g.sol_time_s)), True),
+                 _cell(_num(g.time_lost_s), _e(fmt.seconds(g.time_lost_s)), True),
+                 _cell(_num(g.share), _e(fmt.percent(g.share)), True),
+                 _cell(_num(g.efficiency), _e(fmt.percent(g.efficiency)), True),
+                 _cell(str(_SEVERITY_KEY.get(worst, 9)), badges),
+                 _cell(g.reason, _e(g.reason))]
+        rows.append(f'<tr class="row" data-verdict="{_e(" ".join(g.verdicts))}">'
+                    f'{"".join(cells)}</tr>')
+    lines = "".join(f"<p>{_e(line.strip())}</p>" for line in summary_lines(result))
+    return ("<h2>Trace: ops by shape, most time lost first</h2>" + lines
+            + _table_head("groups", ("group-filter", "group-verdict-filter", "group-shown"),
+                          counts, held, _GROUP_HEADERS, _GROUP_NUMERIC)
+            + "".join(rows) + "</tbody></table>")

@@ -23,6 +23,7 @@ from roofwise.verdicts.rules import BLANK, NO_EFFICIENCY
 VERDICT_STYLE = {
     "impossible": "bold white on red", "anomaly": "bold magenta", "blank": "dim",
     "below": "yellow", "latency_bound": "cyan", "at_ceiling": "bold green",
+    "cache_resident": "blue",
 }
 
 

@@ -146,7 +146,8 @@ def _blank_rows(n: int) -> tuple[Priced, Judged]:
     flags = np.full(n, int(Reason.NO_MACHINE), dtype=np.int32)
     priced = Priced(nan, nan, nan, nan, np.zeros(n, bool), nan, empty, nan, nan, {}, {}, nan,
                     empty, nan, flags, nan)
-    judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan, nan, nan, nan)
+    judged = Judged(nan, nan, np.full(n, BLANK, dtype=np.int8), flags, nan, nan, nan, nan,
+                    np.full(n, -1, dtype=np.int8))
     return priced, judged
 
 

@@ -1,8 +1,9 @@
 """Read a measured time against its price: efficiency, a band, and the labels that keep it honest.
 
-Order of precedence: blank (cannot price) > impossible (above a theoretical ceiling, so an
-accounting error) > latency_bound (no traction) > anomaly (above the envelope) > at_ceiling
-or below.
+Order of precedence: blank (cannot price) > impossible (above a theoretical ceiling of every
+level that could have served it, so an accounting error) > cache_resident (above the DRAM
+ceiling, its bytes fitting in a cache) > latency_bound (no traction) > anomaly (above the
+envelope) > at_ceiling or below.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ FLOOR_SIZEABLE_SHARE = 0.2
 # A time within this fraction above (or its p90 at or above) its floor is read as at the floor.
 FLOOR_NOISE = 0.05
 
-VERDICTS = ("at_ceiling", "below", "anomaly", "latency_bound", "impossible", "blank")
-AT_CEILING, BELOW, ANOMALY, LATENCY_BOUND, IMPOSSIBLE, BLANK = range(6)
+VERDICTS = ("at_ceiling", "below", "anomaly", "latency_bound", "impossible", "blank",
+            "cache_resident")
+AT_CEILING, BELOW, ANOMALY, LATENCY_BOUND, IMPOSSIBLE, BLANK, CACHE_RESIDENT = range(7)
 # Verdicts whose efficiency is not a reading (the reasons carry the numbers instead): the one
 # place this rule is written; the table, the report, --json and compare read it here.
 NO_EFFICIENCY = frozenset({IMPOSSIBLE, LATENCY_BOUND, BLANK})
 # Severity by verdict code, lower first: the rows that need a person's eyes come first.
-SEVERITY = np.array([5, 3, 1, 4, 0, 2], dtype=np.int64)  # AT_CEILING .. BLANK
+SEVERITY = np.array([5, 3, 1, 4, 0, 2, 4], dtype=np.int64)  # AT_CEILING .. CACHE_RESIDENT
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Judged:
     floor_s: np.ndarray | None = None  # the latency floor of the row's timing and kernel count
     net_efficiency: np.ndarray | None = None  # sol / (time - floor); NaN where not shown
     serial_efficiency: np.ndarray | None = None  # against max(memory, serial pipe sum)
+    # index into `machine.caches` of the cache that served a cache_resident row, -1 elsewhere
+    cache_level: np.ndarray | None = None
 
 
 def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarray,
@@ -73,6 +77,18 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
 
     at_ceiling = efficiency >= AT_CEILING_EFFICIENCY
     anomaly = envelope_efficiency > ANOMALY_EFFICIENCY
+    cache = cache_reading(machine, priced, time_s, bytes_, achieved_bytes)
+    mark(flags, cache.over_all, Reason.ABOVE_CACHE_BANDWIDTH)
+    # a cache served the bytes: the DRAM ceiling was never the limit, so neither its
+    # theoretical rate (impossible) nor its envelope (a memory anomaly) judges the row; a
+    # FLOP rate above a unit's peak still does (`in_cache` is the rows read on the cache)
+    flags = np.where(cache.resident, (flags | np.int32(Reason.CACHE_RESIDENT))
+                     & ~np.int32(Reason.ABOVE_THEORETICAL_BANDWIDTH), flags).astype(np.int32)
+    in_cache = cache.resident & ((flags & np.int32(Reason.ABOVE_THEORETICAL_RATE)) == 0)
+    anomaly &= ~in_cache | cache.compute_anomaly
+    efficiency = np.where(in_cache, cache.efficiency, efficiency)
+    envelope_efficiency = np.where(in_cache, cache.envelope_efficiency, envelope_efficiency)
+    at_ceiling &= ~in_cache
     floor_s, floor_assumed = row_floors(machine.latency_floors, timing, kernels, len(time_s))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         time_low = time_s if time_p10_s is None else np.fmin(time_s, time_p10_s)
@@ -92,13 +108,15 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
         # a reading in the at-ceiling band is a lower bound on the kernel that no floor can
         # spoil: the time could not be that short if the floor held for this row
         in_band = at_ceiling & ~anomaly
-        latency = sol_under_floor & (floor_s >= FLOOR_EXPLAINS_SHARE * time_low) & ~in_band
-        split = sol_under_floor & ~latency & ~in_band
+        # a cache-served row is read against the cache, not the floor
+        latency = (sol_under_floor & (floor_s >= FLOOR_EXPLAINS_SHARE * time_low) & ~in_band
+                   & ~in_cache)
+        split = sol_under_floor & ~latency & ~in_band & ~in_cache
         rest_s = time_s - floor_s
         net = priced.sol_time_s / rest_s
         # net of the floor only where the rest still covers SOL: a net above 100% says the
         # launches overlapped the kernel, and subtracting them would overstate it
-        share = ((split | (floor_s >= FLOOR_SIZEABLE_SHARE * time_s)) & ~latency
+        share = ((split | (floor_s >= FLOOR_SIZEABLE_SHARE * time_s)) & ~latency & ~in_cache
                  & (rest_s > 0) & (net <= 1.0))
         serial_efficiency = (priced.sol_time_s if priced.serial_sol_time_s is None
                              else priced.serial_sol_time_s) / safe_time
@@ -109,24 +127,91 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     mark(flags, floor_assumed & (latency | split | share), Reason.FLOOR_ASSUMED)
 
     mark(flags, anomaly, Reason.ANOMALY)
-    mark(flags, (efficiency > ANOMALY_EFFICIENCY) & ~anomaly,
+    mark(flags, (efficiency > ANOMALY_EFFICIENCY) & ~anomaly & ~in_cache,
          Reason.ABOVE_REGIME_WITHIN_ENVELOPE)
 
     blank = (flags & np.int32(BLANK_REASONS)) != 0
     impossible = ~blank & ((flags & np.int32(IMPOSSIBLE_REASONS)) != 0)
     latency_bound = ~blank & ~impossible & latency
+    # a compute anomaly on a cache-served row stays an anomaly: the cache explains bytes only
+    resident = ~blank & ~impossible & in_cache & ~cache.compute_anomaly
     # lowest precedence first; each later label overrides (arithmetic, not `where=`: the masks
     # flip from row to row and a branch-free update is several times faster)
     verdict = np.where(at_ceiling, np.int8(AT_CEILING), np.int8(BELOW))
     for mask, label in ((anomaly, ANOMALY), (latency_bound, LATENCY_BOUND),
-                        (impossible, IMPOSSIBLE), (blank, BLANK)):
+                        (resident, CACHE_RESIDENT), (impossible, IMPOSSIBLE), (blank, BLANK)):
         verdict += (np.int8(label) - verdict) * mask.astype(np.int8)
     efficiency = np.where(blank, np.nan, efficiency)
     return Judged(efficiency=efficiency, envelope_efficiency=np.where(blank, np.nan,
                                                                       envelope_efficiency),
                   verdict=verdict, flags=flags, achieved_bytes_per_s=achieved_bytes,
-                  floor_s=floor_s, net_efficiency=np.where(share & ~blank, net, np.nan),
-                  serial_efficiency=np.where(blank, np.nan, serial_efficiency))
+                  floor_s=floor_s, net_efficiency=np.where(share & ~blank & ~resident, net,
+                                                           np.nan),
+                  serial_efficiency=np.where(blank | resident, np.nan, serial_efficiency),
+                  cache_level=np.where(resident, cache.level, -1).astype(np.int8))
+
+
+@dataclass(frozen=True)
+class CacheReading:
+    """Per row: whether a cache level can have served it above the DRAM ceiling, which one,
+    and the efficiency against that level's roof (NaN where its bandwidth is unknown)."""
+
+    resident: np.ndarray  # above the DRAM ceiling, bytes within a cache it does not outrun
+    over_all: np.ndarray  # above DRAM and above every cache it fits in (theoretical rates)
+    level: np.ndarray  # index into machine.caches of the serving level; -1 for none
+    efficiency: np.ndarray  # SOL on the serving level's effective roof / time
+    envelope_efficiency: np.ndarray
+    compute_anomaly: np.ndarray  # the compute envelope, not bytes, is above 105%
+
+
+def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: np.ndarray,
+                  achieved_bytes_per_s: np.ndarray) -> CacheReading:
+    """Which rows above the DRAM ceiling a cache explains (docs/verdicts.md, cache_resident).
+
+    Above the DRAM ceiling means above its theoretical rate, or above 105% of its envelope
+    (where a calibrated profile would call it an anomaly). Such a row whose bytes (read +
+    write: its working set) fit in a cache level, and whose rate is not above that level's
+    theoretical bandwidth where one is known, was served by that cache: the smallest such
+    level is named, and the row judged against its roof where its bandwidth is known."""
+    n = len(time_s)
+    none = np.zeros(n, dtype=bool)
+    nan = np.full(n, np.nan)
+    dram = machine.dram
+    theoretical = dram.theoretical_bytes_per_s
+    envelope = dram.effective_bytes_per_s()
+    if not machine.caches or theoretical is None or envelope is None:
+        return CacheReading(none, none, np.full(n, -1, np.int8), nan, nan, none)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        above = (achieved_bytes_per_s > min(theoretical, ANOMALY_EFFICIENCY * envelope)) & (
+            bytes_ > 0) & (time_s > 0)
+        level = np.full(n, -1, dtype=np.int8)
+        fits_any = none.copy()
+        for k, cache in enumerate(machine.caches):
+            fits = above & (bytes_ <= (cache.capacity_bytes or 0.0))
+            fits_any |= fits
+            ceiling = cache.theoretical_bytes_per_s
+            servable = fits & (level < 0)
+            if ceiling is not None:
+                servable &= achieved_bytes_per_s <= ceiling
+            level[servable] = k
+        resident = level >= 0
+        over_all = fits_any & ~resident & (achieved_bytes_per_s > theoretical)
+        efficiency, envelope_efficiency = nan.copy(), nan.copy()
+        for k, cache in enumerate(machine.caches):
+            rows = level == k
+            roof = cache.effective_bytes_per_s()
+            if roof is None or not rows.any():
+                continue
+            # the cache's roof replaces DRAM's; the compute roof still holds
+            memory_s = bytes_[rows] / roof
+            efficiency[rows] = np.maximum(memory_s, priced.compute_time_s[rows]) / time_s[rows]
+            envelope_efficiency[rows] = efficiency[rows]
+        # the compute envelope alone above 105%: the cache does not explain FLOPs
+        memory_envelope_s = bytes_ / envelope
+        compute_anomaly = resident & (priced.envelope_sol_time_s > memory_envelope_s * (
+            1 + 1e-12)) & (priced.envelope_sol_time_s / time_s > ANOMALY_EFFICIENCY)
+    return CacheReading(resident, over_all, level, efficiency, envelope_efficiency,
+                        compute_anomaly)
 
 
 def row_floors(floors: LatencyFloors, timing: np.ndarray, kernels: np.ndarray | None,
