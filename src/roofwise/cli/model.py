@@ -19,6 +19,7 @@ from roofwise.base.errors import InputError
 from roofwise.cli.common import console, finite, load_machine_arg, note, print_hanging
 from roofwise.cli.machines import print_fitted
 from roofwise.models.project import projection_records
+from roofwise.models.serve import memory_lines
 from roofwise.profiles.machine import Machine
 from roofwise.records.write import format_of, write_records
 from roofwise.render.layout import Column, fit_table
@@ -57,17 +58,19 @@ from roofwise.render.layout import Column, fit_table
 @click.option("--records-out", "records_out", default=None, metavar="PATH",
               help="Write the projected ops as records with time_s empty (.jsonl or .parquet), "
                    "for `roofwise analyze --projection`.")
+@click.option("--allow-long-context", "allow_long", is_flag=True,
+              help="Project past the config's max_position_embeddings (refused otherwise).")
 @click.option("--limit", default=40, show_default=True, type=click.IntRange(min=0),
               help="Op rows in the table, most time first (0 for all).")
 def model_command(config_path: str, machine_name: str, phase: str, batch: int,
                   seq: int | None, context: int, tp: int, dtype: str, kv_dtype: str | None,
                   regime: str | None, unfused: bool, sweeps: tuple[str, ...], as_json: bool,
-                  records_out: str | None, limit: int) -> None:
+                  records_out: str | None, allow_long: bool, limit: int) -> None:
     """Project one prefill or decode step of a transformers model on a machine: every op
-    priced, per layer type and in total."""
+    priced, per layer type and in total, and whether it fits in the card's memory."""
     with _no_stdin():
         _model(config_path, machine_name, phase, batch, seq, context, tp, dtype, kv_dtype,
-               regime, unfused, sweeps, as_json, records_out, limit)
+               regime, unfused, sweeps, as_json, records_out, limit, allow_long)
 
 
 @contextlib.contextmanager
@@ -85,7 +88,7 @@ def _no_stdin() -> Iterator[None]:
 def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int | None,
            context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
-           limit: int) -> None:
+           limit: int, allow_long: bool = False) -> None:
     from roofwise.models.config import load_config, shard  # deferred: transformers
 
     machine = load_machine_arg(machine_name)
@@ -100,7 +103,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
         note(f"roofwise: profile {machine.name} has no interconnect: the all-reduces of "
              f"--tp {tp} stay unpriced")
     config = shard(load_config(config_path), tp)
-    options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp)
+    options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp,
+                   allow_long_context=allow_long)
     if sweeps:
         _sweep(config, machine, dict(batch=batch, seq=seq, context=context), sweeps, options,
                as_json)
@@ -119,13 +123,12 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
 
 def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
              regime: str | None, options: dict[str, Any]) -> Any:
-    from roofwise.models.capture import capture_step  # deferred: torch
-    from roofwise.models.project import project  # deferred: torch
+    from roofwise.models.serve import StepOptions, project_step  # deferred: torch
 
-    capture = capture_step(config, options["phase"], batch, seq, context, options["dtype"],
-                           options["kv_dtype"], options["fused"])
-    projection = project(capture, machine, options["phase"], batch, seq, context,
-                         options["tp"], regime)
+    projection = project_step(config, machine, options["phase"], batch, seq, context,
+                              StepOptions(options["dtype"], options["kv_dtype"],
+                                          options["fused"], options["tp"], regime,
+                                          options["allow_long_context"]))
     if projection.step_time_s <= 0:
         raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
                                                       "(its rates are gaps: it prices in "
@@ -206,10 +209,12 @@ def render(projection: Any, out: Console, limit: int | None) -> None:
         + floor_text,
         f"tokens/s {totals['tokens_per_s']:,.0f} ({cap.tokens} new token(s) per step)",
         f"work {fmt.count(totals['flops'])}: {units}",
-        f"weights {fmt.nbytes(cap.weight_bytes)}, KV cache {fmt.nbytes(cap.kv_cache_bytes)} "
-        f"({cap.kv_dtype}), activation traffic {fmt.nbytes(totals['activation_bytes'])}"
+        f"weights {fmt.nbytes(totals['weight_bytes'])}, KV cache "
+        f"{fmt.nbytes(totals['kv_cache_bytes'])} ({cap.kv_dtype}), activation traffic "
+        f"{fmt.nbytes(totals['activation_bytes'])}"
         + (f", all-reduce traffic {fmt.nbytes(totals['collective_bytes'])}"
            if projection.tp > 1 else ""),
+        *memory_lines(projection, fmt.nbytes),
         *(f"note: {n}" for n in projection.notes),
         *([f"{totals['unpriced_ops']} op(s) unpriced (see the bound by column)"]
           if totals["unpriced_ops"] else []),
@@ -229,6 +234,7 @@ def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str
            options: dict[str, Any], as_json: bool) -> None:
     from roofwise.models import sweep  # deferred: torch
     from roofwise.models.capture import capture_step  # deferred: torch
+    from roofwise.models.memory import check_positions
     from roofwise.models.project import project  # deferred: torch
 
     points = sweep.grid(base, sweep.parse_sweeps(texts))
@@ -237,6 +243,7 @@ def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str
     def step(p: dict[str, int], regime: str | None) -> Any:
         key = (p["batch"], p["seq"], p["context"])
         if key not in captures:  # one capture per point, priced under each regime
+            check_positions(config, key[1] + key[2], options["allow_long_context"])
             captures[key] = capture_step(config, options["phase"], *key, options["dtype"],
                                          options["kv_dtype"], options["fused"])
         return project(captures[key], machine, options["phase"], *key, options["tp"], regime)

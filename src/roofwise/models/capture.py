@@ -67,6 +67,12 @@ class Capture:
     hidden: int
     dtype: str
     kv_dtype: str
+    # per cache layer: elements one sequence stores per position (keys and values), and the
+    # positions it keeps (a sliding window) or None (all of them); what memory fits read
+    kv_layers: tuple[tuple[int, int | None], ...] = ()
+    # every parameter: (name, shape, stored quantized by a quantized checkpoint: the weights
+    # of linear layers and of experts; embeddings, norms, biases and routers stay as they are)
+    weights: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
 
 
 def layer_pattern(path: str) -> str:
@@ -122,9 +128,42 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
         kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                           for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
                           if t is not None)
+        kv_layers = _kv_layers(cache, batch, getattr(hf, "sliding_window", None))
+        weight_list = _weights(model)
     return Capture(tuple(recorder.captured), int(weights),
                    math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
-                   config.layers, int(hf.hidden_size), dtype, kv)
+                   config.layers, int(hf.hidden_size), dtype, kv, kv_layers, weight_list)
+
+
+def _kv_layers(cache: Any, batch: int, window: int | None
+               ) -> tuple[tuple[int, int | None], ...]:
+    """Per cache layer, elements per sequence and position, and its window (None: full;
+    a sliding layer keeps the config's `sliding_window` positions)."""
+    found = []
+    for layer in getattr(cache, "layers", ()):
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        if keys is None or values is None or keys.dim() < 3:
+            continue
+        positions = int(keys.shape[-2])
+        elements = (keys.numel() + values.numel()) // max(1, batch * positions)
+        sliding = "Sliding" in type(layer).__name__
+        found.append((int(elements), int(window or positions) if sliding else None))
+    return tuple(found)
+
+
+def _weights(model: Any) -> tuple[tuple[str, tuple[int, ...], bool], ...]:
+    """Each parameter once (tied ones once), and whether a quantized checkpoint stores it
+    quantized: a linear layer's 2-D weight or an experts module's 3-D weights."""
+    import torch
+
+    quantized: set[int] = set()
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head"):
+            quantized.add(id(module.weight))
+        elif _is_experts(module):
+            quantized.update(id(p) for p in module.parameters(recurse=False) if p.ndim == 3)
+    return tuple((name, tuple(int(s) for s in p.shape), id(p) in quantized)
+                 for name, p in model.named_parameters())
 
 
 def causal_lm_class(config: ModelConfig) -> Any:

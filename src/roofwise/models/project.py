@@ -99,6 +99,7 @@ class Projection:
     capture: Capture
     regime: str | None = None
     notes: tuple[str, ...] = field(default=())
+    memory: Any = None  # models.memory.MemoryFit of this shard, when it was worked out
 
     @property
     def floor(self) -> Any:
@@ -156,6 +157,7 @@ class Projection:
                 "activation_bytes": self.activation_bytes,
                 "collective_bytes": sum(r.bytes for r in self.rows if is_collective(r)),
                 "unpriced_ops": sum(r.count for r in unpriced),
+                **(self.memory.as_json() if self.memory is not None else {}),
                 "notes": list(self.notes)}
 
 

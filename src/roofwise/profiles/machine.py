@@ -46,6 +46,8 @@ class MemoryLevel:
     bytes_per_cycle: float | None = None
     source: str = ""
     choice: str = ""  # which vendor figure was taken where two exist, and why
+    capacity_bytes: float | None = None  # what the level holds (None: not in the profile)
+    capacity_source: str = ""
 
     def __post_init__(self) -> None:
         _freeze(self, "calibration_by_mix")
