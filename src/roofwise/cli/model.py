@@ -29,11 +29,11 @@ from roofwise.render.layout import Column, fit_table
 @click.argument("config_path", metavar="CONFIG.json")
 @click.option("--machine", "-m", "machine_name", required=True, metavar="NAME|FILE",
               help="Built-in profile name or alias, or a profile YAML.")
-@click.option("--phase", type=click.Choice(("prefill", "decode")), required=True,
+@click.option("--phase", type=click.Choice(("prefill", "decode")), default=None,
               help="prefill: --seq new tokens per sequence; decode: one step of --seq "
-                   "(default 1) tokens over --context cached ones.")
-@click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Sequences per step.")
+                   "(default 1) tokens over --context cached ones. Required unless --serve.")
+@click.option("--batch", "batches", default="1", show_default=True, metavar="N[,N...]",
+              help="Sequences per step; with --serve, a list of batches (1,8,64).")
 @click.option("--seq", default=None, type=click.IntRange(min=1),
               help="New tokens per sequence (prefill: required; decode: default 1).")
 @click.option("--context", default=0, show_default=True, type=click.IntRange(min=0),
@@ -58,19 +58,47 @@ from roofwise.render.layout import Column, fit_table
 @click.option("--records-out", "records_out", default=None, metavar="PATH",
               help="Write the projected ops as records with time_s empty (.jsonl or .parquet), "
                    "for `roofwise analyze --projection`.")
+@click.option("--serve", "serve_text", default=None, metavar="input=N,output=N",
+              help="Serving figures of a request shape at each --batch: TTFT, TPOT, "
+                   "throughput, tokens/s per GPU, memory fit, launch floors (speed-of-light "
+                   "bounds).")
 @click.option("--allow-long-context", "allow_long", is_flag=True,
               help="Project past the config's max_position_embeddings (refused otherwise).")
 @click.option("--limit", default=40, show_default=True, type=click.IntRange(min=0),
               help="Op rows in the table, most time first (0 for all).")
-def model_command(config_path: str, machine_name: str, phase: str, batch: int,
+def model_command(config_path: str, machine_name: str, phase: str | None, batches: str,
                   seq: int | None, context: int, tp: int, dtype: str, kv_dtype: str | None,
                   regime: str | None, unfused: bool, sweeps: tuple[str, ...], as_json: bool,
-                  records_out: str | None, allow_long: bool, limit: int) -> None:
+                  records_out: str | None, serve_text: str | None, allow_long: bool,
+                  limit: int) -> None:
     """Project one prefill or decode step of a transformers model on a machine: every op
-    priced, per layer type and in total, and whether it fits in the card's memory."""
+    priced, per layer type and in total, and whether it fits in the card's memory; or, with
+    --serve, a request shape's serving figures."""
+    sizes = parse_batches(batches)
+    if serve_text is None and len(sizes) > 1:
+        raise click.UsageError("--batch takes one value without --serve (a grid: --sweep "
+                               "batch=...)")
+    if serve_text is None and phase is None:
+        raise click.UsageError("needs --phase prefill|decode, or --serve input=N,output=N")
     with _no_stdin():
-        _model(config_path, machine_name, phase, batch, seq, context, tp, dtype, kv_dtype,
+        if serve_text is not None:
+            _serve(config_path, machine_name, serve_text, sizes, tp, dtype, kv_dtype, regime,
+                   unfused, allow_long, as_json)
+            return
+        assert phase is not None
+        _model(config_path, machine_name, phase, sizes[0], seq, context, tp, dtype, kv_dtype,
                regime, unfused, sweeps, as_json, records_out, limit, allow_long)
+
+
+def parse_batches(text: str) -> list[int]:
+    """`1,8,64` -> [1, 8, 64]; each a positive integer."""
+    try:
+        sizes = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError("--batch", f"expected N or N,N,... (integers), got {text!r}") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise InputError("--batch", f"expected positive integers, got {text!r}")
+    return sizes
 
 
 @contextlib.contextmanager
@@ -298,3 +326,77 @@ def _tokens(value: int | None) -> str:
 
 def _point(value: int | None) -> str:
     return "none" if value is None else f"#{value}"
+
+
+def _serve(config_path: str, machine_name: str, request_text: str, batches: list[int],
+           tp: int, dtype: str, kv_dtype: str | None, regime: str | None, unfused: bool,
+           allow_long: bool, as_json: bool) -> None:
+    from roofwise.models.config import load_config, shard  # deferred: transformers
+    from roofwise.models.serve import SERVE_NOTES, StepOptions, parse_request, serve
+
+    machine = load_machine_arg(machine_name)
+    assert machine is not None
+    request = parse_request(request_text)
+    config = shard(load_config(config_path), tp)
+    serving = serve(config, machine, request, batches,
+                    StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long))
+    if as_json:
+        for point in serving.points:
+            _echo(point.as_json())
+        _echo(serving.summary_json())
+        return
+    out = console()
+    cells: list[list[str | Text]] = []
+    for p in serving.points:
+        fit = p.memory
+        cells.append([f"{p.batch:,}", fmt.seconds(p.ttft_s), fmt.seconds(p.tpot_s),
+                      f"{p.throughput_tokens_per_s:,.0f}", f"{p.tokens_per_s_per_gpu:,.0f}",
+                      f"{_bound_of(p.prefill)} / {_bound_of(p.decode)}",
+                      fmt.nbytes(fit.resident_bytes),
+                      "?" if fit.fits is None else ("yes" if fit.fits else "NO")])
+    title = (f"serving {request.input:,} in, {request.output:,} out on {machine.name}"
+             + (f", tp {tp}" if tp > 1 else "") + " (speed-of-light bounds)")
+    print_fitted(out, fit_table(SERVE_COLUMNS, cells, out.width, title))
+    first = serving.points[0]
+    floor_note = " (assumed floors)" if first.decode_launch.eager_assumed else ""
+    lines = [
+        f"TTFT: prefill of {request.input:,} tokens per sequence; TPOT: a decode step over "
+        f"{first.decode.context:,} cached tokens (the mean of the generation); tok/s: output "
+        "tokens of the batch over TTFT + (output-1) x TPOT; memory: per device at the last "
+        "token, against " + (fmt.nbytes(first.memory.capacity_bytes)
+                            if first.memory.capacity_bytes else "an unknown capacity"),
+        _crossover_line(serving.compute_bound_batch, serving.first_compute_bound_batch,
+                        serving.regime),
+        *[f"batch {p.batch:,}: decode launches {p.decode_launch.kernels:,} kernels per step: "
+          f"eager floor {fmt.seconds(p.decode_launch.eager_s)}, one CUDA graph "
+          f"{fmt.seconds(p.decode_launch.graph_s)} (TPOT {fmt.seconds(p.tpot_s)}); prefill "
+          f"{p.prefill_launch.kernels:,} kernels, eager floor "
+          f"{fmt.seconds(p.prefill_launch.eager_s)}{floor_note}"
+          for p in serving.points],
+        *[f"note: {n}" for n in SERVE_NOTES],
+    ]
+    for line in lines:
+        print_hanging(out, line)
+
+
+SERVE_COLUMNS = (Column("batch", "right"), Column("TTFT", "right"), Column("TPOT", "right"),
+                 Column("tok/s", "right"), Column("tok/s/GPU", "right", drop=2),
+                 Column("bound (prefill / decode)", drop=1), Column("memory", "right"),
+                 Column("fits"))
+
+
+def _bound_of(projection: Any) -> str:
+    from roofwise.models.serve import step_bound
+
+    return step_bound(projection)
+
+
+def _crossover_line(every: int | None, first: int | None, regime: str) -> str:
+    if first is None:
+        return f"decode GEMMs stay memory-bound at every batch ({regime} rates)"
+    tail = ("every weight GEMM of the decode step is compute-bound from batch "
+            f"{every:,}" if every is not None else "some never are")
+    return (f"decode turns compute-bound ({regime} rates): the first weight GEMM at batch "
+            f"{first:,}; {tail} (dense GEMMs; routed experts need num_experts/top_k times "
+            "more)")
+
