@@ -45,6 +45,10 @@ from roofwise.render.layout import Column, fit_table
               type=click.Choice(("bf16", "fp16", "fp32")), help="Weights and activations.")
 @click.option("--kv-dtype", "kv_dtype", default=None, metavar="DTYPE",
               help="KV cache dtype (e.g. fp8); default: --dtype.")
+@click.option("--mla", type=click.Choice(("absorbed", "expanded")), default="absorbed",
+              show_default=True,
+              help="Multi-head latent attention (DeepSeek) at decode: absorbed, as FlashMLA, "
+                   "vLLM and SGLang serve it, or expanded, as transformers runs it.")
 @click.option("--regime", default=None, metavar="NAME",
               help="Compute regime (sustained, burst); default: the envelope.")
 @click.option("--unfused", is_flag=True,
@@ -68,9 +72,9 @@ from roofwise.render.layout import Column, fit_table
               help="Op rows in the table, most time first (0 for all).")
 def model_command(config_path: str, machine_name: str, phase: str | None, batches: str,
                   seq: int | None, context: int, tp: int, dtype: str, kv_dtype: str | None,
-                  regime: str | None, unfused: bool, sweeps: tuple[str, ...], as_json: bool,
-                  records_out: str | None, serve_text: str | None, allow_long: bool,
-                  limit: int) -> None:
+                  mla: str, regime: str | None, unfused: bool, sweeps: tuple[str, ...],
+                  as_json: bool, records_out: str | None, serve_text: str | None,
+                  allow_long: bool, limit: int) -> None:
     """Project one prefill or decode step of a transformers model on a machine: every op
     priced, per layer type and in total, and whether it fits in the card's memory; or, with
     --serve, a request shape's serving figures."""
@@ -83,11 +87,11 @@ def model_command(config_path: str, machine_name: str, phase: str | None, batche
     with _no_stdin():
         if serve_text is not None:
             _serve(config_path, machine_name, serve_text, sizes, tp, dtype, kv_dtype, regime,
-                   unfused, allow_long, as_json)
+                   unfused, allow_long, as_json, mla)
             return
         assert phase is not None
         _model(config_path, machine_name, phase, sizes[0], seq, context, tp, dtype, kv_dtype,
-               regime, unfused, sweeps, as_json, records_out, limit, allow_long)
+               regime, unfused, sweeps, as_json, records_out, limit, allow_long, mla)
 
 
 def parse_batches(text: str) -> list[int]:
@@ -116,7 +120,7 @@ def _no_stdin() -> Iterator[None]:
 def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int | None,
            context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
-           limit: int, allow_long: bool = False) -> None:
+           limit: int, allow_long: bool = False, mla: str = "absorbed") -> None:
     from roofwise.models.config import load_config, shard  # deferred: transformers
 
     machine = load_machine_arg(machine_name)
@@ -132,7 +136,7 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
              f"--tp {tp} stay unpriced")
     config = shard(load_config(config_path), tp)
     options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp,
-                   allow_long_context=allow_long)
+                   allow_long_context=allow_long, mla=mla)
     if sweeps:
         _sweep(config, machine, dict(batch=batch, seq=seq, context=context), sweeps, options,
                as_json)
@@ -156,7 +160,7 @@ def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
     projection = project_step(config, machine, options["phase"], batch, seq, context,
                               StepOptions(options["dtype"], options["kv_dtype"],
                                           options["fused"], options["tp"], regime,
-                                          options["allow_long_context"]))
+                                          options["allow_long_context"], options["mla"]))
     if projection.step_time_s <= 0:
         raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
                                                       "(its rates are gaps: it prices in "
@@ -273,7 +277,8 @@ def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str
         if key not in captures:  # one capture per point, priced under each regime
             check_positions(config, key[1] + key[2], options["allow_long_context"])
             captures[key] = capture_step(config, options["phase"], *key, options["dtype"],
-                                         options["kv_dtype"], options["fused"])
+                                         options["kv_dtype"], options["fused"],
+                                         options["mla"])
         return project(captures[key], machine, options["phase"], *key, options["tp"], regime)
 
     by_regime = sweep.run_grid(points, step)
@@ -330,7 +335,7 @@ def _point(value: int | None) -> str:
 
 def _serve(config_path: str, machine_name: str, request_text: str, batches: list[int],
            tp: int, dtype: str, kv_dtype: str | None, regime: str | None, unfused: bool,
-           allow_long: bool, as_json: bool) -> None:
+           allow_long: bool, as_json: bool, mla: str = "absorbed") -> None:
     from roofwise.models.config import load_config, shard  # deferred: transformers
     from roofwise.models.serve import SERVE_NOTES, StepOptions, parse_request, serve
 
@@ -339,7 +344,7 @@ def _serve(config_path: str, machine_name: str, request_text: str, batches: list
     request = parse_request(request_text)
     config = shard(load_config(config_path), tp)
     serving = serve(config, machine, request, batches,
-                    StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long))
+                    StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long, mla))
     if as_json:
         for point in serving.points:
             _echo(point.as_json())

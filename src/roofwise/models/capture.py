@@ -20,8 +20,9 @@ run op by op; the experts are always priced by `ops.moe` (their data-dependent r
 run without data).
 
 The LM head is applied to the last token of each sequence only (`logits_to_keep=1`), as in
-serving. Multi-head latent attention runs as transformers implements it: the latent cache is
-expanded through `kv_b_proj` every step (no weight absorption).
+serving. Multi-head latent attention decodes in the absorbed form serving stacks run
+(`models/attention_forms.py`); `mla="expanded"` keeps transformers' form, the latent cache
+re-expanded through `kv_b_proj` every step. Prefill runs expanded in both.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 from roofwise.base.dtypes import bytes_per_element
 from roofwise.base.errors import InputError
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
+from roofwise.models import attention_forms
 from roofwise.models.config import ModelConfig
 from roofwise.ops.attention import attention
 from roofwise.ops.moe import moe
@@ -73,6 +75,7 @@ class Capture:
     # every parameter: (name, shape, stored quantized by a quantized checkpoint: the weights
     # of linear layers and of experts; embeddings, norms, biases and routers stay as they are)
     weights: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
+    mla: str | None = None  # the form multi-head latent attention ran in; None: no MLA
 
 
 def layer_pattern(path: str) -> str:
@@ -81,8 +84,9 @@ def layer_pattern(path: str) -> str:
 
 def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context: int,
                  dtype: str = "bf16", kv_dtype: str | None = None,
-                 fused: bool = True) -> Capture:
-    """Record one step: `seq` new tokens per sequence over `context` cached ones."""
+                 fused: bool = True, mla: str = "absorbed") -> Capture:
+    """Record one step: `seq` new tokens per sequence over `context` cached ones. `mla`: the
+    form of multi-head latent attention at decode (models/attention_forms.py)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import StaticCache
@@ -102,6 +106,13 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
             hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
         model.eval()
         hooks = _hook_modules(model, recorder, fused)
+        if mla not in attention_forms.MLA_FORMS:
+            raise InputError("--mla", f"expected one of {', '.join(attention_forms.MLA_FORMS)}"
+                                      f", got {mla!r}")
+        has_mla = any(attention_forms.is_mla(m) for m in model.modules())
+        patched = (attention_forms.absorb(model, recorder, CapturedOp, layer_pattern,
+                                          _torch_dtype_name)
+                   if has_mla and fused and mla == "absorbed" and phase == "decode" else [])
         cache = StaticCache(config=hf, max_cache_len=context + seq)
         ids = torch.zeros((batch, seq), dtype=torch.long)
         position = torch.arange(context, context + seq)
@@ -124,6 +135,7 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
         finally:
             for hook in hooks:
                 hook.remove()
+            attention_forms.restore(patched)
         weights = sum(p.numel() * p.element_size() for p in model.parameters())
         kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                           for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
@@ -132,7 +144,8 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
         weight_list = _weights(model)
     return Capture(tuple(recorder.captured), int(weights),
                    math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
-                   config.layers, int(hf.hidden_size), dtype, kv, kv_layers, weight_list)
+                   config.layers, int(hf.hidden_size), dtype, kv, kv_layers, weight_list,
+                   ("absorbed" if patched else "expanded") if has_mla else None)
 
 
 def _kv_layers(cache: Any, batch: int, window: int | None
@@ -198,6 +211,7 @@ def _recorder_class() -> Any:
             self.seq = seq
             self.kv_dtype = kv_dtype
             self.muted = 0
+            self.skip_attention = 0  # attention calls an absorbed MLA form already priced
             self.where = [""]
             self.captured: list[CapturedOp] = []
 
@@ -292,6 +306,13 @@ class _AttentionMode:
             return func(*args, **kwargs)
         q, k, v = args[:3]
         rec = self.recorder
+        if rec.skip_attention:
+            rec.skip_attention -= 1
+            rec.muted += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                rec.muted -= 1
         rec.captured.append(_attention_op(rec.where[-1], q, k, v, rec.seq, rec.kv_dtype))
         rec.muted += 1
         try:

@@ -157,6 +157,7 @@ class Projection:
                 "activation_bytes": self.activation_bytes,
                 "collective_bytes": sum(r.bytes for r in self.rows if is_collective(r)),
                 "unpriced_ops": sum(r.count for r in unpriced),
+                "mla": self.capture.mla,
                 **(self.memory.as_json() if self.memory is not None else {}),
                 "notes": list(self.notes)}
 

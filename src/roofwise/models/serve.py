@@ -29,6 +29,7 @@ class StepOptions:
     tp: int = 1
     regime: str | None = None
     allow_long_context: bool = False
+    mla: str = "absorbed"  # multi-head latent attention at decode: absorbed or expanded
 
 
 def project_step(config: ModelConfig, machine: Machine, phase: str, batch: int, seq: int,
@@ -39,10 +40,24 @@ def project_step(config: ModelConfig, machine: Machine, phase: str, batch: int, 
 
     check_positions(config, context + seq, options.allow_long_context)
     capture = capture_step(config, phase, batch, seq, context, options.dtype, options.kv_dtype,
-                           options.fused)
+                           options.fused, options.mla)
     projection = project(capture, machine, phase, batch, seq, context, options.tp,
                          options.regime)
+    if capture.mla is not None:
+        projection = replace(projection, notes=(*projection.notes, mla_note(capture.mla,
+                                                                             phase)))
     return with_memory(projection, config)
+
+
+def mla_note(form: str, phase: str) -> str:
+    if form == "absorbed":
+        return ("MLA absorbed (as FlashMLA, vLLM, SGLang decode): W_UK into the query, W_UV "
+                "into the output, attention on the latent cache read once; --mla expanded "
+                "for transformers' form")
+    why = ("prefill runs the expanded form, as serving stacks do for prompts"
+           if phase == "prefill" else "as transformers runs it")
+    return (f"MLA expanded ({why}): the latent cache re-expanded through kv_b_proj each step, "
+            "attention over per-head keys and values")
 
 
 def with_memory(projection: Projection, config: ModelConfig,
