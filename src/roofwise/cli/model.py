@@ -45,6 +45,10 @@ from roofwise.render.layout import Column, fit_table
               type=click.Choice(("bf16", "fp16", "fp32")), help="Weights and activations.")
 @click.option("--kv-dtype", "kv_dtype", default=None, metavar="DTYPE",
               help="KV cache dtype (e.g. fp8); default: --dtype.")
+@click.option("--weights", "weights", default=None, metavar="fp8|int8|int4[:GROUP]",
+              help="Quantized weights, overriding the config's quantization_config: fp8 "
+                   "(128x128 block scales, fp8 GEMMs), int8 (per channel) or int4 (group 128 "
+                   "or GROUP, zero points), weight-only.")
 @click.option("--mla", type=click.Choice(("absorbed", "expanded")), default="absorbed",
               show_default=True,
               help="Multi-head latent attention (DeepSeek) at decode: absorbed, as FlashMLA, "
@@ -72,9 +76,9 @@ from roofwise.render.layout import Column, fit_table
               help="Op rows in the table, most time first (0 for all).")
 def model_command(config_path: str, machine_name: str, phase: str | None, batches: str,
                   seq: int | None, context: int, tp: int, dtype: str, kv_dtype: str | None,
-                  mla: str, regime: str | None, unfused: bool, sweeps: tuple[str, ...],
-                  as_json: bool, records_out: str | None, serve_text: str | None,
-                  allow_long: bool, limit: int) -> None:
+                  weights: str | None, mla: str, regime: str | None, unfused: bool,
+                  sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
+                  serve_text: str | None, allow_long: bool, limit: int) -> None:
     """Project one prefill or decode step of a transformers model on a machine: every op
     priced, per layer type and in total, and whether it fits in the card's memory; or, with
     --serve, a request shape's serving figures."""
@@ -87,11 +91,11 @@ def model_command(config_path: str, machine_name: str, phase: str | None, batche
     with _no_stdin():
         if serve_text is not None:
             _serve(config_path, machine_name, serve_text, sizes, tp, dtype, kv_dtype, regime,
-                   unfused, allow_long, as_json, mla)
+                   unfused, allow_long, as_json, mla, weights)
             return
         assert phase is not None
         _model(config_path, machine_name, phase, sizes[0], seq, context, tp, dtype, kv_dtype,
-               regime, unfused, sweeps, as_json, records_out, limit, allow_long, mla)
+               regime, unfused, sweeps, as_json, records_out, limit, allow_long, mla, weights)
 
 
 def parse_batches(text: str) -> list[int]:
@@ -120,7 +124,8 @@ def _no_stdin() -> Iterator[None]:
 def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int | None,
            context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
-           limit: int, allow_long: bool = False, mla: str = "absorbed") -> None:
+           limit: int, allow_long: bool = False, mla: str = "absorbed",
+           weights: str | None = None) -> None:
     from roofwise.models.config import load_config, shard  # deferred: transformers
 
     machine = load_machine_arg(machine_name)
@@ -136,7 +141,7 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
              f"--tp {tp} stay unpriced")
     config = shard(load_config(config_path), tp)
     options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp,
-                   allow_long_context=allow_long, mla=mla)
+                   allow_long_context=allow_long, mla=mla, weights=weights)
     if sweeps:
         _sweep(config, machine, dict(batch=batch, seq=seq, context=context), sweeps, options,
                as_json)
@@ -160,7 +165,8 @@ def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
     projection = project_step(config, machine, options["phase"], batch, seq, context,
                               StepOptions(options["dtype"], options["kv_dtype"],
                                           options["fused"], options["tp"], regime,
-                                          options["allow_long_context"], options["mla"]))
+                                          options["allow_long_context"], options["mla"],
+                                          options["weights"]))
     if projection.step_time_s <= 0:
         raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
                                                       "(its rates are gaps: it prices in "
@@ -335,7 +341,8 @@ def _point(value: int | None) -> str:
 
 def _serve(config_path: str, machine_name: str, request_text: str, batches: list[int],
            tp: int, dtype: str, kv_dtype: str | None, regime: str | None, unfused: bool,
-           allow_long: bool, as_json: bool, mla: str = "absorbed") -> None:
+           allow_long: bool, as_json: bool, mla: str = "absorbed",
+           weights: str | None = None) -> None:
     from roofwise.models.config import load_config, shard  # deferred: transformers
     from roofwise.models.serve import SERVE_NOTES, StepOptions, parse_request, serve
 
@@ -344,7 +351,8 @@ def _serve(config_path: str, machine_name: str, request_text: str, batches: list
     request = parse_request(request_text)
     config = shard(load_config(config_path), tp)
     serving = serve(config, machine, request, batches,
-                    StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long, mla))
+                    StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long, mla,
+                                weights))
     if as_json:
         for point in serving.points:
             _echo(point.as_json())

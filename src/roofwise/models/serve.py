@@ -16,6 +16,7 @@ from roofwise.base.errors import InputError
 from roofwise.models.config import ModelConfig
 from roofwise.models.memory import check_positions, memory_fit
 from roofwise.models.project import Projection
+from roofwise.models.quant import parse_weights, quantize_capture, scheme_from_config
 from roofwise.profiles.machine import Machine
 
 
@@ -30,6 +31,7 @@ class StepOptions:
     regime: str | None = None
     allow_long_context: bool = False
     mla: str = "absorbed"  # multi-head latent attention at decode: absorbed or expanded
+    weights: str | None = None  # --weights fp8|int8|int4[:group]; None: the config's scheme
 
 
 def project_step(config: ModelConfig, machine: Machine, phase: str, batch: int, seq: int,
@@ -39,13 +41,24 @@ def project_step(config: ModelConfig, machine: Machine, phase: str, batch: int, 
     from roofwise.models.project import project
 
     check_positions(config, context + seq, options.allow_long_context)
+    scheme = (parse_weights(options.weights) if options.weights is not None
+              else scheme_from_config(config.raw, config.path))
     capture = capture_step(config, phase, batch, seq, context, options.dtype, options.kv_dtype,
                            options.fused, options.mla)
+    if scheme is not None:
+        capture = quantize_capture(capture, scheme)
     projection = project(capture, machine, phase, batch, seq, context, options.tp,
                          options.regime)
     if capture.mla is not None:
         projection = replace(projection, notes=(*projection.notes, mla_note(capture.mla,
                                                                              phase)))
+    if scheme is not None:
+        projection = replace(projection, weights=scheme.name, notes=(
+            *projection.notes, f"weights {scheme.name} (from {scheme.source}): "
+            + ("GEMMs on the fp8 tensor cores, activations quantized per 1x128 group"
+               if scheme.fp8_activations else
+               f"GEMMs on the {capture.dtype} tensor cores, each weight dequantised once")
+            + "; embeddings, norms, routers and the LM head unquantized"))
     return with_memory(projection, config)
 
 
