@@ -380,12 +380,7 @@ def _serve(config_path: str, machine_name: str, request_text: str, batches: list
                             if first.memory.capacity_bytes else "an unknown capacity"),
         _crossover_line(serving.compute_bound_batch, serving.first_compute_bound_batch,
                         serving.regime),
-        *[f"batch {p.batch:,}: decode launches {p.decode_launch.kernels:,} kernels per step: "
-          f"eager floor {fmt.seconds(p.decode_launch.eager_s)}, one CUDA graph "
-          f"{fmt.seconds(p.decode_launch.graph_s)} (TPOT {fmt.seconds(p.tpot_s)}); prefill "
-          f"{p.prefill_launch.kernels:,} kernels, eager floor "
-          f"{fmt.seconds(p.prefill_launch.eager_s)}{floor_note}"
-          for p in serving.points],
+        *_launch_lines(serving.points, floor_note),
         *[f"note: {n}" for n in SERVE_NOTES],
     ]
     for line in lines:
@@ -413,3 +408,26 @@ def _crossover_line(every: int | None, first: int | None, regime: str) -> str:
             f"{first:,}; {tail} (dense GEMMs; routed experts need num_experts/top_k times "
             "more)")
 
+
+
+def _launch_lines(points: Sequence[Any], floor_note: str) -> list[str]:
+    """Each step's kernel count and launch floors (one line when every batch launches the
+    same kernels), and where the floor, not the GPU, sets the step."""
+    def counts(p: Any) -> str:
+        return (f"decode launches {p.decode_launch.kernels:,} kernels a step: eager floor "
+                f"{fmt.seconds(p.decode_launch.eager_s)}, one CUDA graph "
+                f"{fmt.seconds(p.decode_launch.graph_s)}; prefill "
+                f"{p.prefill_launch.kernels:,} kernels, eager floor "
+                f"{fmt.seconds(p.prefill_launch.eager_s)}{floor_note}")
+
+    same = len({(p.decode_launch.kernels, p.prefill_launch.kernels) for p in points}) == 1
+    lines = ([counts(points[0]) + " (every batch)"] if same
+             else [f"batch {p.batch:,}: {counts(p)}" for p in points])
+    graph = [f"{p.batch:,}" for p in points if p.decode_launch.graph_s > p.tpot_s]
+    eager = [f"{p.batch:,}" for p in points if p.decode_launch.eager_s > p.tpot_s]
+    if eager:
+        lines.append("launch-bound decode (the floor above TPOT): eager at batch "
+                     + ", ".join(eager) + ("; even as one CUDA graph at batch "
+                                           + ", ".join(graph) if graph else
+                                           "; one CUDA graph is under TPOT at every batch"))
+    return lines
