@@ -271,21 +271,20 @@ def bound_by(row: Any) -> str:
 def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
            options: dict[str, Any], as_json: bool) -> None:
     from roofwise.models import sweep  # deferred: torch
-    from roofwise.models.capture import capture_step  # deferred: torch
-    from roofwise.models.memory import check_positions
-    from roofwise.models.project import project  # deferred: torch
+    from roofwise.models.serve import StepOptions, capture_for, step_of
 
     points = sweep.grid(base, sweep.parse_sweeps(texts))
     captures: dict[tuple[int, int, int], Any] = {}
+    step_options = StepOptions(options["dtype"], options["kv_dtype"], options["fused"],
+                               options["tp"], None, options["allow_long_context"],
+                               options["mla"], options["weights"])
 
     def step(p: dict[str, int], regime: str | None) -> Any:
         key = (p["batch"], p["seq"], p["context"])
         if key not in captures:  # one capture per point, priced under each regime
-            check_positions(config, key[1] + key[2], options["allow_long_context"])
-            captures[key] = capture_step(config, options["phase"], *key, options["dtype"],
-                                         options["kv_dtype"], options["fused"],
-                                         options["mla"])
-        return project(captures[key], machine, options["phase"], *key, options["tp"], regime)
+            captures[key] = capture_for(config, options["phase"], *key, step_options)
+        return step_of(captures[key], config, machine, options["phase"], *key, step_options,
+                       regime)
 
     by_regime = sweep.run_grid(points, step)
     found = sweep.crossovers(points, by_regime, machine)
@@ -294,7 +293,8 @@ def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str
             for regime in sweep.REGIMES:
                 p = by_regime[regime][i]
                 _echo({"point": i, **point, "regime": regime, "sol_time_s": p.step_time_s,
-                       "tokens_per_s": p.tokens_per_s})
+                       "tokens_per_s": p.tokens_per_s, "fits": p.memory.fits,
+                       "resident_bytes": p.memory.resident_bytes})
         for c in found:
             _echo({"op": c.op, "layer": c.layer, "n": c.n, "k": c.k, "dtype": c.dtype,
                    "compute_bound_from_tokens": dict(c.tokens_by_regime),

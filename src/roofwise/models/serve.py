@@ -15,8 +15,13 @@ from typing import Any
 from roofwise.base.errors import InputError
 from roofwise.models.config import ModelConfig
 from roofwise.models.memory import check_positions, memory_fit
-from roofwise.models.project import Projection
-from roofwise.models.quant import parse_weights, quantize_capture, scheme_from_config
+from roofwise.models.project import Projection, project
+from roofwise.models.quant import (
+    WeightScheme,
+    parse_weights,
+    quantize_capture,
+    scheme_from_config,
+)
 from roofwise.profiles.machine import Machine
 
 
@@ -37,18 +42,35 @@ class StepOptions:
 def project_step(config: ModelConfig, machine: Machine, phase: str, batch: int, seq: int,
                  context: int, options: StepOptions) -> Projection:
     """Capture one step of the (sharded) config, price it, and fit it in the card's memory."""
+    capture = capture_for(config, phase, batch, seq, context, options)
+    return step_of(capture, config, machine, phase, batch, seq, context, options,
+                   options.regime)
+
+
+def weight_scheme(config: ModelConfig, options: StepOptions) -> WeightScheme | None:
+    """--weights when given, else the config's quantization_config; None: unquantized."""
+    return (parse_weights(options.weights) if options.weights is not None
+            else scheme_from_config(config.raw, config.path))
+
+
+def capture_for(config: ModelConfig, phase: str, batch: int, seq: int, context: int,
+                options: StepOptions) -> Any:
+    """The step's capture, its weights read as their scheme stores them (one capture serves
+    every regime of a sweep)."""
     from roofwise.models.capture import capture_step  # deferred: torch
-    from roofwise.models.project import project
 
     check_positions(config, context + seq, options.allow_long_context)
-    scheme = (parse_weights(options.weights) if options.weights is not None
-              else scheme_from_config(config.raw, config.path))
+    scheme = weight_scheme(config, options)
     capture = capture_step(config, phase, batch, seq, context, options.dtype, options.kv_dtype,
                            options.fused, options.mla)
-    if scheme is not None:
-        capture = quantize_capture(capture, scheme)
-    projection = project(capture, machine, phase, batch, seq, context, options.tp,
-                         options.regime)
+    return capture if scheme is None else quantize_capture(capture, scheme)
+
+
+def step_of(capture: Any, config: ModelConfig, machine: Machine, phase: str, batch: int,
+            seq: int, context: int, options: StepOptions, regime: str | None) -> Projection:
+    """A captured step priced under `regime`, with its notes and memory fit."""
+    scheme = weight_scheme(config, options)
+    projection = project(capture, machine, phase, batch, seq, context, options.tp, regime)
     if capture.mla is not None:
         projection = replace(projection, notes=(*projection.notes, mla_note(capture.mla,
                                                                              phase)))
