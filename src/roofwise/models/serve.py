@@ -13,15 +13,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from roofwise.base.errors import InputError
+from roofwise.models import sweep
 from roofwise.models.config import ModelConfig
 from roofwise.models.memory import check_positions, memory_fit
 from roofwise.models.project import Projection, project
 from roofwise.models.quant import (
+    WEIGHT_GEMMS,
     WeightScheme,
     parse_weights,
     quantize_capture,
+    quantized_gemm,
     scheme_from_config,
 )
+from roofwise.pricing.core import price_ledger
 from roofwise.profiles.machine import Machine
 
 
@@ -263,6 +267,31 @@ class ServePoint:
                    for k, v in self.memory.as_json().items()}}
 
 
+def gemm_crossover(machine: Machine, shapes: str, scheme: WeightScheme | None,
+                   regime: str) -> int | None:
+    """The fewest tokens at which a weight GEMM row's kernel (as its scheme runs it) is
+    compute-bound; None: not up to sweep.MAX_TOKENS; 0: not a weight GEMM's shapes."""
+    shape = sweep.gemm_shape(shapes)
+    if shape is None:
+        return 0
+    n, k, dtype = shape
+    if scheme is None:
+        return sweep.crossover_tokens(machine, n, k, dtype, regime)
+
+    def compute_bound(m: int) -> bool:
+        ledger = quantized_gemm(f"[{m}, {k}] {dtype}, [{k}, {n}] {dtype}", scheme)
+        assert ledger is not None
+        return price_ledger(ledger, machine, regime).bound == "compute"
+
+    if not compute_bound(sweep.MAX_TOKENS):
+        return None
+    low, high = 1, sweep.MAX_TOKENS
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if compute_bound(middle) else (middle + 1, high)
+    return low
+
+
 def step_bound(projection: Projection) -> str:
     """What most of the step's time is bound by: memory, compute or interconnect."""
     shares: dict[str, float] = {}
@@ -306,8 +335,6 @@ SERVE_NOTES = (
 def serve(config: ModelConfig, machine: Machine, request: Request, batches: list[int],
           options: StepOptions) -> Serving:
     """TTFT, TPOT and throughput at each batch (two captures each), and the decode crossover."""
-    from roofwise.models import sweep
-
     check_positions(config, request.input + request.output, options.allow_long_context,
                     "--serve input + output")
     points = []
@@ -323,11 +350,11 @@ def serve(config: ModelConfig, machine: Machine, request: Request, batches: list
         points.append(ServePoint(batch, request, prefill, decode, fit, launch_floor(prefill),
                                  launch_floor(decode)))
     regime = options.regime or "sustained"
-    crossovers = []
-    for row in points[0].decode.rows:
-        shape = sweep.gemm_shape(row.shapes) if row.op == "aten::mm" else None
-        if shape is not None:
-            crossovers.append(sweep.crossover_tokens(machine, *shape, regime))
+    scheme = weight_scheme(config, options)
+    crossovers = [gemm_crossover(machine, row.shapes, scheme if row.ledger is not None
+                                 and row.ledger.name.startswith("gemm_") else None, regime)
+                  for row in points[0].decode.rows if row.op in WEIGHT_GEMMS]
+    crossovers = [c for c in crossovers if c != 0]
     every = (None if not crossovers or any(c is None for c in crossovers)
              else max(c for c in crossovers if c is not None))
     first = min((c for c in crossovers if c is not None), default=None)
