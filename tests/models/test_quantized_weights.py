@@ -124,3 +124,20 @@ def test_an_unpriced_quant_method_is_refused_in_one_line(capsys, tmp_path):
     assert main(["model", str(path), "-m", "h200", "--phase", "decode", "--weights",
                  "int3"]) == 2
     assert "expected fp8, int8, int4 or int4:GROUP" in capsys.readouterr().err
+
+
+def test_gptq_and_nf4_matrix_bytes_by_hand():
+    from roofwise.models.quant import scheme_from_config
+
+    gptq = scheme_from_config({"quantization_config": {"quant_method": "gptq", "bits": 4,
+                                                       "group_size": -1}}, "c.json")
+    # 4096 x 11008: 4 bits a weight; per column one fp16 scale and one 4-bit zero; g_idx int32
+    assert gptq.matrix_bytes(4096, 11008) == 4096 * 11008 / 2 + 4096 * 2 + 4096 / 2 + 11008 * 4
+    nf4 = scheme_from_config({"quantization_config": {
+        "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True}}, "c.json")
+    blocks = 4096 * 4096 // 64  # one absmax per 64 weights, in 8 bits, fp32 per 256 of them
+    assert nf4.matrix_bytes(4096, 4096) == 4096 * 4096 / 2 + blocks + blocks // 256 * 4
+    fp8 = scheme_from_config({"quantization_config": {
+        "quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}, "c.json")
+    assert fp8.matrix_bytes(576, 7168) == 576 * 7168 + 5 * 56 * 4  # 576 rows: 5 blocks
