@@ -36,10 +36,10 @@ def reduced(tmp_path, name):
     return path, config
 
 
-def project(capsys, path, phase, batch, seq, context, tp):
+def project(capsys, path, phase, batch, seq, context, tp, *extra):
     code, out, err = run(capsys, "model", path, "--machine", "h200", "--phase", phase,
                          "--batch", batch, "--seq", seq, "--context", context, "--tp", tp,
-                         "--json")
+                         "--json", *extra)
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1]["op"] == "total"
@@ -116,8 +116,9 @@ def test_moe_mixtral(capsys, tmp_path, phase, batch, seq, context, tp):
 @pytest.mark.parametrize("tp", [1, 2])
 @pytest.mark.parametrize(("phase", "batch", "seq", "context"), CASES)
 def test_mla_deepseek_v2_lite(capsys, tmp_path, phase, batch, seq, context, tp):
-    """Layer 0 dense, layer 1 MoE (first_k_dense_replace 1); MLA as transformers runs it: the
-    latent cache (kv_lora_rank + rope dims, one 'head') expanded by kv_b_proj every step."""
+    """Layer 0 dense, layer 1 MoE (first_k_dense_replace 1); MLA as transformers runs it
+    (--mla expanded): the latent cache (kv_lora_rank + rope dims, one 'head') expanded by
+    kv_b_proj every step. The absorbed form: tests/models/test_mla_forms.py."""
     path, c = reduced(tmp_path, "deepseek-v2-lite")
     h, vocab, heads = c["hidden_size"], c["vocab_size"], c["num_attention_heads"] // tp
     nope, rope, dv, rank = (c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"],
@@ -135,7 +136,7 @@ def test_mla_deepseek_v2_lite(capsys, tmp_path, phase, batch, seq, context, tp):
            + 2 * tokens * 3 * h * moe_inter * c["n_shared_experts"])
     expected = (LAYERS * (attention_linear + attention) + dense + moe
                 + 2 * batch * h * (vocab // tp))
-    rows, total = project(capsys, path, phase, batch, seq, context, tp)
+    rows, total = project(capsys, path, phase, batch, seq, context, tp, "--mla", "expanded")
     assert sum(r["count"] for r in rows if r["op"] == "attention (fused)") == LAYERS
     assert total["flops_by_unit"]["tensor_core.bf16"] == pytest.approx(expected, rel=0.01)
     assert total["flops"] == pytest.approx(expected, rel=0.01)

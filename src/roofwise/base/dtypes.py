@@ -12,6 +12,7 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
     "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
     "fp4": 0.5, "fp4_e2m1": 0.5,
+    "int4": 0.5, "uint4": 0.5, "nf4": 0.5,  # packed two to a byte (AWQ, GPTQ, bitsandbytes)
     "complex128": 16, "complex64": 8,  # rotary embeddings in complex form (DeepSeek)
     "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
 }

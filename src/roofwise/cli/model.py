@@ -19,6 +19,7 @@ from roofwise.base.errors import InputError
 from roofwise.cli.common import console, finite, load_machine_arg, note, print_hanging
 from roofwise.cli.machines import print_fitted
 from roofwise.models.project import projection_records
+from roofwise.models.serve import memory_lines
 from roofwise.profiles.machine import Machine
 from roofwise.records.write import format_of, write_records
 from roofwise.render.layout import Column, fit_table
@@ -28,11 +29,11 @@ from roofwise.render.layout import Column, fit_table
 @click.argument("config_path", metavar="CONFIG.json")
 @click.option("--machine", "-m", "machine_name", required=True, metavar="NAME|FILE",
               help="Built-in profile name or alias, or a profile YAML.")
-@click.option("--phase", type=click.Choice(("prefill", "decode")), required=True,
+@click.option("--phase", type=click.Choice(("prefill", "decode")), default=None,
               help="prefill: --seq new tokens per sequence; decode: one step of --seq "
-                   "(default 1) tokens over --context cached ones.")
-@click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Sequences per step.")
+                   "(default 1) tokens over --context cached ones. Required unless --serve.")
+@click.option("--batch", "batches", default="1", show_default=True, metavar="N[,N...]",
+              help="Sequences per step; with --serve, a list of batches (1,8,64).")
 @click.option("--seq", default=None, type=click.IntRange(min=1),
               help="New tokens per sequence (prefill: required; decode: default 1).")
 @click.option("--context", default=0, show_default=True, type=click.IntRange(min=0),
@@ -44,6 +45,14 @@ from roofwise.render.layout import Column, fit_table
               type=click.Choice(("bf16", "fp16", "fp32")), help="Weights and activations.")
 @click.option("--kv-dtype", "kv_dtype", default=None, metavar="DTYPE",
               help="KV cache dtype (e.g. fp8); default: --dtype.")
+@click.option("--weights", "weights", default=None, metavar="fp8|int8|int4[:GROUP]",
+              help="Quantized weights, overriding the config's quantization_config: fp8 "
+                   "(128x128 block scales, fp8 GEMMs), int8 (per channel) or int4 (group 128 "
+                   "or GROUP, zero points), weight-only.")
+@click.option("--mla", type=click.Choice(("absorbed", "expanded")), default="absorbed",
+              show_default=True,
+              help="Multi-head latent attention (DeepSeek) at decode: absorbed, as FlashMLA, "
+                   "vLLM and SGLang serve it, or expanded, as transformers runs it.")
 @click.option("--regime", default=None, metavar="NAME",
               help="Compute regime (sustained, burst); default: the envelope.")
 @click.option("--unfused", is_flag=True,
@@ -57,17 +66,47 @@ from roofwise.render.layout import Column, fit_table
 @click.option("--records-out", "records_out", default=None, metavar="PATH",
               help="Write the projected ops as records with time_s empty (.jsonl or .parquet), "
                    "for `roofwise analyze --projection`.")
+@click.option("--serve", "serve_text", default=None, metavar="input=N,output=N",
+              help="Serving figures of a request shape at each --batch: TTFT, TPOT, "
+                   "throughput, tokens/s per GPU, memory fit, launch floors (speed-of-light "
+                   "bounds).")
+@click.option("--allow-long-context", "allow_long", is_flag=True,
+              help="Project past the config's max_position_embeddings (refused otherwise).")
 @click.option("--limit", default=40, show_default=True, type=click.IntRange(min=0),
               help="Op rows in the table, most time first (0 for all).")
-def model_command(config_path: str, machine_name: str, phase: str, batch: int,
+def model_command(config_path: str, machine_name: str, phase: str | None, batches: str,
                   seq: int | None, context: int, tp: int, dtype: str, kv_dtype: str | None,
-                  regime: str | None, unfused: bool, sweeps: tuple[str, ...], as_json: bool,
-                  records_out: str | None, limit: int) -> None:
+                  weights: str | None, mla: str, regime: str | None, unfused: bool,
+                  sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
+                  serve_text: str | None, allow_long: bool, limit: int) -> None:
     """Project one prefill or decode step of a transformers model on a machine: every op
-    priced, per layer type and in total."""
+    priced, per layer type and in total, and whether it fits in the card's memory; or, with
+    --serve, a request shape's serving figures."""
+    sizes = parse_batches(batches)
+    if serve_text is None and len(sizes) > 1:
+        raise click.UsageError("--batch takes one value without --serve (a grid: --sweep "
+                               "batch=...)")
+    if serve_text is None and phase is None:
+        raise click.UsageError("needs --phase prefill|decode, or --serve input=N,output=N")
     with _no_stdin():
-        _model(config_path, machine_name, phase, batch, seq, context, tp, dtype, kv_dtype,
-               regime, unfused, sweeps, as_json, records_out, limit)
+        if serve_text is not None:
+            _serve(config_path, machine_name, serve_text, sizes, tp, dtype, kv_dtype, regime,
+                   unfused, allow_long, as_json, mla, weights)
+            return
+        assert phase is not None
+        _model(config_path, machine_name, phase, sizes[0], seq, context, tp, dtype, kv_dtype,
+               regime, unfused, sweeps, as_json, records_out, limit, allow_long, mla, weights)
+
+
+def parse_batches(text: str) -> list[int]:
+    """`1,8,64` -> [1, 8, 64]; each a positive integer."""
+    try:
+        sizes = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError("--batch", f"expected N or N,N,... (integers), got {text!r}") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise InputError("--batch", f"expected positive integers, got {text!r}")
+    return sizes
 
 
 @contextlib.contextmanager
@@ -85,7 +124,8 @@ def _no_stdin() -> Iterator[None]:
 def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int | None,
            context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
-           limit: int) -> None:
+           limit: int, allow_long: bool = False, mla: str = "absorbed",
+           weights: str | None = None) -> None:
     from roofwise.models.config import load_config, shard  # deferred: transformers
 
     machine = load_machine_arg(machine_name)
@@ -100,7 +140,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
         note(f"roofwise: profile {machine.name} has no interconnect: the all-reduces of "
              f"--tp {tp} stay unpriced")
     config = shard(load_config(config_path), tp)
-    options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp)
+    options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp,
+                   allow_long_context=allow_long, mla=mla, weights=weights)
     if sweeps:
         _sweep(config, machine, dict(batch=batch, seq=seq, context=context), sweeps, options,
                as_json)
@@ -119,13 +160,13 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
 
 def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
              regime: str | None, options: dict[str, Any]) -> Any:
-    from roofwise.models.capture import capture_step  # deferred: torch
-    from roofwise.models.project import project  # deferred: torch
+    from roofwise.models.serve import StepOptions, project_step  # deferred: torch
 
-    capture = capture_step(config, options["phase"], batch, seq, context, options["dtype"],
-                           options["kv_dtype"], options["fused"])
-    projection = project(capture, machine, options["phase"], batch, seq, context,
-                         options["tp"], regime)
+    projection = project_step(config, machine, options["phase"], batch, seq, context,
+                              StepOptions(options["dtype"], options["kv_dtype"],
+                                          options["fused"], options["tp"], regime,
+                                          options["allow_long_context"], options["mla"],
+                                          options["weights"]))
     if projection.step_time_s <= 0:
         raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
                                                       "(its rates are gaps: it prices in "
@@ -206,10 +247,12 @@ def render(projection: Any, out: Console, limit: int | None) -> None:
         + floor_text,
         f"tokens/s {totals['tokens_per_s']:,.0f} ({cap.tokens} new token(s) per step)",
         f"work {fmt.count(totals['flops'])}: {units}",
-        f"weights {fmt.nbytes(cap.weight_bytes)}, KV cache {fmt.nbytes(cap.kv_cache_bytes)} "
-        f"({cap.kv_dtype}), activation traffic {fmt.nbytes(totals['activation_bytes'])}"
+        f"weights {fmt.nbytes(totals['weight_bytes'])}, KV cache "
+        f"{fmt.nbytes(totals['kv_cache_bytes'])} ({cap.kv_dtype}), activation traffic "
+        f"{fmt.nbytes(totals['activation_bytes'])}"
         + (f", all-reduce traffic {fmt.nbytes(totals['collective_bytes'])}"
            if projection.tp > 1 else ""),
+        *memory_lines(projection, fmt.nbytes),
         *(f"note: {n}" for n in projection.notes),
         *([f"{totals['unpriced_ops']} op(s) unpriced (see the bound by column)"]
           if totals["unpriced_ops"] else []),
@@ -228,18 +271,20 @@ def bound_by(row: Any) -> str:
 def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
            options: dict[str, Any], as_json: bool) -> None:
     from roofwise.models import sweep  # deferred: torch
-    from roofwise.models.capture import capture_step  # deferred: torch
-    from roofwise.models.project import project  # deferred: torch
+    from roofwise.models.serve import StepOptions, capture_for, step_of
 
     points = sweep.grid(base, sweep.parse_sweeps(texts))
     captures: dict[tuple[int, int, int], Any] = {}
+    step_options = StepOptions(options["dtype"], options["kv_dtype"], options["fused"],
+                               options["tp"], None, options["allow_long_context"],
+                               options["mla"], options["weights"])
 
     def step(p: dict[str, int], regime: str | None) -> Any:
         key = (p["batch"], p["seq"], p["context"])
         if key not in captures:  # one capture per point, priced under each regime
-            captures[key] = capture_step(config, options["phase"], *key, options["dtype"],
-                                         options["kv_dtype"], options["fused"])
-        return project(captures[key], machine, options["phase"], *key, options["tp"], regime)
+            captures[key] = capture_for(config, options["phase"], *key, step_options)
+        return step_of(captures[key], config, machine, options["phase"], *key, step_options,
+                       regime)
 
     by_regime = sweep.run_grid(points, step)
     found = sweep.crossovers(points, by_regime, machine)
@@ -248,7 +293,8 @@ def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str
             for regime in sweep.REGIMES:
                 p = by_regime[regime][i]
                 _echo({"point": i, **point, "regime": regime, "sol_time_s": p.step_time_s,
-                       "tokens_per_s": p.tokens_per_s})
+                       "tokens_per_s": p.tokens_per_s, "fits": p.memory.fits,
+                       "resident_bytes": p.memory.resident_bytes})
         for c in found:
             _echo({"op": c.op, "layer": c.layer, "n": c.n, "k": c.k, "dtype": c.dtype,
                    "compute_bound_from_tokens": dict(c.tokens_by_regime),
@@ -291,3 +337,97 @@ def _tokens(value: int | None) -> str:
 
 def _point(value: int | None) -> str:
     return "none" if value is None else f"#{value}"
+
+
+def _serve(config_path: str, machine_name: str, request_text: str, batches: list[int],
+           tp: int, dtype: str, kv_dtype: str | None, regime: str | None, unfused: bool,
+           allow_long: bool, as_json: bool, mla: str = "absorbed",
+           weights: str | None = None) -> None:
+    from roofwise.models.config import load_config, shard  # deferred: transformers
+    from roofwise.models.serve import SERVE_NOTES, StepOptions, parse_request, serve
+
+    machine = load_machine_arg(machine_name)
+    assert machine is not None
+    request = parse_request(request_text)
+    config = shard(load_config(config_path), tp)
+    serving = serve(config, machine, request, batches,
+                    StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long, mla,
+                                weights))
+    if as_json:
+        for point in serving.points:
+            _echo(point.as_json())
+        _echo(serving.summary_json())
+        return
+    out = console()
+    cells: list[list[str | Text]] = []
+    for p in serving.points:
+        fit = p.memory
+        cells.append([f"{p.batch:,}", fmt.seconds(p.ttft_s), fmt.seconds(p.tpot_s),
+                      f"{p.throughput_tokens_per_s:,.0f}", f"{p.tokens_per_s_per_gpu:,.0f}",
+                      f"{_bound_of(p.prefill)} / {_bound_of(p.decode)}",
+                      fmt.nbytes(fit.resident_bytes),
+                      "?" if fit.fits is None else ("yes" if fit.fits else "NO")])
+    title = (f"serving {request.input:,} in, {request.output:,} out on {machine.name}"
+             + (f", tp {tp}" if tp > 1 else "") + " (speed-of-light bounds)")
+    print_fitted(out, fit_table(SERVE_COLUMNS, cells, out.width, title))
+    first = serving.points[0]
+    floor_note = " (assumed floors)" if first.decode_launch.eager_assumed else ""
+    lines = [
+        f"TTFT: prefill of {request.input:,} tokens per sequence; TPOT: a decode step over "
+        f"{first.decode.context:,} cached tokens (the mean of the generation); tok/s: output "
+        "tokens of the batch over TTFT + (output-1) x TPOT; memory: per device at the last "
+        "token, against " + (fmt.nbytes(first.memory.capacity_bytes)
+                            if first.memory.capacity_bytes else "an unknown capacity"),
+        _crossover_line(serving.compute_bound_batch, serving.first_compute_bound_batch,
+                        serving.regime),
+        *_launch_lines(serving.points, floor_note),
+        *[f"note: {n}" for n in SERVE_NOTES],
+    ]
+    for line in lines:
+        print_hanging(out, line)
+
+
+SERVE_COLUMNS = (Column("batch", "right"), Column("TTFT", "right"), Column("TPOT", "right"),
+                 Column("tok/s", "right"), Column("tok/s/GPU", "right", drop=2),
+                 Column("bound (prefill / decode)", drop=1), Column("memory", "right"),
+                 Column("fits"))
+
+
+def _bound_of(projection: Any) -> str:
+    from roofwise.models.serve import step_bound
+
+    return step_bound(projection)
+
+
+def _crossover_line(every: int | None, first: int | None, regime: str) -> str:
+    if first is None:
+        return f"decode GEMMs stay memory-bound at every batch ({regime} rates)"
+    tail = ("every weight GEMM of the decode step is compute-bound from batch "
+            f"{every:,}" if every is not None else "some never are")
+    return (f"decode turns compute-bound ({regime} rates): the first weight GEMM at batch "
+            f"{first:,}; {tail} (dense GEMMs; routed experts need num_experts/top_k times "
+            "more)")
+
+
+
+def _launch_lines(points: Sequence[Any], floor_note: str) -> list[str]:
+    """Each step's kernel count and launch floors (one line when every batch launches the
+    same kernels), and where the floor, not the GPU, sets the step."""
+    def counts(p: Any) -> str:
+        return (f"decode launches {p.decode_launch.kernels:,} kernels a step: eager floor "
+                f"{fmt.seconds(p.decode_launch.eager_s)}, one CUDA graph "
+                f"{fmt.seconds(p.decode_launch.graph_s)}; prefill "
+                f"{p.prefill_launch.kernels:,} kernels, eager floor "
+                f"{fmt.seconds(p.prefill_launch.eager_s)}{floor_note}")
+
+    same = len({(p.decode_launch.kernels, p.prefill_launch.kernels) for p in points}) == 1
+    lines = ([counts(points[0]) + " (every batch)"] if same
+             else [f"batch {p.batch:,}: {counts(p)}" for p in points])
+    graph = [f"{p.batch:,}" for p in points if p.decode_launch.graph_s > p.tpot_s]
+    eager = [f"{p.batch:,}" for p in points if p.decode_launch.eager_s > p.tpot_s]
+    if eager:
+        lines.append("launch-bound decode (the floor above TPOT): eager at batch "
+                     + ", ".join(eager) + ("; even as one CUDA graph at batch "
+                                           + ", ".join(graph) if graph else
+                                           "; one CUDA graph is under TPOT at every batch"))
+    return lines

@@ -9,9 +9,12 @@ the cache and writes only its new tokens, as a serving stack's paged cache does.
 
 What a serving stack fuses is priced as the fused kernel from its shapes (operator library):
 - attention (`F.scaled_dot_product_attention`): the flash / paged-decode kernel, causal and
-  bottom-right aligned; transformers' GQA folding of query heads into the query length for a
-  decode step is undone (the heads and tokens are what the kernel sees);
-- RMSNorm modules: one fused norm kernel;
+  bottom-right aligned, on the KV heads it reads (SDPA is called with `enable_gqa`, so
+  transformers' `repeat_kv` copy, which no fused kernel makes, never runs); a layer's
+  `sliding_window` limits each query to its last `window` keys, prefill included;
+  transformers' GQA folding of query heads into the query length for a decode step is undone
+  (the heads and tokens are what the kernel sees);
+- RMSNorm and LayerNorm modules: one fused norm kernel;
 - MoE experts (modules holding 3-D `gate_up_proj` and `down_proj`): `ops.moe` with a
   balanced routing (every expert gets tokens*top_k/num_experts, the fewest tokens per
   expert); the router's own ops are recorded as they run.
@@ -20,26 +23,29 @@ run op by op; the experts are always priced by `ops.moe` (their data-dependent r
 run without data).
 
 The LM head is applied to the last token of each sequence only (`logits_to_keep=1`), as in
-serving. Multi-head latent attention runs as transformers implements it: the latent cache is
-expanded through `kv_b_proj` every step (no weight absorption).
+serving. Multi-head latent attention decodes in the absorbed form serving stacks run
+(`models/attention_forms.py`); `mla="expanded"` keeps transformers' form, the latent cache
+re-expanded through `kv_b_proj` every step. Prefill runs expanded in both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from roofwise.base.dtypes import bytes_per_element
 from roofwise.base.errors import InputError
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
+from roofwise.models import attention_forms
 from roofwise.models.config import ModelConfig
-from roofwise.ops.attention import attention
+from roofwise.ops.attention import attention, causal_pairs
 from roofwise.ops.moe import moe
-from roofwise.ops.norms import rmsnorm
+from roofwise.ops.norms import layernorm, rmsnorm
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 PHASES = ("prefill", "decode")
@@ -67,6 +73,13 @@ class Capture:
     hidden: int
     dtype: str
     kv_dtype: str
+    # per cache layer: elements one sequence stores per position (keys and values), and the
+    # positions it keeps (a sliding window) or None (all of them); what memory fits read
+    kv_layers: tuple[tuple[int, int | None], ...] = ()
+    # every parameter: (name, shape, stored quantized by a quantized checkpoint: the weights
+    # of linear layers and of experts; embeddings, norms, biases and routers stay as they are)
+    weights: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
+    mla: str | None = None  # the form multi-head latent attention ran in; None: no MLA
 
 
 def layer_pattern(path: str) -> str:
@@ -75,8 +88,9 @@ def layer_pattern(path: str) -> str:
 
 def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context: int,
                  dtype: str = "bf16", kv_dtype: str | None = None,
-                 fused: bool = True) -> Capture:
-    """Record one step: `seq` new tokens per sequence over `context` cached ones."""
+                 fused: bool = True, mla: str = "absorbed") -> Capture:
+    """Record one step: `seq` new tokens per sequence over `context` cached ones. `mla`: the
+    form of multi-head latent attention at decode (models/attention_forms.py)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import StaticCache
@@ -90,12 +104,20 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     hf._attn_implementation = "sdpa" if fused else "eager"
     hf_logging.set_verbosity_error()
     recorder = _recorder_class()(seq, kv)
+    recorder.positions = context + seq
     with warnings.catch_warnings(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
         model = causal_lm_class(config)._from_config(
             hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
         model.eval()
         hooks = _hook_modules(model, recorder, fused)
+        if mla not in attention_forms.MLA_FORMS:
+            raise InputError("--mla", f"expected one of {', '.join(attention_forms.MLA_FORMS)}"
+                                      f", got {mla!r}")
+        has_mla = any(attention_forms.is_mla(m) for m in model.modules())
+        patched = (attention_forms.absorb(model, recorder, CapturedOp, layer_pattern,
+                                          _torch_dtype_name)
+                   if has_mla and fused and mla == "absorbed" and phase == "decode" else [])
         cache = StaticCache(config=hf, max_cache_len=context + seq)
         ids = torch.zeros((batch, seq), dtype=torch.long)
         position = torch.arange(context, context + seq)
@@ -105,7 +127,9 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
                 model(input_ids=ids[:, :1], past_key_values=cache,
                       cache_position=position[:1], use_cache=True, logits_to_keep=1)
                 recorder.muted -= 1
-            with torch.no_grad(), _AttentionMode(recorder, fused), recorder:
+            with torch.no_grad(), _AttentionMode(recorder, fused), _sdpa_kernels(recorder,
+                                                                                  fused), \
+                    recorder:
                 model(input_ids=ids, past_key_values=cache, cache_position=position,
                       use_cache=True, logits_to_keep=1)
         except InputError:
@@ -118,13 +142,48 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
         finally:
             for hook in hooks:
                 hook.remove()
+            attention_forms.restore(patched)
         weights = sum(p.numel() * p.element_size() for p in model.parameters())
         kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                           for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
                           if t is not None)
+        kv_layers = _kv_layers(cache, batch, getattr(hf, "sliding_window", None))
+        weight_list = _weights(model)
     return Capture(tuple(recorder.captured), int(weights),
                    math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
-                   config.layers, int(hf.hidden_size), dtype, kv)
+                   config.layers, int(hf.hidden_size), dtype, kv, kv_layers, weight_list,
+                   ("absorbed" if patched else "expanded") if has_mla else None)
+
+
+def _kv_layers(cache: Any, batch: int, window: int | None
+               ) -> tuple[tuple[int, int | None], ...]:
+    """Per cache layer, elements per sequence and position, and its window (None: full;
+    a sliding layer keeps the config's `sliding_window` positions)."""
+    found = []
+    for layer in getattr(cache, "layers", ()):
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        if keys is None or values is None or keys.dim() < 3:
+            continue
+        positions = int(keys.shape[-2])
+        elements = (keys.numel() + values.numel()) // max(1, batch * positions)
+        sliding = "Sliding" in type(layer).__name__
+        found.append((int(elements), int(window or positions) if sliding else None))
+    return tuple(found)
+
+
+def _weights(model: Any) -> tuple[tuple[str, tuple[int, ...], bool], ...]:
+    """Each parameter once (tied ones once), and whether a quantized checkpoint stores it
+    quantized: a linear layer's 2-D weight or an experts module's 3-D weights."""
+    import torch
+
+    quantized: set[int] = set()
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head"):
+            quantized.add(id(module.weight))
+        elif _is_experts(module):
+            quantized.update(id(p) for p in module.parameters(recurse=False) if p.ndim == 3)
+    return tuple((name, tuple(int(s) for s in p.shape), id(p) in quantized)
+                 for name, p in model.named_parameters())
 
 
 def causal_lm_class(config: ModelConfig) -> Any:
@@ -159,6 +218,9 @@ def _recorder_class() -> Any:
             self.seq = seq
             self.kv_dtype = kv_dtype
             self.muted = 0
+            self.skip_attention = 0  # attention calls an absorbed MLA form already priced
+            self.window: int | None = None  # the sliding window of the attention call
+            self.positions = 0  # context + seq: the most keys a query of the step can see
             self.where = [""]
             self.captured: list[CapturedOp] = []
 
@@ -253,7 +315,15 @@ class _AttentionMode:
             return func(*args, **kwargs)
         q, k, v = args[:3]
         rec = self.recorder
-        rec.captured.append(_attention_op(rec.where[-1], q, k, v, rec.seq, rec.kv_dtype))
+        if rec.skip_attention:
+            rec.skip_attention -= 1
+            rec.muted += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                rec.muted -= 1
+        rec.captured.append(_attention_op(rec.where[-1], q, k, v, rec.seq, rec.kv_dtype,
+                                          rec.window, rec.positions))
         rec.muted += 1
         try:
             return func(*args, **kwargs)
@@ -267,19 +337,81 @@ def _torch_dtype_name(t: Any) -> str:
     return str(_dtype(t.dtype))
 
 
-def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str) -> CapturedOp:
+@contextlib.contextmanager
+def _sdpa_kernels(recorder: Any, fused: bool) -> Iterator[None]:
+    """transformers' SDPA path as a fused kernel sees it, for this step only: GQA through
+    `enable_gqa` (K and V on their own heads, no `repeat_kv` copy) and each call's
+    `sliding_window` kept on the recorder for `_attention_op`."""
+    if not fused:
+        yield
+        return
+    from transformers.integrations import sdpa_attention
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    original = ALL_ATTENTION_FUNCTIONS["sdpa"]
+    local = "sdpa" in getattr(ALL_ATTENTION_FUNCTIONS, "_local_mapping", {})
+    gqa = sdpa_attention.use_gqa_in_sdpa
+
+    def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder.window = kwargs.get("sliding_window") or getattr(module, "sliding_window",
+                                                                  None)
+        try:
+            return original(module, *args, **kwargs)
+        finally:
+            recorder.window = None
+
+    ALL_ATTENTION_FUNCTIONS["sdpa"] = forward
+    sdpa_attention.use_gqa_in_sdpa = lambda *args, **kwargs: True
+    try:
+        yield
+    finally:
+        if local:
+            ALL_ATTENTION_FUNCTIONS["sdpa"] = original
+        else:
+            del ALL_ATTENTION_FUNCTIONS["sdpa"]  # the library-wide entry shows through again
+        sdpa_attention.use_gqa_in_sdpa = gqa
+
+
+def windowed_pairs(q_len: int, kv_len: int, window: int) -> int:
+    """(query, key) pairs when the queries are the last q_len of kv_len positions and each
+    sees itself and the window - 1 keys before it (transformers' sliding window)."""
+    def seen(n: int) -> int:  # pairs of the first n positions
+        return n * (n + 1) // 2 if n <= window else window * (window + 1) // 2 + (
+            n - window) * window
+
+    return seen(kv_len) - seen(max(kv_len - q_len, 0))
+
+
+def _windowed(ledger: Ledger, pairs: int, full: int, window: int) -> Ledger:
+    """The attention ledger with its per-score work scaled to the window's pairs."""
+    ratio = pairs / full
+    work = tuple(replace(w, ops=w.ops * ratio)
+                 if w.label.startswith(("QK^T", "PV", "softmax")) else w
+                 for w in ledger.work)
+    return replace(ledger, work=work,
+                   notes=(*ledger.notes, f"sliding window {window}: {pairs} of {full} causal "
+                                         "pairs per head"))
+
+
+def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
+                  window: int | None = None, positions: int = 0) -> CapturedOp:
     """The fused kernel from q (b, hq', sq', d), k (b, hk, skv, d), v (b, hk, skv, dv).
 
     transformers folds a decode step's query heads into its query length (sq' = groups*seq);
     the kernel's heads are hq'*sq'/seq over `seq` queries."""
     b, hq_folded, sq_folded, d = (int(x) for x in q.shape)
     hk, skv, dv = int(k.shape[1]), int(k.shape[2]), int(v.shape[3])
+    if positions:  # a sliding cache layer hands back its warm-up token too: never more keys
+        skv = min(skv, positions)  # than the step's positions
     q_heads = hq_folded * sq_folded // seq
     dtype = _torch_dtype_name(q)
     ledger = attention(batch=b, q_len=seq, kv_len=skv, q_heads=q_heads, kv_heads=hk,
                        head_dim=d, causal=True, dtype=dtype, kv_dtype=kv_dtype)
     if dv != d:  # MLA: values narrower than the query/key heads
         ledger = _narrow_values(ledger, b, seq, skv, q_heads, hk, d, dv, dtype, kv_dtype)
+    if window is not None and int(window) < skv:
+        full = causal_pairs(seq, skv)
+        ledger = _windowed(ledger, windowed_pairs(seq, skv, int(window)), full, int(window))
     shapes = (f"q {b}x{seq}x{q_heads}x{d}, kv {b}x{skv}x{hk}x{d}"
               + (f" (v {dv})" if dv != d else "") + f" {kv_dtype}")
     return CapturedOp(layer_pattern(where), "attention (fused)", shapes,
@@ -330,6 +462,9 @@ def _fused_module(module: Any, fused: bool) -> Callable[..., CapturedOp] | None:
         return lambda layer, args, kwargs: _experts_op(layer, module, args, kwargs)
     if fused and type(module).__name__.endswith("RMSNorm") and hasattr(module, "weight"):
         return lambda layer, args, kwargs: _rmsnorm_op(layer, args, kwargs)
+    if fused and type(module).__name__.endswith("LayerNorm") and hasattr(module, "weight"):
+        bias = getattr(module, "bias", None) is not None
+        return lambda layer, args, kwargs: _layernorm_op(layer, args, kwargs, bias)
     return None
 
 
@@ -350,6 +485,15 @@ def _rmsnorm_op(layer: str, args: Any, kwargs: Any) -> CapturedOp:
     dtype = _torch_dtype_name(x)
     return CapturedOp(layer, "rmsnorm (fused)", f"{list(x.shape)} {dtype}",
                       rmsnorm(rows=rows, hidden=hidden, dtype=dtype))
+
+
+def _layernorm_op(layer: str, args: Any, kwargs: Any, bias: bool) -> CapturedOp:
+    x = _first_tensor(args, kwargs, "input")
+    hidden = int(x.shape[-1])
+    rows = max(1, int(x.numel()) // hidden)
+    dtype = _torch_dtype_name(x)
+    return CapturedOp(layer, "layernorm (fused)", f"{list(x.shape)} {dtype}",
+                      layernorm(rows=rows, hidden=hidden, dtype=dtype, bias=bias))
 
 
 def balanced_counts(tokens: int, top_k: int, experts: int) -> tuple[int, ...]:

@@ -99,6 +99,8 @@ class Projection:
     capture: Capture
     regime: str | None = None
     notes: tuple[str, ...] = field(default=())
+    memory: Any = None  # models.memory.MemoryFit of this shard, when it was worked out
+    weights: str | None = None  # the quantized weight scheme; None: weights in the dtype
 
     @property
     def floor(self) -> Any:
@@ -156,6 +158,8 @@ class Projection:
                 "activation_bytes": self.activation_bytes,
                 "collective_bytes": sum(r.bytes for r in self.rows if is_collective(r)),
                 "unpriced_ops": sum(r.count for r in unpriced),
+                "mla": self.capture.mla, "weights": self.weights or self.capture.dtype,
+                **(self.memory.as_json() if self.memory is not None else {}),
                 "notes": list(self.notes)}
 
 

@@ -32,7 +32,7 @@ MIXES = ("copy", "triad", "read", "write")
 _TOP_KEYS = ("name", "display_name", "aliases", "clock_hz", "source", "memory", "units",
              "latency_floor", "notes", "provenance", "pipes_by_class", "interconnect")
 _MEMORY_KEYS = ("theoretical_bytes_per_s", "calibration_by_mix", "bytes_per_cycle", "source",
-                "choice", "capacity_bytes", "measured_bytes_per_s")
+                "choice", "capacity_bytes", "capacity_source", "measured_bytes_per_s")
 _UNIT_KEYS = ("theoretical_ops_per_s", "calibration_by_regime", "ops_per_cycle", "source",
               "choice")
 _FLOOR_KEYS = ("per_call_s", "per_kernel_s", "assumed", "source")
@@ -137,11 +137,22 @@ def _memory(level: Any, body: Any, where: str) -> MemoryLevel:
                                            schema.at(where, "bytes_per_cycle")),
         source=schema.free_text(body.get("source"), schema.at(where, "source")),
         choice=schema.free_text(body.get("choice"), schema.at(where, "choice")),
-        capacity_bytes=_optional_positive(body.get("capacity_bytes"),
-                                          schema.at(where, "capacity_bytes")),
+        capacity_bytes=_capacity(body, where),
+        capacity_source=schema.free_text(body.get("capacity_source"),
+                                         schema.at(where, "capacity_source")),
         measured_bytes_per_s=_optional_positive(body.get("measured_bytes_per_s"),
                                                 schema.at(where, "measured_bytes_per_s")),
     )
+
+
+def _capacity(body: Mapping[str, Any], where: str) -> float | None:
+    """How many bytes the level holds; a figure needs its source beside it (`capacity_source`,
+    or the level's `source` where that one names it, as a cache level's does)."""
+    value = _optional_positive(body.get("capacity_bytes"), schema.at(where, "capacity_bytes"))
+    if value is not None and not (body.get("capacity_source") or body.get("source")):
+        raise InputError(schema.at(where, "capacity_source"),
+                         "missing: capacity_bytes needs the source it was taken from")
+    return value
 
 
 def _unit(key: str, body: Any, where: str) -> ComputeUnit:

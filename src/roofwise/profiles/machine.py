@@ -52,7 +52,8 @@ class MemoryLevel:
     bytes_per_cycle: float | None = None
     source: str = ""
     choice: str = ""  # which vendor figure was taken where two exist, and why
-    capacity_bytes: float | None = None  # a cache's size; None for DRAM or a gap
+    capacity_bytes: float | None = None  # what the level holds: DRAM's size, a cache's size
+    capacity_source: str = ""  # where the capacity was taken from (else the level's source)
     measured_bytes_per_s: float | None = None  # measured where no theoretical rate exists
 
     def __post_init__(self) -> None:

@@ -1,0 +1,270 @@
+"""Quantized weights: what a checkpoint's `quantization_config` (or `--weights`) stores, and the
+kernels that read it.
+
+Stored bytes per quantized weight matrix (out x in; an experts tensor is E such matrices):
+- fp8 e4m3 with block scales (DeepSeek-V3's `weight_block_size` [128, 128]): 1 byte per
+  weight and one fp32 scale per 128 x 128 block (ceil-divided at the edges);
+- AWQ int4 (group g along the input): 4 bits per weight, one fp16 scale and one 4-bit zero
+  point per group of g inputs and output column (qzeros packs eight to an int32);
+- GPTQ int4: as AWQ, plus `g_idx`, one int32 per input row (its act-order map);
+  group_size -1 is one group per column;
+- bitsandbytes nf4: 4 bits per weight and one fp32 absmax per 64 weights
+  (`bnb_4bit_use_double_quant`: the absmax in 8 bits, one fp32 per 256 of them);
+- `--weights int8`: 1 byte per weight and one fp16 scale per output channel.
+Quantized: the weights of linear layers and experts. Embeddings, norms, biases, routers and
+the LM head stay in the model dtype, as the schemes ship them.
+
+Kernels: with fp8 weights and dynamic activations (`activation_scheme` dynamic, DeepSeek-V3),
+the GEMM runs on the fp8 tensor cores; its activations are quantized per 1 x 128 group in its
+prologue (read in bf16, quantisation work of ops/quant.py) and the block scales are applied
+per 128-deep slice of the contraction (2 operations per output and slice). Weight-only schemes
+(int4, int8, nf4) run on the tensor cores of the activation dtype and dequantise each weight
+once (unpack, subtract the zero point, multiply by the scale: 3 operations per weight on the
+CUDA cores), reading the packed weights and their scales and zero points.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from roofwise.base.dtypes import bytes_per_element
+from roofwise.base.errors import InputError
+from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
+from roofwise.models.capture import layer_pattern
+from roofwise.ops.gemm import gemm
+from roofwise.ops.quant import quant_work
+
+CUDA = "cuda_core.fp32"
+DEQUANT_OPS = 3  # per weight: unpack, subtract the zero point, multiply by the scale
+ACT_GROUP = 128  # fp8 activations: one scale per 1 x 128 group
+
+
+@dataclass(frozen=True)
+class WeightScheme:
+    """How quantized weights are stored and which kernel reads them."""
+
+    name: str  # "fp8 e4m3, 128x128 block scales", "awq int4, group 128", ...
+    weight_dtype: str  # "fp8_e4m3", "int4", "nf4", "int8"
+    block: tuple[int, int] | None = None  # fp8: (out, in) rows and columns per fp32 scale
+    group: int | None = None  # weight-only: inputs per scale (None: one per output channel)
+    scale_dtype: str = "fp16"
+    zero_points: bool = False  # 4-bit zero points per group
+    g_idx: bool = False  # GPTQ's int32 per input row
+    double_quant: bool = False  # bitsandbytes nf4 absmax in 8 bits
+    fp8_activations: bool = False  # the GEMM runs on fp8 tensor cores
+    source: str = "quantization_config"
+
+    def matrix_bytes(self, out: int, inp: int) -> float:
+        """Bytes one out x in weight matrix is stored in, scales and zero points included."""
+        weights = out * inp * bytes_per_element(self.weight_dtype)
+        if self.block is not None:
+            blocks = math.ceil(out / self.block[0]) * math.ceil(inp / self.block[1])
+            return weights + blocks * bytes_per_element(self.scale_dtype)
+        if self.weight_dtype == "nf4":
+            blocks = math.ceil(out * inp / 64)
+            if self.double_quant:
+                return weights + blocks * 1 + math.ceil(blocks / 256) * 4
+            return weights + blocks * 4
+        groups = math.ceil(inp / (self.group or inp)) * out
+        extra = groups * bytes_per_element(self.scale_dtype)
+        if self.zero_points:
+            extra += groups * 0.5
+        if self.g_idx:
+            extra += inp * 4
+        return weights + extra
+
+
+def scheme_from_config(raw: dict[str, Any], path: str) -> WeightScheme | None:
+    """The scheme a config.json's `quantization_config` names; None without one. A method
+    roofwise does not price is refused in one line (never priced as bf16 silently)."""
+    q = raw.get("quantization_config")
+    if q is None:
+        return None
+    where = f"{path}: quantization_config"
+    if not isinstance(q, dict):
+        raise InputError(where, "expected an object")
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        if block is None:
+            return WeightScheme("fp8 e4m3, one scale per output channel", "fp8_e4m3",
+                                block=(1, 1 << 30), scale_dtype="fp32",
+                                fp8_activations=q.get("activation_scheme") == "dynamic")
+        if (not isinstance(block, list) or len(block) != 2
+                or not all(isinstance(b, int) and b > 0 for b in block)):
+            raise InputError(f"{where}.weight_block_size",
+                             f"expected [rows, cols] positive integers, got {block!r}")
+        return WeightScheme(f"fp8 e4m3, {block[0]}x{block[1]} block scales", "fp8_e4m3",
+                            block=(block[0], block[1]), scale_dtype="fp32",
+                            fp8_activations=q.get("activation_scheme", "dynamic") == "dynamic")
+    if method in ("awq", "gptq"):
+        bits = q.get("bits", q.get("w_bit", 4))
+        if bits != 4:
+            raise InputError(f"{where}.bits", f"expected 4 ({method} int4), got {bits!r}")
+        group = q.get("group_size", q.get("q_group_size", 128))
+        if not isinstance(group, int) or (group < 1 and group != -1):
+            raise InputError(f"{where}.group_size",
+                             f"expected a positive integer or -1, got {group!r}")
+        size = None if group == -1 else group
+        label = f"group {group}" if size else "per channel"
+        return WeightScheme(f"{method} int4, {label}", "int4", group=size, zero_points=True,
+                            g_idx=method == "gptq")
+    if method == "bitsandbytes":
+        if q.get("load_in_4bit") and str(q.get("bnb_4bit_quant_type", "nf4")) == "nf4":
+            double = bool(q.get("bnb_4bit_use_double_quant", False))
+            return WeightScheme("bitsandbytes nf4" + (", double quant" if double else ""),
+                                "nf4", double_quant=double, scale_dtype="fp32")
+        raise InputError(where, "expected bitsandbytes with load_in_4bit and nf4 (the only "
+                                "bitsandbytes scheme roofwise prices)")
+    raise InputError(f"{where}.quant_method", f"{method or 'none'!r} is not priced; expected "
+                                              "fp8, awq, gptq or bitsandbytes (nf4), or "
+                                              "--weights to override")
+
+
+def parse_weights(text: str) -> WeightScheme:
+    """`--weights fp8`, `int8`, `int4` or `int4:64` (the group size, default 128)."""
+    name, _, group_text = text.partition(":")
+    if name == "fp8" and not group_text:
+        return WeightScheme("fp8 e4m3, 128x128 block scales (--weights)", "fp8_e4m3",
+                            block=(128, 128), scale_dtype="fp32", fp8_activations=True,
+                            source="--weights")
+    if name == "int8" and not group_text:
+        return WeightScheme("int8 weight-only, per-channel scales (--weights)", "int8",
+                            source="--weights")
+    if name == "int4":
+        try:
+            group = int(group_text) if group_text else 128
+        except ValueError:
+            group = 0
+        if group < 1:
+            raise InputError("--weights", f"expected int4:GROUP with a positive group, got "
+                                          f"{text!r}")
+        return WeightScheme(f"int4 weight-only, group {group}, zero points (--weights)",
+                            "int4", group=group, zero_points=True, source="--weights")
+    raise InputError("--weights", f"expected fp8, int8, int4 or int4:GROUP, got {text!r}")
+
+
+def stored_weight_bytes(weights: tuple[tuple[str, tuple[int, ...], bool], ...],
+                        scheme: WeightScheme, dtype: str) -> float:
+    """Every parameter's stored bytes: quantized ones by the scheme, the rest in `dtype`."""
+    total = 0.0
+    for _, shape, quantized in weights:
+        if quantized and len(shape) >= 2:
+            matrices = math.prod(shape[:-2])
+            total += matrices * scheme.matrix_bytes(shape[-2], shape[-1])
+        else:
+            total += math.prod(shape) * bytes_per_element(dtype)
+    return total
+
+
+def quantized_linear_layers(weights: tuple[tuple[str, tuple[int, ...], bool], ...]
+                            ) -> set[str]:
+    """Layer patterns (indices as *) whose linear weight is quantized."""
+    return {layer_pattern(name.rsplit(".", 1)[0]) for name, shape, quantized in weights
+            if quantized and len(shape) == 2}
+
+
+_MM = re.compile(r"^(\[\d+\] \w+, )?\[(\d+), (\d+)\] (\w+), \[(\d+), (\d+)\] (\w+)$")
+WEIGHT_GEMMS = ("aten::mm", "aten::addmm")
+
+
+def quantized_gemm(shapes: str, scheme: WeightScheme) -> Ledger | None:
+    """A weight GEMM `[m, k] dt, [k, n] dt` (addmm: `[n] dt, ` first, the bias) as the
+    scheme's kernel; None for other shapes."""
+    found = _MM.match(shapes)
+    if found is None:
+        return None
+    m, k, dtype, k2, n = (int(found[2]), int(found[3]), found[4], int(found[5]),
+                          int(found[6]))
+    if k != k2:
+        return None
+    base = gemm(m, n, k, dtype=dtype, bias=found[1] is not None)
+    a, _, c, *bias = base.tensors
+    b = Tensor("b", (k, n), scheme.weight_dtype, Role.INPUT)
+    tensors = [a, b, c, *bias, *_scale_tensors(scheme, n, k)]
+    work = list(base.work)
+    if scheme.fp8_activations:
+        contraction = Work("tensor_core.fp8", "contraction", 2 * m * n * k,
+                           "A @ B in fp8, 2*m*n*k")
+        slices = math.ceil(k / (scheme.block[1] if scheme.block else k))
+        groups = m * math.ceil(k / ACT_GROUP)
+        work = [contraction, *quant_work(m * k, groups, "1x128 group"),
+                Work(CUDA, "arithmetic", 2 * m * n * slices,
+                     "block scales per 128-deep slice, 2/output/slice"),
+                *(w for w in base.work if w.label.startswith("bias"))]
+        roof = "tensor_core.fp8"
+    else:
+        work.append(Work(CUDA, "arithmetic", DEQUANT_OPS * k * n,
+                         "dequantise: unpack, - zero, * scale, 3/weight"))
+        roof = base.roof
+    return Ledger(name=f"gemm_{scheme.weight_dtype}", roof=roof, tensors=tuple(tensors),
+                  work=tuple(work), notes=(scheme.name,))
+
+
+def _scale_tensors(scheme: WeightScheme, n: int, k: int) -> list[Tensor]:
+    """The scales (and zero points, g_idx) a (k x n) stored weight is read with."""
+    if scheme.block is not None:
+        return [Tensor("b_scales", (math.ceil(n / scheme.block[0]),
+                                    math.ceil(k / min(scheme.block[1], k))),
+                       scheme.scale_dtype, Role.LOOKUP)]
+    if scheme.weight_dtype == "nf4":
+        blocks = math.ceil(n * k / 64)
+        if scheme.double_quant:
+            return [Tensor("absmax_8bit", (blocks,), "uint8", Role.LOOKUP),
+                    Tensor("absmax_scales", (math.ceil(blocks / 256),), "fp32", Role.LOOKUP)]
+        return [Tensor("absmax", (blocks,), "fp32", Role.LOOKUP)]
+    groups = math.ceil(k / (scheme.group or k))
+    found = [Tensor("b_scales", (groups, n), scheme.scale_dtype, Role.LOOKUP)]
+    if scheme.zero_points:
+        found.append(Tensor("b_zeros", (groups, n), "int4", Role.LOOKUP))
+    if scheme.g_idx:
+        found.append(Tensor("g_idx", (k,), "int32", Role.LOOKUP))
+    return found
+
+
+def quantized_experts(ledger: Ledger, scheme: WeightScheme) -> Ledger:
+    """The fused experts' weights stored by the scheme, and its GEMMs on the scheme's roof."""
+    tensors: list[Tensor] = []
+    weight_elements = 0
+    for t in ledger.tensors:
+        if t.name in ("w_gate_up", "w_down"):
+            experts, out, inp = t.shape
+            weight_elements += t.elements
+            tensors.append(replace(t, dtype=scheme.weight_dtype))
+            extra = experts * (scheme.matrix_bytes(out, inp)
+                               - out * inp * bytes_per_element(scheme.weight_dtype))
+            tensors.append(Tensor(f"{t.name}_scales", (math.ceil(extra),), "uint8",
+                                  Role.LOOKUP))
+        else:
+            tensors.append(t)
+    work = []
+    for w in ledger.work:
+        if scheme.fp8_activations and w.op_class == "contraction":
+            work.append(replace(w, unit="tensor_core.fp8"))
+        else:
+            work.append(w)
+    if not scheme.fp8_activations:
+        work.append(Work(CUDA, "arithmetic", DEQUANT_OPS * weight_elements,
+                         "dequantise the touched experts' weights, 3/weight"))
+    roof = "tensor_core.fp8" if scheme.fp8_activations else ledger.roof
+    return replace(ledger, roof=roof, tensors=tuple(tensors), work=tuple(work),
+                   notes=(*ledger.notes, scheme.name))
+
+
+def quantize_capture(capture: Any, scheme: WeightScheme) -> Any:
+    """The captured step with its weight GEMMs and experts read as the scheme stores them,
+    and its weight bytes as stored."""
+    linear = quantized_linear_layers(capture.weights)
+    ops = []
+    for op in capture.ops:
+        ledger = op.ledger
+        if ledger is not None and op.op in WEIGHT_GEMMS and op.layer in linear:
+            ledger = quantized_gemm(op.shapes, scheme) or ledger
+        elif ledger is not None and op.op == "moe experts (fused)":
+            ledger = quantized_experts(ledger, scheme)
+        ops.append(op if ledger is op.ledger else replace(op, ledger=ledger))
+    return replace(capture, ops=tuple(ops),
+                   weight_bytes=stored_weight_bytes(capture.weights, scheme, capture.dtype))
