@@ -225,3 +225,18 @@ def test_mi250x_sfu_free_work_runs_on_its_vector_and_matrix_pipes(machines):
     price = price_ledger(gemm(m=4096, n=4096, k=4096, dtype="bf16"), machines["mi250x"])
     assert price.binding_unit == "matrix_core.bf16"
     assert price.compute_time_s == pytest.approx(2 * 4096**3 / 191.5e12)
+
+
+# DRAM capacity, typed from each vendor's datasheet (decimal GB as printed): `roofwise model`
+# says whether a model fits on these figures
+DRAM_CAPACITY_GB = {"t4": 16, "a10": 24, "l4": 24, "rtx-a6000": 48, "v100-sxm2": 32,
+                    "mi250x": 64, "h200": 141, "h100-sxm": 80, "a100-sxm": 80, "mi300x": 192}
+
+
+@pytest.mark.parametrize("name", sorted(DRAM_CAPACITY_GB))
+def test_dram_capacity_is_the_datasheet_figure_with_its_source(name):
+    from roofwise.profiles.load import builtin_paths, load_machine
+
+    machine = load_machine(next(p for p in builtin_paths() if p.stem == name))
+    assert machine.dram.capacity_bytes == DRAM_CAPACITY_GB[name] * 1e9
+    assert machine.dram.capacity_source
