@@ -4,7 +4,6 @@ never an improvement or a regression, and the CI gate fails on it; matching is v
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -96,10 +95,10 @@ def test_json_lines_equal_to_json_of_each_change(tmp_path):
                                ONLY_BASE: 1, ONLY_NEW: 1}
 
 
-def test_a_large_comparison_is_vectorised():
-    """300,000 rows a side (a million takes ~6 s under load on the 2-core machine; the per-row
-    loop it replaced took over two minutes for a million)."""
-    n = 300_000
+def test_a_large_comparison_pairs_every_row():
+    """50,000 rows a side, listed in another order by the new run: every pair found, every
+    slower one a regression (its speed is measured in benchmarks/, not here)."""
+    n = 50_000
     rng = np.random.default_rng(9)
     ops = np.array([f"op{k % 97}" for k in range(n)], dtype=object)
     workloads = [{"m": int(k), "dtype": "bf16"} for k in range(n)]
@@ -110,10 +109,7 @@ def test_a_large_comparison_is_vectorised():
     slower = rng.random(n) < 0.1
     new_rows = [{**rows[k], "time_s": 1.5e-3 if slower[k] else 1e-3} for k in order]
     new = _analysis(new_rows)
-    start = time.perf_counter()
     result = compare(base, new)
     lines = sum(1 for _ in result.changes.json_lines())
-    elapsed = time.perf_counter() - start
     assert result.counts()[REGRESSION] == int(slower.sum())
     assert result.counts()[UNCHANGED] == n - int(slower.sum()) and lines == n
-    assert elapsed < 15

@@ -209,7 +209,8 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     for name, m in analysis.machines.items():
         when(rows_with(Reason.UNCALIBRATED_MEMORY, name), pl.lit(
             f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)"))
-        raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(key))
+        raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(
+                   key if unit.key == key else f"{key} (on {unit.key} here)"))
                for key, ops in priced.unit_ops.items()
                if (unit := m.unit(key)) is not None and not unit.calibrated]
         if raw:

@@ -34,6 +34,8 @@ def timing_method(name: str | None) -> str:
 
 # The classes of work a ledger declares: a card with other pipes places work on them by class.
 OP_CLASSES = ("arithmetic", "transcendental", "compare", "contraction")
+# the class of work an NVIDIA unit family runs: what a roof named by family alone implies
+FAMILY_CLASS = {"cuda_core": "arithmetic", "sfu": "transcendental", "tensor_core": "contraction"}
 
 @dataclass(frozen=True)
 class MemoryLevel:
@@ -289,7 +291,15 @@ class Machine:
         return tuple(sorted(levels, key=lambda level: level.capacity_bytes or 0.0))
 
     def unit(self, key: str) -> ComputeUnit | None:
-        return self.units.get(key)
+        """The unit `key` names; a unit this machine lacks that names an NVIDIA family
+        (records and ops declare tensor_core.bf16, cuda_core.fp32, sfu.fp32) is the pipe
+        `pipes_by_class` gives that family's class: tensor_core.bf16 is matrix_core.bf16 on
+        an MI300X, cuda_core.fp32 its vector.fp32. None where neither exists."""
+        found = self.units.get(key)
+        if found is not None:
+            return found
+        op_class = FAMILY_CLASS.get(key.partition(".")[0])
+        return None if op_class is None else self.units.get(self.pipe_for(key, op_class))
 
     def balance_flops_per_byte(
         self, key: str, regime: str | None = None, mix: str | None = None
