@@ -345,9 +345,21 @@ def bind(name: str, dims: Sequence[tuple[int, ...] | None], types: Sequence[str]
     takes exactly as many arguments first; then an out= overload with its outputs recorded
     first, as PyTorch 1.x's profiler wrote them, in C++ argument order), or a sentence saying
     why none fits."""
-    schemas = schemas_for(name, use_torch)
-    if not schemas:
-        return f"no schema for {name} is known here"
+    shipped = schemas_for(name, use_torch=False)
+    found = _bind_first(name, shipped, dims, types, concrete) if shipped else None
+    if isinstance(found, Bound) or not use_torch:
+        return found or f"no schema for {name} is known here"
+    # torch's own schemas, imported only when the shipped ones do not fit (an import of
+    # torch takes seconds): another PyTorch than the table's may know the recorded form
+    more = tuple(s for s in schemas_for(name, use_torch=True) if s not in shipped)
+    if not more:
+        return found or f"no schema for {name} is known here"
+    return _bind_first(name, shipped + more, dims, types, concrete)
+
+
+def _bind_first(name: str, schemas: tuple[Schema, ...],
+                dims: Sequence[tuple[int, ...] | None], types: Sequence[str],
+                concrete: Sequence[str]) -> Bound | str:
     most = max(len(s.args) for s in schemas)
     if len(types) > most:
         return (f"{len(types)} arguments were recorded where every schema of {name} takes at "
