@@ -54,7 +54,7 @@ OPS: tuple[tuple[str, list, list, list | None, str], ...] = (
     ("aten::softmax", [[4, 0, 8], [], []], [*BF, "Scalar", "ScalarType"], ["", "-1", ""],
      "softmax"),
     ("aten::linalg_vector_norm", [[8, 64], [], [], [], []], ["float", "Scalar", "", "Scalar", ""],
-     ["", "2", "[-1]", "True", ""], "norm"),
+     ["", "2.", "[-1]", "True", ""], "norm"),
     ("aten::_scaled_dot_product_flash_attention", [[1, 8, 128, 64]] * 3 + [[], [], [], []],
      [*BF, *BF, *BF, "Scalar", "Scalar", "Scalar", ""], ["", "", "", "0.", "True", "False", ""],
      "flash_fwd_kernel"),
