@@ -35,6 +35,7 @@ from typing import Any
 
 from roofwise.base.dtypes import bytes_per_element
 from roofwise.base.errors import InputError
+from roofwise.base.text import shown
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
 from roofwise.models.config import ModelConfig
 from roofwise.ops.attention import attention
@@ -67,10 +68,56 @@ class Capture:
     hidden: int
     dtype: str
     kv_dtype: str
+    notes: tuple[str, ...] = ()  # how the step was priced, and what of the model was not
 
 
 def layer_pattern(path: str) -> str:
     return re.sub(r"\.\d+(?=\.|$)", ".*", path) or "(model)"
+
+
+# Step sizes roofwise accepts: far beyond any serving batch or context (Llama 4 Scout's 10 M
+# tokens fit), small enough that no product of them wraps an int64 inside torch.
+STEP_LIMITS = {"--batch": (1, 1 << 20), "--seq": (1, 1 << 24), "--context": (0, 1 << 27)}
+MAX_STEP_TOKENS = 1 << 24  # new tokens per step (batch x seq)
+# Layers whose work is a recurrence (an SSM's selective scan, RWKV's time mixing, a gated delta
+# net): transformers' reference form runs them token by token, and the operator library has
+# no fused ledger for them yet, so they are refused by name rather than priced wrong.
+_RECURRENT = re.compile(r"Mamba|Mixer|Rwkv|Recurrent|GatedDeltaNet|LinearAttention|ShortConv|"
+                        r"[Ll]stm|LSTM|SSM|Ssm")
+
+
+def check_step(batch: int, seq: int, context: int) -> None:
+    """InputError naming the option when a step's sizes are out of range."""
+    for option, value in (("--batch", batch), ("--seq", seq), ("--context", context)):
+        low, high = STEP_LIMITS[option]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InputError(option, f"expected an integer from {low:,} to {high:,}, got "
+                                     f"{shown(value)}")
+    if batch * seq > MAX_STEP_TOKENS:
+        raise InputError("--batch x --seq", f"{batch * seq:,} new tokens per step; expected at "
+                                            f"most {MAX_STEP_TOKENS:,}")
+
+
+def attention_plan(model_class: Any, fused: bool) -> tuple[str, str, str]:
+    """(implementation to build with, implementation to run with, the note that says how
+    attention is priced). transformers refuses SDPA for some classes (Gemma-2 and gpt-oss:
+    softcapping and sinks, which SDPA lacks; BLOOM, GPT-Neo, MPT: attention written inline).
+    Those whose attention goes through transformers' attention interface are built eager and
+    run through the SDPA path, which gives the fused kernel's shapes; the others run eager and
+    are priced op by op, and the note says which."""
+    name = model_class.__name__
+    if not fused:
+        return "eager", "eager", ("attention priced op by op as transformers' eager form runs "
+                                  "it (matmul, softmax, matmul), not as a fused kernel (--unfused)")
+    fused_note = "attention priced as one fused kernel per layer (flash prefill / paged decode)"
+    if getattr(model_class, "_supports_sdpa", False):
+        return "sdpa", "sdpa", fused_note
+    if getattr(model_class, "_supports_attention_backend", False):
+        return "eager", "sdpa", (f"{fused_note}; {name} refuses SDPA, so it is built eager and "
+                                 "its attention priced from the fused kernel's shapes")
+    return "eager", "eager", (f"{name} has no fused attention path in transformers: its "
+                              "attention priced op by op as its eager form runs it (matmul, "
+                              "softmax, matmul), more traffic than a fused kernel")
 
 
 def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context: int,
@@ -82,24 +129,37 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     from transformers import StaticCache
     from transformers.utils import logging as hf_logging
 
+    from roofwise.models.config import reason_of
+
     if dtype not in TORCH_DTYPES:
         raise InputError("--dtype", f"expected one of {', '.join(TORCH_DTYPES)}, got {dtype!r}")
+    check_step(batch, seq, context)
     kv = kv_dtype or dtype
     bytes_per_element(kv, "--kv-dtype")
     hf = config.hf
-    hf._attn_implementation = "sdpa" if fused else "eager"
+    model_class = causal_lm_class(config)
+    _refuse_recurrent(config.path, None, model_class)
+    build_with, run_with, attention_note = attention_plan(model_class, fused)
+    hf._attn_implementation = build_with
     hf_logging.set_verbosity_error()
     recorder = _recorder_class()(seq, kv)
     with warnings.catch_warnings(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
-        model = causal_lm_class(config)._from_config(
-            hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
-        model.eval()
-        hooks = _hook_modules(model, recorder, fused)
-        cache = StaticCache(config=hf, max_cache_len=context + seq)
-        ids = torch.zeros((batch, seq), dtype=torch.long)
-        position = torch.arange(context, context + seq)
         try:
+            model = model_class._from_config(hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+        except Exception as exc:  # transformers or torch refusing a size, a type, a value
+            raise InputError(config.path, f"transformers cannot build a {hf.model_type} model "
+                                          f"from it ({reason_of(exc)})") from None
+        _refuse_recurrent(config.path, model)
+        model.eval()
+        if run_with != build_with:
+            model.config._attn_implementation = run_with
+            attention_note += _without_softcap(model)
+        hooks = _hook_modules(model, recorder, fused)
+        try:
+            cache = StaticCache(config=model.config, max_cache_len=context + seq)
+            ids = torch.zeros((batch, seq), dtype=torch.long)
+            position = torch.arange(context, context + seq)
             with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
                 recorder.muted += 1
                 model(input_ids=ids[:, :1], past_key_values=cache,
@@ -111,10 +171,8 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
         except InputError:
             raise
         except Exception as exc:  # transformers or torch refusing this model on fake tensors
-            text = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
             raise InputError(config.path, f"transformers could not run one {phase} step on "
-                                          f"fake tensors ({type(exc).__name__}: {text})"
-                             ) from None
+                                          f"fake tensors ({reason_of(exc)})") from None
         finally:
             for hook in hooks:
                 hook.remove()
@@ -124,7 +182,37 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
                           if t is not None)
     return Capture(tuple(recorder.captured), int(weights),
                    math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
-                   config.layers, int(hf.hidden_size), dtype, kv)
+                   config.layers, int(hf.hidden_size), dtype, kv,
+                   (*config.notes, attention_note))
+
+
+def _refuse_recurrent(path: str, model: Any, model_class: Any = None) -> None:
+    """InputError naming the first recurrent layer of a model (or its class, before it is
+    built: RWKV's defaults do not even build on fake tensors)."""
+    found = ([("the model class", model_class.__name__)] if model is None else
+             [(name, type(module).__name__) for name, module in model.named_modules()
+              if name and not type(module).__name__.endswith(("Model", "ForCausalLM"))])
+    for name, kind in found:
+        if _RECURRENT.search(kind):
+            raise InputError(path, f"{name} is {kind}: a recurrence (selective scan or linear "
+                                   "attention) that roofwise's operator library has no ledger "
+                                   "for yet; expected attention and MLP layers")
+
+
+def _without_softcap(model: Any) -> str:
+    """Gemma-2's attention softcaps its logits (one tanh per score), which SDPA refuses and the
+    fused kernels serving stacks run (FlashAttention, FlashInfer) support: the softcap is
+    dropped from the fake model so that its attention runs the SDPA path, and the note says
+    its tanh is not priced; so are gpt-oss's sinks (SDPA's path ignores them)."""
+    capped = sinks = 0
+    for module in model.modules():
+        if getattr(module, "attn_logit_softcapping", None) is not None:
+            module.attn_logit_softcapping = None
+            capped += 1
+        sinks += getattr(module, "sinks", None) is not None
+    return (("; its logit softcapping (one tanh per score) not priced" if capped else "")
+            + ("; its attention sinks (one more logit per head and query) not priced"
+               if sinks else ""))
 
 
 def causal_lm_class(config: ModelConfig) -> Any:
@@ -136,7 +224,7 @@ def causal_lm_class(config: ModelConfig) -> Any:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     try:
-        found = MODEL_FOR_CAUSAL_LM_MAPPING[type(config.hf)]
+        found = MODEL_FOR_CAUSAL_LM_MAPPING[config.causal_lm_key or type(config.hf)]
     except KeyError:
         raise InputError(f"{config.path}: model_type",
                          f"transformers has no causal-LM model for {config.hf.model_type!r}; "
