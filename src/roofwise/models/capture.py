@@ -151,6 +151,8 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
             raise InputError(config.path, f"transformers cannot build a {hf.model_type} model "
                                           f"from it ({reason_of(exc)})") from None
         _refuse_recurrent(config.path, model)
+        if config.tp > 1:
+            shard_attention(config.path, model, int(hf.head_dim), config.tp)
         model.eval()
         if run_with != build_with:
             model.config._attn_implementation = run_with
@@ -184,6 +186,51 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
                    math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
                    config.layers, int(hf.hidden_size), dtype, kv,
                    (*config.notes, attention_note))
+
+
+# Output projections of an attention block (tensor parallel: split along their input); every
+# other linear layer of the block projects into the heads (split along its output).
+_ROW_PARALLEL = ("o_proj", "out_proj", "dense", "c_proj", "o", "wo")
+_HEAD_SIZE_ATTRS = ("head_dim", "head_size")
+_PER_HEAD_ATTRS = ("rotary_ndims",)  # widths computed from the head size at construction
+
+
+def shard_attention(path: str, model: Any, head_dim: int, tp: int) -> None:
+    """Narrow the attention blocks that sized their heads from `hidden_size` to one device's
+    share: such a block, built with 1/tp of the heads, made each head tp times `head_dim`
+    wide (GPT-NeoX, OPT, Falcon); its projections into the heads are cut to 1/tp of their
+    outputs and its output projection to 1/tp of its inputs, so that it holds heads/tp heads
+    of `head_dim`. Blocks that read `head_dim` from the config are left as built."""
+    import torch
+
+    for module in model.modules():
+        attr = next((a for a in _HEAD_SIZE_ATTRS
+                     if isinstance(getattr(module, a, None), int)), None)
+        if attr is None or getattr(module, attr) != head_dim * tp:
+            continue
+        linears = [(n, c) for n, c in module.named_children() if isinstance(c, torch.nn.Linear)]
+        if not linears:
+            continue
+        for name, linear in linears:
+            row = name in _ROW_PARALLEL
+            size = linear.in_features if row else linear.out_features
+            if size % tp:
+                raise InputError(f"{path}: --tp {tp}", f"{type(module).__name__}.{name} has "
+                                                       f"{size} features, which do not divide "
+                                                       f"over {tp} devices")
+            shape = ((linear.out_features, size // tp) if row
+                     else (size // tp, linear.in_features))
+            weight = linear.weight
+            linear.weight = torch.nn.Parameter(torch.empty(shape, dtype=weight.dtype),
+                                               requires_grad=False)
+            if linear.bias is not None and not row:
+                linear.bias = torch.nn.Parameter(torch.empty(shape[0], dtype=weight.dtype),
+                                                 requires_grad=False)
+            linear.in_features, linear.out_features = shape[1], shape[0]
+        setattr(module, attr, head_dim)
+        for name in _PER_HEAD_ATTRS:
+            if isinstance(getattr(module, name, None), int):
+                setattr(module, name, getattr(module, name) // tp)
 
 
 def _refuse_recurrent(path: str, model: Any, model_class: Any = None) -> None:

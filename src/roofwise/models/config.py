@@ -20,7 +20,9 @@ from roofwise.base.errors import InputError
 from roofwise.base.numbers import DuplicateKey, kind, parse_json
 from roofwise.base.text import shown
 
-_SHARDED = ("intermediate_size", "moe_intermediate_size", "vocab_size")
+# MLP widths (by each architecture's name for them) and the vocabulary: split N ways.
+_SHARDED = ("intermediate_size", "ffn_dim", "ffn_hidden_size", "n_inner",
+            "moe_intermediate_size", "vocab_size")
 # Keys that point transformers at code or files outside the config: a config's folder may hold
 # `modeling_*.py` that `auto_map` would import (and run), or hub references it would download.
 # roofwise reads sizes only, so they are dropped before transformers sees the config.
@@ -69,6 +71,7 @@ class ModelConfig:
     hf: Any  # transformers.PretrainedConfig: the decoder that is priced
     notes: tuple[str, ...] = ()  # what of the config is not priced (a vision tower)
     causal_lm_key: type | None = None  # the config class transformers' causal-LM map knows
+    tp: int = 1  # tensor-parallel devices `hf` is one shard of
 
     @property
     def layers(self) -> int:
@@ -293,30 +296,59 @@ def _check_built(path: str, hf: Any, raw: dict[str, Any]) -> None:
 
 
 def shard(config: ModelConfig, tp: int) -> ModelConfig:
-    """The config one of `tp` devices runs; InputError naming a size that does not divide."""
+    """The config one of `tp` devices runs; InputError naming a size that does not divide.
+
+    The head size is pinned before the heads are split (a config without `head_dim` would
+    otherwise make half the heads twice as wide); the MLP width is split under whichever name
+    the architecture gives it (`intermediate_size`, OPT's `ffn_dim`, Falcon's
+    `ffn_hidden_size`, GPT-2's `n_inner`, 4 x hidden when unset). Attention modules that size
+    their heads from `hidden_size` whatever the config says (GPT-NeoX, OPT, Falcon) are
+    narrowed once built (`capture.shard_attention`), from `tp` and the pinned `head_dim`."""
     if tp == 1:
         return config
     import copy
 
     hf = copy.deepcopy(config.hf)
     heads = int(hf.num_attention_heads)
-    if hasattr(hf, "head_dim") and not hasattr(hf, "qk_nope_head_dim"):  # MLA sets its own
-        hf.head_dim = hf.head_dim or hf.hidden_size // heads  # fixed before heads are split
+    if not hasattr(hf, "qk_nope_head_dim"):  # MLA sets its own head sizes
+        _pin_head_dim(hf, getattr(hf, "head_dim", None) or hf.hidden_size // heads)
     _divide(hf, "num_attention_heads", tp, config.path)
-    kv = getattr(hf, "num_key_value_heads", None)
-    if kv is not None:
+    kv_name = next((n for n in ("num_key_value_heads", "num_kv_heads")
+                    if getattr(hf, n, None) is not None), None)
+    if kv_name is not None and not _multi_query(hf):
+        kv = int(getattr(hf, kv_name))
         if kv >= tp:
-            _divide(hf, "num_key_value_heads", tp, config.path)
+            _divide(hf, kv_name, tp, config.path)
         elif tp % kv:
-            raise InputError(f"{config.path}: num_key_value_heads",
+            raise InputError(f"{config.path}: {kv_name}",
                              f"{kv} KV heads can be neither split nor replicated over {tp} "
                              "devices; expected --tp a multiple of it")
         else:
-            hf.num_key_value_heads = 1  # each device keeps one replicated KV head
+            setattr(hf, kv_name, 1)  # each device keeps one replicated KV head
+    if getattr(hf, "n_inner", 0) is None:  # GPT-2 style: 4 x hidden when unset
+        hf.n_inner = 4 * int(hf.hidden_size)
     for name in _SHARDED:
         if getattr(hf, name, None):
             _divide(hf, name, tp, config.path)
-    return replace(config, hf=hf)
+    pad = getattr(hf, "pad_token_id", None)
+    if isinstance(pad, int) and pad >= getattr(hf, "vocab_size", pad + 1):
+        hf.pad_token_id = None  # its row is on another device's share (and costs nothing)
+    return replace(config, hf=hf, tp=tp)
+
+
+def _pin_head_dim(hf: Any, value: int) -> None:
+    """Set the head size of a config, also where it is a read-only property computed from
+    hidden_size and the heads (Falcon): a subclass of this one config then states it."""
+    try:
+        hf.head_dim = value
+    except AttributeError:
+        hf.__class__ = type(type(hf).__name__, (type(hf),), {"head_dim": value})
+
+
+def _multi_query(hf: Any) -> bool:
+    """Falcon's multi-query attention: one KV head whatever `num_kv_heads` says."""
+    return bool(getattr(hf, "multi_query", False)) and not getattr(
+        hf, "new_decoder_architecture", False)
 
 
 def _divide(hf: Any, name: str, tp: int, path: str) -> None:
