@@ -182,3 +182,13 @@ def test_a_hybrid_model_is_refused_naming_its_recurrent_layer(capsys, tmp_path):
 def test_a_model_type_without_a_decoder_is_refused(capsys, tmp_path, model_type):
     line, path = refused(capsys, tmp_path, default_config(model_type))
     assert f"{path}: model_type: transformers has no causal-LM model for {model_type!r}" in line
+
+
+def test_an_unknown_regime_is_named_with_the_known_ones(capsys):
+    """It used to be reported as a fault of the profile ("prices in cycles")."""
+    code = main(["model", str(MODELS / "llama-3.2-1b.json"), "-m", "h200", "--phase", "decode",
+                 "--regime", "nonsense"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines() == ["roofwise: error: --regime: expected one of sustained, burst, "
+                                "unspecified, got 'nonsense'"]
