@@ -115,6 +115,13 @@ def test_a_bad_file_is_one_line(capsys, tmp_path, text, expected):
     assert path in line and expected in line, line
 
 
+def test_a_config_over_4_mib_is_refused_unread(capsys, tmp_path):
+    config = json.dumps(llama(id2label={str(i): "x" * 64 for i in range(70_000)}))
+    assert len(config) > 4 << 20
+    line, path = refused(capsys, tmp_path, config)
+    assert f"{path}: {len(config):,} bytes; expected a config.json of at most 4,194,304" in line
+
+
 def test_a_bom_and_cr_line_ends_are_read(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(llama(), indent=1).replace("\n", "\r").encode())
