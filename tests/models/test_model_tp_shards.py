@@ -113,3 +113,19 @@ def test_heads_that_do_not_divide_are_one_line(capsys, tmp_path):
     assert code == 2
     assert err.splitlines() == [f"roofwise: error: {path}: num_attention_heads: 71 does not "
                                 "divide over --tp 2"]
+
+
+@pytest.mark.parametrize(("model_type", "why"), [
+    ("helium", "its output projection is sized from hidden_size, its heads from head_dim"),
+    ("persimmon", "its heads and per-head q/k norms are sized from hidden_size"),
+])
+def test_blocks_sized_from_hidden_size_are_narrowed_too(capsys, tmp_path, model_type, why):
+    """transformers' defaults for the type (2 layers): --tp 2 did half the linear work
+    (biases aside), where it used to end in a shape error."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type, num_hidden_layers=LAYERS).to_dict()
+    config.pop("transformers_version", None)
+    one = linear_flops(capsys, tmp_path, config, 1)
+    two = linear_flops(capsys, tmp_path, config, 2)
+    assert two / one == pytest.approx(0.5, abs=1e-3), why

@@ -26,10 +26,12 @@ expanded through `kv_b_proj` every step (no weight absorption).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -143,7 +145,7 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     hf._attn_implementation = build_with
     hf_logging.set_verbosity_error()
     recorder = _recorder_class()(seq, kv)
-    with warnings.catch_warnings(), FakeTensorMode(allow_non_fake_inputs=True):
+    with warnings.catch_warnings(), _quiet_torch(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
         try:
             model = model_class._from_config(hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
@@ -198,39 +200,80 @@ _PER_HEAD_ATTRS = ("rotary_ndims",)  # widths computed from the head size at con
 def shard_attention(path: str, model: Any, head_dim: int, tp: int) -> None:
     """Narrow the attention blocks that sized their heads from `hidden_size` to one device's
     share: such a block, built with 1/tp of the heads, made each head tp times `head_dim`
-    wide (GPT-NeoX, OPT, Falcon); its projections into the heads are cut to 1/tp of their
-    outputs and its output projection to 1/tp of its inputs, so that it holds heads/tp heads
-    of `head_dim`. Blocks that read `head_dim` from the config are left as built."""
+    wide (GPT-NeoX, OPT, Falcon, Persimmon); its projections into the heads are cut to 1/tp of
+    their outputs, its output projection to 1/tp of its inputs and its per-head norms to
+    `head_dim`, so that it holds heads/tp heads of `head_dim`. A block that reads `head_dim`
+    from the config but sizes its output projection from `hidden_size` (Helium) has that one
+    narrowed to its query width. Other blocks are left as built."""
     import torch
 
     for module in model.modules():
         attr = next((a for a in _HEAD_SIZE_ATTRS
                      if isinstance(getattr(module, a, None), int)), None)
-        if attr is None or getattr(module, attr) != head_dim * tp:
-            continue
         linears = [(n, c) for n, c in module.named_children() if isinstance(c, torch.nn.Linear)]
-        if not linears:
+        if attr is None or not linears:
             continue
-        for name, linear in linears:
-            row = name in _ROW_PARALLEL
-            size = linear.in_features if row else linear.out_features
-            if size % tp:
-                raise InputError(f"{path}: --tp {tp}", f"{type(module).__name__}.{name} has "
-                                                       f"{size} features, which do not divide "
-                                                       f"over {tp} devices")
-            shape = ((linear.out_features, size // tp) if row
-                     else (size // tp, linear.in_features))
-            weight = linear.weight
-            linear.weight = torch.nn.Parameter(torch.empty(shape, dtype=weight.dtype),
-                                               requires_grad=False)
-            if linear.bias is not None and not row:
-                linear.bias = torch.nn.Parameter(torch.empty(shape[0], dtype=weight.dtype),
-                                                 requires_grad=False)
-            linear.in_features, linear.out_features = shape[1], shape[0]
-        setattr(module, attr, head_dim)
-        for name in _PER_HEAD_ATTRS:
-            if isinstance(getattr(module, name, None), int):
-                setattr(module, name, getattr(module, name) // tp)
+        if getattr(module, attr) == head_dim * tp:
+            for name, linear in linears:
+                _narrow(path, module, name, linear, tp, row=name in _ROW_PARALLEL)
+            for child in module.children():
+                weight = getattr(child, "weight", None)
+                if getattr(weight, "shape", None) == (head_dim * tp,):
+                    _narrow_norm(child, head_dim)
+            setattr(module, attr, head_dim)
+            for name in _PER_HEAD_ATTRS:
+                if isinstance(getattr(module, name, None), int):
+                    setattr(module, name, getattr(module, name) // tp)
+        elif getattr(module, attr) == head_dim:
+            query = dict(linears).get("q_proj")
+            for name, linear in linears:
+                if (query is not None and name in _ROW_PARALLEL
+                        and linear.in_features == query.out_features * tp):
+                    _narrow(path, module, name, linear, tp, row=True)
+
+
+def _narrow(path: str, module: Any, name: str, linear: Any, tp: int, row: bool) -> None:
+    """One linear layer cut to 1/tp of its inputs (row) or of its outputs (column)."""
+    import torch
+
+    size = linear.in_features if row else linear.out_features
+    if size % tp:
+        raise InputError(f"{path}: --tp {tp}", f"{type(module).__name__}.{name} has {size} "
+                                               f"features, which do not divide over {tp} "
+                                               "devices")
+    shape = (linear.out_features, size // tp) if row else (size // tp, linear.in_features)
+    dtype = linear.weight.dtype
+    linear.weight = torch.nn.Parameter(torch.empty(shape, dtype=dtype), requires_grad=False)
+    if linear.bias is not None and not row:
+        linear.bias = torch.nn.Parameter(torch.empty(shape[0], dtype=dtype),
+                                         requires_grad=False)
+    linear.in_features, linear.out_features = shape[1], shape[0]
+
+
+def _narrow_norm(norm: Any, width: int) -> None:
+    """A per-head norm (Persimmon's q/k LayerNorm) cut to `width`."""
+    import torch
+
+    for name in ("weight", "bias"):
+        old = getattr(norm, name, None)
+        if old is not None:
+            setattr(norm, name, torch.nn.Parameter(torch.empty(width, dtype=old.dtype),
+                                                   requires_grad=False))
+    if hasattr(norm, "normalized_shape"):
+        norm.normalized_shape = (width,)
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """torch logs a fake-tensor op that fails (with its traceback) before raising it; the
+    raise becomes our one line, so the log, which would be more lines on stderr, is held."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _refuse_recurrent(path: str, model: Any, model_class: Any = None) -> None:

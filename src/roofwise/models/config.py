@@ -55,7 +55,7 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "n_shared_experts": (0, 1 << 14), "first_k_dense_replace": (0, 1024),
     "kv_lora_rank": (1, 1 << 20), "q_lora_rank": (1, 1 << 20),
     "qk_nope_head_dim": (1, 1 << 16), "qk_rope_head_dim": (1, 1 << 16),
-    "v_head_dim": (1, 1 << 16), "sliding_window": (1, 1 << 30),
+    "v_head_dim": (1, 1 << 16), "sliding_window": (0, 1 << 30),
     "num_kv_heads": (1, 1 << 14), "multi_query_group_num": (1, 1 << 14),
 }
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
@@ -309,7 +309,9 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     import copy
 
     hf = copy.deepcopy(config.hf)
-    heads = int(hf.num_attention_heads)
+    heads = getattr(hf, "num_attention_heads", None)
+    if not isinstance(heads, int):  # no attention (an SSM): the capture says what it is
+        return replace(config, hf=hf, tp=tp)
     if not hasattr(hf, "qk_nope_head_dim"):  # MLA sets its own head sizes
         _pin_head_dim(hf, getattr(hf, "head_dim", None) or hf.hidden_size // heads)
     _divide(hf, "num_attention_heads", tp, config.path)
