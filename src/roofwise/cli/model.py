@@ -20,7 +20,7 @@ from roofwise.cli.common import console, finite, load_machine_arg, note, print_h
 from roofwise.cli.machines import print_fitted
 from roofwise.models.project import projection_records
 from roofwise.models.serve import memory_lines
-from roofwise.profiles.machine import Machine
+from roofwise.profiles.machine import REGIMES, Machine
 from roofwise.records.write import format_of, write_records
 from roofwise.render.layout import Column, fit_table
 
@@ -128,6 +128,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
            weights: str | None = None) -> None:
     from roofwise.models.config import load_config, shard  # deferred: transformers
 
+    if regime is not None and regime not in REGIMES:  # before the profile says "no rates"
+        raise InputError("--regime", f"expected one of {', '.join(REGIMES)}, got {regime!r}")
     machine = load_machine_arg(machine_name)
     assert machine is not None
     if seq is None:

@@ -31,6 +31,7 @@ re-expanded through `kv_b_proj` every step. Prefill runs expanded in both.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import re
 import warnings
@@ -40,6 +41,7 @@ from typing import Any
 
 from roofwise.base.dtypes import bytes_per_element
 from roofwise.base.errors import InputError
+from roofwise.base.text import shown
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
 from roofwise.models import attention_forms
 from roofwise.models.config import ModelConfig
@@ -80,10 +82,56 @@ class Capture:
     # of linear layers and of experts; embeddings, norms, biases and routers stay as they are)
     weights: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
     mla: str | None = None  # the form multi-head latent attention ran in; None: no MLA
+    notes: tuple[str, ...] = ()  # how the step was priced, and what of the model was not
 
 
 def layer_pattern(path: str) -> str:
     return re.sub(r"\.\d+(?=\.|$)", ".*", path) or "(model)"
+
+
+# Step sizes roofwise accepts: far beyond any serving batch or context (Llama 4 Scout's 10 M
+# tokens fit), small enough that no product of them wraps an int64 inside torch.
+STEP_LIMITS = {"--batch": (1, 1 << 20), "--seq": (1, 1 << 24), "--context": (0, 1 << 27)}
+MAX_STEP_TOKENS = 1 << 24  # new tokens per step (batch x seq)
+# Layers whose work is a recurrence (an SSM's selective scan, RWKV's time mixing, a gated delta
+# net): transformers' reference form runs them token by token, and the operator library has
+# no fused ledger for them yet, so they are refused by name rather than priced wrong.
+_RECURRENT = re.compile(r"Mamba|Mixer|Rwkv|Recurrent|GatedDeltaNet|LinearAttention|ShortConv|"
+                        r"[Ll]stm|LSTM|SSM|Ssm")
+
+
+def check_step(batch: int, seq: int, context: int) -> None:
+    """InputError naming the option when a step's sizes are out of range."""
+    for option, value in (("--batch", batch), ("--seq", seq), ("--context", context)):
+        low, high = STEP_LIMITS[option]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InputError(option, f"expected an integer from {low:,} to {high:,}, got "
+                                     f"{shown(value)}")
+    if batch * seq > MAX_STEP_TOKENS:
+        raise InputError("--batch x --seq", f"{batch * seq:,} new tokens per step; expected at "
+                                            f"most {MAX_STEP_TOKENS:,}")
+
+
+def attention_plan(model_class: Any, fused: bool) -> tuple[str, str, str]:
+    """(implementation to build with, implementation to run with, the note that says how
+    attention is priced). transformers refuses SDPA for some classes (Gemma-2 and gpt-oss:
+    softcapping and sinks, which SDPA lacks; BLOOM, GPT-Neo, MPT: attention written inline).
+    Those whose attention goes through transformers' attention interface are built eager and
+    run through the SDPA path, which gives the fused kernel's shapes; the others run eager and
+    are priced op by op, and the note says which."""
+    name = model_class.__name__
+    if not fused:
+        return "eager", "eager", ("attention priced op by op as transformers' eager form runs "
+                                  "it (matmul, softmax, matmul), not as a fused kernel (--unfused)")
+    fused_note = "attention priced as one fused kernel per layer (flash prefill / paged decode)"
+    if getattr(model_class, "_supports_sdpa", False):
+        return "sdpa", "sdpa", fused_note
+    if getattr(model_class, "_supports_attention_backend", False):
+        return "eager", "sdpa", (f"{fused_note}; {name} refuses SDPA, so it is built eager and "
+                                 "its attention priced from the fused kernel's shapes")
+    return "eager", "eager", (f"{name} has no fused attention path in transformers: its "
+                              "attention priced op by op as its eager form runs it (matmul, "
+                              "softmax, matmul), more traffic than a fused kernel")
 
 
 def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context: int,
@@ -96,32 +144,47 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     from transformers import StaticCache
     from transformers.utils import logging as hf_logging
 
+    from roofwise.models.config import reason_of
+
     if dtype not in TORCH_DTYPES:
         raise InputError("--dtype", f"expected one of {', '.join(TORCH_DTYPES)}, got {dtype!r}")
+    check_step(batch, seq, context)
     kv = kv_dtype or dtype
     bytes_per_element(kv, "--kv-dtype")
     hf = config.hf
-    hf._attn_implementation = "sdpa" if fused else "eager"
+    model_class = causal_lm_class(config)
+    _refuse_recurrent(config.path, None, model_class)
+    build_with, run_with, attention_note = attention_plan(model_class, fused)
+    hf._attn_implementation = build_with
     hf_logging.set_verbosity_error()
     recorder = _recorder_class()(seq, kv)
     recorder.positions = context + seq
-    with warnings.catch_warnings(), FakeTensorMode(allow_non_fake_inputs=True):
+    if mla not in attention_forms.MLA_FORMS:
+        raise InputError("--mla", f"expected one of {', '.join(attention_forms.MLA_FORMS)}, "
+                                  f"got {mla!r}")
+    with warnings.catch_warnings(), _quiet_torch(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
-        model = causal_lm_class(config)._from_config(
-            hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+        try:
+            model = model_class._from_config(hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+        except Exception as exc:  # transformers or torch refusing a size, a type, a value
+            raise InputError(config.path, f"transformers cannot build a {hf.model_type} model "
+                                          f"from it ({reason_of(exc)})") from None
+        _refuse_recurrent(config.path, model)
+        if config.tp > 1:
+            shard_attention(config.path, model, int(hf.head_dim), config.tp)
         model.eval()
+        if run_with != build_with:
+            model.config._attn_implementation = run_with
+            attention_note += _without_softcap(model)
         hooks = _hook_modules(model, recorder, fused)
-        if mla not in attention_forms.MLA_FORMS:
-            raise InputError("--mla", f"expected one of {', '.join(attention_forms.MLA_FORMS)}"
-                                      f", got {mla!r}")
         has_mla = any(attention_forms.is_mla(m) for m in model.modules())
         patched = (attention_forms.absorb(model, recorder, CapturedOp, layer_pattern,
                                           _torch_dtype_name)
                    if has_mla and fused and mla == "absorbed" and phase == "decode" else [])
-        cache = StaticCache(config=hf, max_cache_len=context + seq)
-        ids = torch.zeros((batch, seq), dtype=torch.long)
-        position = torch.arange(context, context + seq)
         try:
+            cache = StaticCache(config=model.config, max_cache_len=context + seq)
+            ids = torch.zeros((batch, seq), dtype=torch.long)
+            position = torch.arange(context, context + seq)
             with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
                 recorder.muted += 1
                 model(input_ids=ids[:, :1], past_key_values=cache,
@@ -135,10 +198,8 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
         except InputError:
             raise
         except Exception as exc:  # transformers or torch refusing this model on fake tensors
-            text = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
             raise InputError(config.path, f"transformers could not run one {phase} step on "
-                                          f"fake tensors ({type(exc).__name__}: {text})"
-                             ) from None
+                                          f"fake tensors ({reason_of(exc)})") from None
         finally:
             for hook in hooks:
                 hook.remove()
@@ -152,7 +213,8 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     return Capture(tuple(recorder.captured), int(weights),
                    math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
                    config.layers, int(hf.hidden_size), dtype, kv, kv_layers, weight_list,
-                   ("absorbed" if patched else "expanded") if has_mla else None)
+                   ("absorbed" if patched else "expanded") if has_mla else None,
+                   (*config.notes, attention_note))
 
 
 def _kv_layers(cache: Any, batch: int, window: int | None
@@ -186,6 +248,121 @@ def _weights(model: Any) -> tuple[tuple[str, tuple[int, ...], bool], ...]:
                  for name, p in model.named_parameters())
 
 
+# Output projections of an attention block (tensor parallel: split along their input); every
+# other linear layer of the block projects into the heads (split along its output).
+_ROW_PARALLEL = ("o_proj", "out_proj", "dense", "c_proj", "o", "wo")
+_HEAD_SIZE_ATTRS = ("head_dim", "head_size")
+_PER_HEAD_ATTRS = ("rotary_ndims",)  # widths computed from the head size at construction
+
+
+def shard_attention(path: str, model: Any, head_dim: int, tp: int) -> None:
+    """Narrow the attention blocks that sized their heads from `hidden_size` to one device's
+    share: such a block, built with 1/tp of the heads, made each head tp times `head_dim`
+    wide (GPT-NeoX, OPT, Falcon, Persimmon); its projections into the heads are cut to 1/tp of
+    their outputs, its output projection to 1/tp of its inputs and its per-head norms to
+    `head_dim`, so that it holds heads/tp heads of `head_dim`. A block that reads `head_dim`
+    from the config but sizes its output projection from `hidden_size` (Helium) has that one
+    narrowed to its query width. Other blocks are left as built."""
+    import torch
+
+    for module in model.modules():
+        attr = next((a for a in _HEAD_SIZE_ATTRS
+                     if isinstance(getattr(module, a, None), int)), None)
+        linears = [(n, c) for n, c in module.named_children() if isinstance(c, torch.nn.Linear)]
+        if attr is None or not linears:
+            continue
+        if getattr(module, attr) == head_dim * tp:
+            for name, linear in linears:
+                _narrow(path, module, name, linear, tp, row=name in _ROW_PARALLEL)
+            for child in module.children():
+                weight = getattr(child, "weight", None)
+                if getattr(weight, "shape", None) == (head_dim * tp,):
+                    _narrow_norm(child, head_dim)
+            setattr(module, attr, head_dim)
+            for name in _PER_HEAD_ATTRS:
+                if isinstance(getattr(module, name, None), int):
+                    setattr(module, name, getattr(module, name) // tp)
+        elif getattr(module, attr) == head_dim:
+            query = dict(linears).get("q_proj")
+            for name, linear in linears:
+                if (query is not None and name in _ROW_PARALLEL
+                        and linear.in_features == query.out_features * tp):
+                    _narrow(path, module, name, linear, tp, row=True)
+
+
+def _narrow(path: str, module: Any, name: str, linear: Any, tp: int, row: bool) -> None:
+    """One linear layer cut to 1/tp of its inputs (row) or of its outputs (column)."""
+    import torch
+
+    size = linear.in_features if row else linear.out_features
+    if size % tp:
+        raise InputError(f"{path}: --tp {tp}", f"{type(module).__name__}.{name} has {size} "
+                                               f"features, which do not divide over {tp} "
+                                               "devices")
+    shape = (linear.out_features, size // tp) if row else (size // tp, linear.in_features)
+    dtype = linear.weight.dtype
+    linear.weight = torch.nn.Parameter(torch.empty(shape, dtype=dtype), requires_grad=False)
+    if linear.bias is not None and not row:
+        linear.bias = torch.nn.Parameter(torch.empty(shape[0], dtype=dtype),
+                                         requires_grad=False)
+    linear.in_features, linear.out_features = shape[1], shape[0]
+
+
+def _narrow_norm(norm: Any, width: int) -> None:
+    """A per-head norm (Persimmon's q/k LayerNorm) cut to `width`."""
+    import torch
+
+    for name in ("weight", "bias"):
+        old = getattr(norm, name, None)
+        if old is not None:
+            setattr(norm, name, torch.nn.Parameter(torch.empty(width, dtype=old.dtype),
+                                                   requires_grad=False))
+    if hasattr(norm, "normalized_shape"):
+        norm.normalized_shape = (width,)
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """torch logs a fake-tensor op that fails (with its traceback) before raising it; the
+    raise becomes our one line, so the log, which would be more lines on stderr, is held."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _refuse_recurrent(path: str, model: Any, model_class: Any = None) -> None:
+    """InputError naming the first recurrent layer of a model (or its class, before it is
+    built: RWKV's defaults do not even build on fake tensors)."""
+    found = ([("the model class", model_class.__name__)] if model is None else
+             [(name, type(module).__name__) for name, module in model.named_modules()
+              if name and not type(module).__name__.endswith(("Model", "ForCausalLM"))])
+    for name, kind in found:
+        if _RECURRENT.search(kind):
+            raise InputError(path, f"{name} is {kind}: a recurrence (selective scan or linear "
+                                   "attention) that roofwise's operator library has no ledger "
+                                   "for yet; expected attention and MLP layers")
+
+
+def _without_softcap(model: Any) -> str:
+    """Gemma-2's attention softcaps its logits (one tanh per score), which SDPA refuses and the
+    fused kernels serving stacks run (FlashAttention, FlashInfer) support: the softcap is
+    dropped from the fake model so that its attention runs the SDPA path, and the note says
+    its tanh is not priced; so are gpt-oss's sinks (SDPA's path ignores them)."""
+    capped = sinks = 0
+    for module in model.modules():
+        if getattr(module, "attn_logit_softcapping", None) is not None:
+            module.attn_logit_softcapping = None
+            capped += 1
+        sinks += getattr(module, "sinks", None) is not None
+    return (("; its logit softcapping (one tanh per score) not priced" if capped else "")
+            + ("; its attention sinks (one more logit per head and query) not priced"
+               if sinks else ""))
+
+
 def causal_lm_class(config: ModelConfig) -> Any:
     """transformers' own causal-LM class for this config type, looked up in its mapping.
 
@@ -195,7 +372,7 @@ def causal_lm_class(config: ModelConfig) -> Any:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     try:
-        found = MODEL_FOR_CAUSAL_LM_MAPPING[type(config.hf)]
+        found = MODEL_FOR_CAUSAL_LM_MAPPING[config.causal_lm_key or type(config.hf)]
     except KeyError:
         raise InputError(f"{config.path}: model_type",
                          f"transformers has no causal-LM model for {config.hf.model_type!r}; "

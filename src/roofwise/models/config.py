@@ -9,15 +9,20 @@ size, norms, router and MLA latent projections stay whole on every device.
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
+import re
+import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from roofwise.base.errors import InputError
+from roofwise.base.numbers import DuplicateKey, kind, parse_json
+from roofwise.base.text import shown
 
-_SHARDED = ("intermediate_size", "moe_intermediate_size", "vocab_size")
+# MLP widths (by each architecture's name for them) and the vocabulary: split N ways.
+_SHARDED = ("intermediate_size", "ffn_dim", "ffn_hidden_size", "n_inner",
+            "moe_intermediate_size", "vocab_size")
 # Keys that point transformers at code or files outside the config: a config's folder may hold
 # `modeling_*.py` that `auto_map` would import (and run), or hub references it would download.
 # roofwise reads sizes only, so they are dropped before transformers sees the config.
@@ -34,11 +39,39 @@ def offline_transformers() -> None:
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 
+# Sizes a config may set, with the largest roofwise accepts: generous for any real model (the
+# largest public ones have 126 layers, a hidden size of 18,432, 128 heads, 256 experts and a
+# 262,144 vocabulary), small enough that a typo (1e6 layers) is refused at once instead of
+# building a million modules. The lower bound is 1 unless said (0: may be absent in effect).
+SIZE_LIMITS: dict[str, tuple[int, int]] = {
+    "num_hidden_layers": (1, 1024), "hidden_size": (1, 1 << 20),
+    "num_attention_heads": (1, 1 << 14), "num_key_value_heads": (1, 1 << 14),
+    "head_dim": (1, 1 << 16), "intermediate_size": (1, 1 << 24), "ffn_dim": (1, 1 << 24),
+    "ffn_hidden_size": (1, 1 << 24), "n_inner": (1, 1 << 24),
+    "moe_intermediate_size": (1, 1 << 24), "shared_expert_intermediate_size": (0, 1 << 24),
+    "vocab_size": (1, 1 << 24), "max_position_embeddings": (1, 1 << 30),
+    "num_local_experts": (1, 1 << 14), "num_experts": (1, 1 << 14),
+    "n_routed_experts": (1, 1 << 14), "num_experts_per_tok": (1, 1 << 14),
+    "n_shared_experts": (0, 1 << 14), "first_k_dense_replace": (0, 1024),
+    "kv_lora_rank": (1, 1 << 20), "q_lora_rank": (1, 1 << 20),
+    "qk_nope_head_dim": (1, 1 << 16), "qk_rope_head_dim": (1, 1 << 16),
+    "v_head_dim": (1, 1 << 16), "sliding_window": (0, 1 << 30),
+    "num_kv_heads": (1, 1 << 14), "multi_query_group_num": (1, 1 << 14),
+}
+ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
+ROPE_KEYS = ("rope_scaling", "rope_parameters")
+MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few kB; the largest (id2label maps) < 1 MB
+MAX_DEPTH = 32  # configs nest 3 or 4 levels (text_config, rope_parameters)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     path: str
     raw: dict[str, Any]
-    hf: Any  # transformers.PretrainedConfig
+    hf: Any  # transformers.PretrainedConfig: the decoder that is priced
+    notes: tuple[str, ...] = ()  # what of the config is not priced (a vision tower)
+    causal_lm_key: type | None = None  # the config class transformers' causal-LM map knows
+    tp: int = 1  # tensor-parallel devices `hf` is one shard of
 
     @property
     def layers(self) -> int:
@@ -46,17 +79,10 @@ class ModelConfig:
 
 
 def load_config(path: str | Path) -> ModelConfig:
-    """Read config.json and build the transformers config offline."""
+    """Read config.json and build the transformers config offline; InputError (one line,
+    naming the file and the field) for anything transformers or roofwise would refuse later."""
     target = Path(path)
-    if not target.is_file():
-        raise InputError(str(target), "no such file; expected a Hugging Face config.json")
-    try:
-        raw = json.loads(target.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(str(target), f"not JSON ({exc}); expected a config.json") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
-        raise InputError(f"{target}: model_type", "expected a config.json naming its "
-                                                  "model_type (llama, mixtral, deepseek_v2, ...)")
+    raw = read_config_json(target)
     offline_transformers()
     try:
         from transformers import AutoConfig
@@ -65,40 +91,266 @@ def load_config(path: str | Path) -> ModelConfig:
                          ) from None
     fields = {k: v for k, v in raw.items()
               if k not in ("model_type", "architectures", *_CODE_KEYS)}
+    from transformers.utils import logging as hf_logging
+
+    _check_fields(str(target), raw["model_type"], fields)
+    hf_logging.set_verbosity_error()  # its warnings would be lines on stderr beside ours
     try:
-        hf = AutoConfig.for_model(raw["model_type"], **fields)
-    except (ValueError, KeyError, TypeError) as exc:
-        text = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
-        raise InputError(f"{target}: model_type", f"transformers cannot build it ({text})"
-                         ) from None
-    return ModelConfig(str(target), raw, hf)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            built = AutoConfig.for_model(raw["model_type"], **fields)
+    except Exception as exc:  # transformers' validators raise their own classes, and others
+        field = _FIELD.search(str(exc))
+        raise InputError(f"{target}: {field.group(1) if field else 'model_type'}",
+                         f"transformers cannot build the config ({reason_of(exc)})") from None
+    hf, key, notes = _decoder(str(target), built)
+    _check_built(str(target), hf, _decoder_fields(built, hf, raw))
+    return ModelConfig(str(target), raw, hf, notes, key)
+
+
+_FIELD = re.compile(r"(?:for field|Field) '(\w+)'")
+_VALIDATOR_PREFIX = re.compile(r"^(?:Class validation error for validator '\w+':|"
+                               r"Validation error for field '\w+':)\s*")
+
+
+def reason_of(exc: BaseException) -> str:
+    """An exception from transformers or torch as one short clause: its text, or its class
+    when it has none (transformers' validators spread one reason over indented lines, after
+    a header naming the validator)."""
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    text = _VALIDATOR_PREFIX.sub("", text)
+    return shown(text, 110)[1:-1] if text else type(exc).__name__
+
+
+def _decoder_fields(built: Any, hf: Any, raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `raw` that the priced decoder config came from: the top level, or the
+    sub-config (text_config) it was built from."""
+    if hf is built:
+        return raw
+    for key in getattr(built, "sub_configs", {}):
+        if getattr(built, key, None) is hf:
+            found = raw.get(key)
+            return found if isinstance(found, dict) else {}
+    return {}
+
+
+def read_config_json(target: Path) -> dict[str, Any]:
+    """The JSON object of a config file, read within limits: UTF-8 (a BOM allowed), at most
+    MAX_CONFIG_BYTES and MAX_DEPTH levels, no key named twice, a `model_type` string."""
+    if not target.is_file():
+        raise InputError(str(target), "no such file; expected a Hugging Face config.json")
+    size = target.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise InputError(str(target), f"{size:,} bytes; expected a config.json of at most "
+                                      f"{MAX_CONFIG_BYTES:,}")
+    data = target.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(target), f"byte {exc.start} is not UTF-8; expected a config.json "
+                                      "in UTF-8") from None
+    try:
+        raw = parse_json(text, unique_keys=True)
+    except DuplicateKey as exc:
+        raise InputError(f"{target}: {shown(exc.key)}", "named twice; which value is meant is "
+                                                        "ambiguous: give each key once") from None
+    except RecursionError:
+        raise InputError(str(target), f"nesting deeper than {MAX_DEPTH} levels; expected a "
+                                      "config.json") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of over a million digits
+        raise InputError(str(target), f"not JSON ({shown(str(exc), 120)}); expected a "
+                                      "config.json") from None
+    if _depth(raw) > MAX_DEPTH:
+        raise InputError(str(target), f"nesting deeper than {MAX_DEPTH} levels; expected a "
+                                      "config.json")
+    if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
+        raise InputError(f"{target}: model_type", "expected a config.json naming its "
+                                                  "model_type (llama, mixtral, deepseek_v2, ...)")
+    return raw
+
+
+def _depth(value: Any) -> int:
+    """Nesting levels of parsed JSON, without recursion (the parser already bounds it)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = (item.values() if isinstance(item, dict) else item
+                    if isinstance(item, list) else ())
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if level + 1 > MAX_DEPTH:
+                    return level + 1
+                stack.append((child, level + 1))
+        deepest = max(deepest, level)
+    return deepest
+
+
+def _check_fields(path: str, model_type: str, fields: dict[str, Any]) -> None:
+    """Sizes and activations checked (and whole sizes written as floats made integers) before
+    transformers sees them, top level and nested decoder configs alike; transformers itself
+    would refuse them deep inside model construction, if at all."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        aliases = {alias: name for name, alias in CONFIG_MAPPING[model_type].attribute_map.items()}
+    except KeyError:
+        aliases = {}  # an unknown model_type: AutoConfig says so
+    for key, value in list(fields.items()):
+        where = f"{path}: {key}"
+        name = aliases.get(key, key)
+        if name in SIZE_LIMITS and value is not None:
+            fields[key] = _size(value, where, *SIZE_LIMITS[name])
+        elif name in ACTIVATION_KEYS and value is not None:
+            _activation(value, where)
+        elif key.endswith("_config") and isinstance(value, dict):
+            nested = value.get("model_type")
+            _check_fields(f"{path}: {key}", nested if isinstance(nested, str) else "", value)
+
+
+def _size(value: Any, where: str, low: int, high: int) -> int:
+    expected = f"an integer from {low:,} to {high:,}"
+    if isinstance(value, float) and value.is_integer() and low <= value <= high:
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InputError(where, f"expected {expected}, got {_got(value)}")
+    return value
+
+
+def _got(value: Any) -> str:
+    return kind(value) if isinstance(value, (str, type(None), dict, list)) else shown(value)
+
+
+def _activation(value: Any, where: str) -> None:
+    from transformers.activations import ACT2FN
+
+    if not isinstance(value, str) or value not in ACT2FN:
+        raise InputError(where, f"got {_got(value)}; expected an activation transformers "
+                                "knows (silu, gelu, gelu_new, gelu_pytorch_tanh, relu, ...)")
+
+
+def _check_rope(path: str, hf: Any, raw: dict[str, Any]) -> None:
+    """Every rope type of the built config (flat, or one per layer type) is one transformers
+    has a rotary embedding for; it would refuse it only inside model construction."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    found = getattr(hf, "rope_parameters", None)
+    if not isinstance(found, dict):
+        return
+    groups = [v for v in found.values() if isinstance(v, dict)] or [found]
+    known = ("default", *sorted(ROPE_INIT_FUNCTIONS))
+    for group in groups:
+        rope_type = group.get("rope_type", "default")
+        if rope_type not in (*known, getattr(hf, "default_rope_type", "default")):
+            key = next((k for k in ROPE_KEYS if k in raw), ROPE_KEYS[1])
+            raise InputError(f"{path}: {key}.rope_type", f"expected a rope type transformers "
+                                                         f"knows ({', '.join(known)}), got "
+                                                         f"{_got(rope_type)}")
+
+
+def _decoder(path: str, hf: Any) -> tuple[Any, type, tuple[str, ...]]:
+    """The decoder config to build and price, the config class whose causal-LM entry builds
+    it, and notes: the config itself when transformers has a causal LM for it, else its text
+    decoder (a multimodal config's language model, whose vision tower is then not priced, and
+    said so)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    text = hf.get_text_config(decoder=True)
+    text_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(text), None) if text is not hf else None
+    own = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(hf), None)
+    if text_class is not None and getattr(text_class, "config_class", None) is type(text):
+        key = type(text)
+    elif own is not None and getattr(own, "config_class", None) is type(hf):
+        return hf, type(hf), ()
+    elif own is not None and text is not hf and getattr(own, "config_class", None) is type(text):
+        key = type(hf)  # mllama: the outer config's entry builds from its text config
+    else:
+        raise InputError(f"{path}: model_type",
+                         f"transformers has no causal-LM model for {hf.model_type!r}; "
+                         "expected a decoder-only language model (llama, qwen2, mixtral, ...)")
+    return text, key, (f"{hf.model_type}: its text decoder ({text.model_type}) only; the rest "
+                  "(a vision or audio tower) is not priced: a decode step runs none of it",)
+
+
+def _check_built(path: str, hf: Any, raw: dict[str, Any]) -> None:
+    """What every decoder needs, on the config transformers built (aliases resolved). The
+    hidden size and the layer count must be the config's own: transformers would fill in its
+    defaults (4,096 and 32 for llama) without a word."""
+    aliases = getattr(hf, "attribute_map", {})
+    for name in ("hidden_size", "num_hidden_layers"):
+        value = getattr(hf, name, None)
+        if value is None or (name not in raw and aliases.get(name) not in raw):
+            raise InputError(f"{path}: {name}", f"missing; expected {hf.model_type}'s "
+                                                f"{name.replace('_', ' ')} as an integer")
+        _size(value, f"{path}: {name}", *SIZE_LIMITS[name])
+    heads = getattr(hf, "num_attention_heads", None)
+    kv = getattr(hf, "num_key_value_heads", None)
+    if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
+        raise InputError(f"{path}: num_key_value_heads",
+                         f"{kv} KV heads do not divide {heads} query heads; expected a divisor")
+    if (isinstance(heads, int) and getattr(hf, "head_dim", None) is None
+            and hf.hidden_size % heads):
+        raise InputError(f"{path}: num_attention_heads",
+                         f"{heads} heads do not divide hidden_size {hf.hidden_size} and there "
+                         "is no head_dim; expected a divisor or a head_dim")
+    _check_rope(path, hf, raw)
 
 
 def shard(config: ModelConfig, tp: int) -> ModelConfig:
-    """The config one of `tp` devices runs; InputError naming a size that does not divide."""
+    """The config one of `tp` devices runs; InputError naming a size that does not divide.
+
+    The head size is pinned before the heads are split (a config without `head_dim` would
+    otherwise make half the heads twice as wide); the MLP width is split under whichever name
+    the architecture gives it (`intermediate_size`, OPT's `ffn_dim`, Falcon's
+    `ffn_hidden_size`, GPT-2's `n_inner`, 4 x hidden when unset). Attention modules that size
+    their heads from `hidden_size` whatever the config says (GPT-NeoX, OPT, Falcon) are
+    narrowed once built (`capture.shard_attention`), from `tp` and the pinned `head_dim`."""
     if tp == 1:
         return config
     import copy
 
     hf = copy.deepcopy(config.hf)
-    heads = int(hf.num_attention_heads)
-    if hasattr(hf, "head_dim") and not hasattr(hf, "qk_nope_head_dim"):  # MLA sets its own
-        hf.head_dim = hf.head_dim or hf.hidden_size // heads  # fixed before heads are split
+    heads = getattr(hf, "num_attention_heads", None)
+    if not isinstance(heads, int):  # no attention (an SSM): the capture says what it is
+        return replace(config, hf=hf, tp=tp)
+    if not hasattr(hf, "qk_nope_head_dim"):  # MLA sets its own head sizes
+        _pin_head_dim(hf, getattr(hf, "head_dim", None) or hf.hidden_size // heads)
     _divide(hf, "num_attention_heads", tp, config.path)
-    kv = getattr(hf, "num_key_value_heads", None)
-    if kv is not None:
+    kv_name = next((n for n in ("num_key_value_heads", "num_kv_heads")
+                    if getattr(hf, n, None) is not None), None)
+    if kv_name is not None and not _multi_query(hf):
+        kv = int(getattr(hf, kv_name))
         if kv >= tp:
-            _divide(hf, "num_key_value_heads", tp, config.path)
+            _divide(hf, kv_name, tp, config.path)
         elif tp % kv:
-            raise InputError(f"{config.path}: num_key_value_heads",
+            raise InputError(f"{config.path}: {kv_name}",
                              f"{kv} KV heads can be neither split nor replicated over {tp} "
                              "devices; expected --tp a multiple of it")
         else:
-            hf.num_key_value_heads = 1  # each device keeps one replicated KV head
+            setattr(hf, kv_name, 1)  # each device keeps one replicated KV head
+    if getattr(hf, "n_inner", 0) is None:  # GPT-2 style: 4 x hidden when unset
+        hf.n_inner = 4 * int(hf.hidden_size)
     for name in _SHARDED:
         if getattr(hf, name, None):
             _divide(hf, name, tp, config.path)
-    return ModelConfig(config.path, config.raw, hf)
+    pad = getattr(hf, "pad_token_id", None)
+    if isinstance(pad, int) and pad >= getattr(hf, "vocab_size", pad + 1):
+        hf.pad_token_id = None  # its row is on another device's share (and costs nothing)
+    return replace(config, hf=hf, tp=tp)
+
+
+def _pin_head_dim(hf: Any, value: int) -> None:
+    """Set the head size of a config, also where it is a read-only property computed from
+    hidden_size and the heads (Falcon): a subclass of this one config then states it."""
+    try:
+        hf.head_dim = value
+    except AttributeError:
+        hf.__class__ = type(type(hf).__name__, (type(hf),), {"head_dim": value})
+
+
+def _multi_query(hf: Any) -> bool:
+    """Falcon's multi-query attention: one KV head whatever `num_kv_heads` says."""
+    return bool(getattr(hf, "multi_query", False)) and not getattr(
+        hf, "new_decoder_architecture", False)
 
 
 def _divide(hf: Any, name: str, tp: int, path: str) -> None:

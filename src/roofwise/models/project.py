@@ -166,8 +166,7 @@ class Projection:
 def project(capture: Capture, machine: Machine, phase: str, batch: int, seq: int,
             context: int, tp: int = 1, regime: str | None = None) -> Projection:
     rows = [_row(key, ops, machine, regime) for key, ops in _grouped(capture.ops).items()]
-    notes = ["attention priced as one fused kernel per layer (flash prefill / paged decode)",
-             "LM head on the last token of each sequence only"]
+    notes = [*capture.notes, "LM head on the last token of each sequence only"]
     if tp > 1:
         rows.append(_all_reduce(capture, machine, tp))
         notes.append(f"tensor parallel over {tp} devices: figures are per device")

@@ -61,8 +61,9 @@ def capture_for(config: ModelConfig, phase: str, batch: int, seq: int, context: 
                 options: StepOptions) -> Any:
     """The step's capture, its weights read as their scheme stores them (one capture serves
     every regime of a sweep)."""
-    from roofwise.models.capture import capture_step  # deferred: torch
+    from roofwise.models.capture import capture_step, check_step  # deferred: torch
 
+    check_step(batch, seq, context)  # the options' own range first, then the model's limit
     check_positions(config, context + seq, options.allow_long_context)
     scheme = weight_scheme(config, options)
     capture = capture_step(config, phase, batch, seq, context, options.dtype, options.kv_dtype,

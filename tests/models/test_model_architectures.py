@@ -1,0 +1,129 @@
+"""`roofwise model` on real configs of architectures that transformers will not run with SDPA
+(Gemma-2, gpt-oss, BLOOM) or that hold more than a decoder (Gemma-3 with its vision tower):
+each projects, its attention priced as the notes say, the notes true with and without
+--unfused. Configs in tests/fixtures/configs (see its README), reduced to 2 layers.
+
+Gemma-2-9B, hand count of one decode step over a context of C = 512 cached tokens, per layer:
+q 3584 -> 16 x 256, k and v 3584 -> 8 x 256, o 4096 -> 3584, gate and up 3584 -> 14336, down
+14336 -> 3584; LM head 3584 -> 256,000 (its default vocabulary). Attention: 16 query heads of
+256 over C + 1 keys, QK and PV 2 x 16 x 513 x 256 FLOP each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from roofwise.cli import main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+LAYERS = 2
+CONTEXT = 512
+FUSED = "attention priced as one fused kernel per layer"
+
+
+def reduced(tmp_path, name):
+    config = json.loads((CONFIGS / f"{name}.json").read_text())
+    decoder = config.get("text_config", config)
+    decoder["num_hidden_layers"] = LAYERS
+    if "layer_types" in decoder:
+        decoder["layer_types"] = decoder["layer_types"][:LAYERS]
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def project(capsys, path, *extra):
+    code = main(["model", str(path), "-m", "h200", "--phase", "decode", "--context",
+                 str(CONTEXT), "--json", *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[-1]["op"] == "total"
+    return lines[:-1], lines[-1]
+
+
+def gemma2_linear_flops():
+    hidden, heads, kv, head, inter, vocab = 3584, 16, 8, 256, 14336, 256000
+    per_layer = hidden * (heads + 2 * kv) * head + heads * head * hidden + 3 * hidden * inter
+    return 2 * (LAYERS * per_layer + hidden * vocab)
+
+
+def test_gemma2_builds_eager_and_its_attention_is_priced_as_the_fused_kernel(capsys, tmp_path):
+    rows, total = project(capsys, reduced(tmp_path, "gemma-2-9b"))
+    attention = [r for r in rows if r["op"] == "attention (fused)"]
+    assert len(attention) == 1 and attention[0]["count"] == LAYERS
+    assert attention[0]["flops"] == pytest.approx(LAYERS * 2 * 2 * 16 * (CONTEXT + 1) * 256,
+                                                  rel=0.02)
+    mm = sum(r["flops"] for r in rows if r["op"] in ("aten::mm", "aten::addmm"))
+    assert mm == pytest.approx(gemma2_linear_flops(), rel=1e-6)
+    notes = " ".join(total["notes"])
+    assert FUSED in notes
+    assert "Gemma2ForCausalLM refuses SDPA, so it is built eager" in notes
+    assert "logit softcapping (one tanh per score) not priced" in notes
+    assert not any(r["op"] in ("aten::bmm", "aten::_softmax") for r in rows)
+
+
+def test_unfused_notes_say_attention_runs_op_by_op(capsys, tmp_path):
+    rows, total = project(capsys, reduced(tmp_path, "gemma-2-9b"), "--unfused")
+    notes = " ".join(total["notes"])
+    assert FUSED not in notes  # the notes used to claim the fused kernel under --unfused
+    assert "attention priced op by op as transformers' eager form runs it" in notes
+    assert not any(r["op"] == "attention (fused)" for r in rows)
+    assert any(r["op"] == "aten::_softmax" for r in rows)
+
+
+def test_unfused_llama_notes_too(capsys):
+    config = Path(__file__).resolve().parents[2] / "examples" / "models" / "llama-3.2-1b.json"
+    _, fused = project(capsys, config)
+    _, unfused = project(capsys, config, "--unfused")
+    assert FUSED in " ".join(fused["notes"])
+    assert FUSED not in " ".join(unfused["notes"])
+
+
+def test_gpt_oss_projects_with_its_sinks_said_unpriced(capsys, tmp_path):
+    rows, total = project(capsys, reduced(tmp_path, "gpt-oss-20b"))
+    assert sum(r["count"] for r in rows if r["op"] == "attention (fused)") == LAYERS
+    assert any(r["op"] == "moe experts (fused)" for r in rows)
+    notes = " ".join(total["notes"])
+    assert "GptOssForCausalLM refuses SDPA" in notes
+    assert "attention sinks (one more logit per head and query) not priced" in notes
+
+
+def test_gemma3_multimodal_projects_its_text_decoder_and_says_so(capsys, tmp_path):
+    rows, total = project(capsys, reduced(tmp_path, "gemma-3-4b"))
+    assert total["kv_cache_bytes"] == LAYERS * 2 * 4 * 256 * (CONTEXT + 1) * 2  # 4 KV heads
+    assert "gemma3: its text decoder (gemma3_text) only" in " ".join(total["notes"])
+    assert not any("vision" in r["layer"] for r in rows)
+
+
+def test_bloom_has_no_fused_path_and_the_notes_say_op_by_op(capsys, tmp_path):
+    """transformers' BLOOM writes its ALiBi attention inline: no SDPA, no attention
+    interface (it ended in a traceback)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model("bloom", n_layer=LAYERS, hidden_size=1024, n_head=16,
+                                  vocab_size=250880).to_dict()
+    path = tmp_path / "bloom.json"
+    path.write_text(json.dumps({k: v for k, v in config.items()
+                                if k != "transformers_version"}))
+    rows, total = project(capsys, path)
+    notes = " ".join(total["notes"])
+    assert "BloomForCausalLM has no fused attention path in transformers" in notes
+    assert FUSED not in notes
+    assert any(r["op"] == "aten::_softmax" for r in rows)
+
+
+def test_falcon_projects(capsys, tmp_path):
+    rows, total = project(capsys, reduced(tmp_path, "falcon-7b-instruct"))
+    hidden, heads, vocab = 4544, 71, 65024
+    head = hidden // heads
+    qkv = hidden * (heads + 2) * head  # multi-query: one K and one V head
+    per_layer = qkv + hidden * hidden + 2 * hidden * 4 * hidden
+    mm = sum(r["flops"] for r in rows if r["op"] in ("aten::mm", "aten::addmm"))
+    assert mm == pytest.approx(2 * (LAYERS * per_layer + hidden * vocab), rel=1e-6)
+    assert FUSED in " ".join(total["notes"])
