@@ -145,7 +145,9 @@ CARDS = [
     ("l4", "gddr6", 300e9), ("l4", "cuda_core.fp32", 30.3 * T),
     ("l4", "tensor_core.tf32", 120 * T / 2), ("l4", "tensor_core.bf16", 242 * T / 2),
     ("l4", "tensor_core.fp16", 242 * T / 2), ("l4", "tensor_core.fp8", 485 * T / 2),
-    # NVIDIA T4 datasheet: 320+ GB/s, FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS
+    # NVIDIA T4 datasheet (MAR19, p.1): FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS;
+    # bandwidth from the T4 product page, "320+ GB/s" (the datasheet PDF prints 300 GB/s;
+    # the ceiling takes the higher)
     ("t4", "gddr6", 320e9), ("t4", "cuda_core.fp32", 8.1 * T), ("t4", "tensor_core.fp16", 65 * T),
     # NVIDIA RTX A6000 datasheet: 768 GB/s, FP32 38.7, tensor 309.7 TFLOPS with sparsity
     ("rtx-a6000", "gddr6", 768e9), ("rtx-a6000", "cuda_core.fp32", 38.7 * T),
@@ -153,7 +155,8 @@ CARDS = [
     ("rtx-a6000", "tensor_core.bf16", 309.7 * T / 2),
     ("rtx-a6000", "tensor_core.tf32", 309.7 * T / 4),
     # AMD MI200 data sheet (MI250X, per package; the profile is one of its two GCDs): 3276.8
-    # GB/s, FP32 vector 47.9, FP32 matrix 95.7, FP16/BF16 383 TFLOPS
+    # GB/s (footnote MI200-07, 3.2768 TB/s), FP32 vector 47.9, FP32 matrix 95.7, FP16/BF16 383
+    # TFLOPS (CDNA 2 white paper endnote MI200-05: 383.0 BF16 at 1,700 MHz)
     ("mi250x", "hbm", 3276.8e9 / 2), ("mi250x", "vector.fp32", 47.9 * T / 2),
     ("mi250x", "matrix_core.fp32", 95.7 * T / 2), ("mi250x", "matrix_core.fp16", 383 * T / 2),
     ("mi250x", "matrix_core.bf16", 383 * T / 2),
