@@ -129,3 +129,28 @@ def test_blocks_sized_from_hidden_size_are_narrowed_too(capsys, tmp_path, model_
     one = linear_flops(capsys, tmp_path, config, 1)
     two = linear_flops(capsys, tmp_path, config, 2)
     assert two / one == pytest.approx(0.5, abs=1e-3), why
+
+
+def test_per_layer_mlp_widths_split_layer_by_layer(capsys, tmp_path):
+    """Gemma-3n lists one MLP width per layer: each is split (a list ended in a traceback).
+    Its MLP halves; its per-layer input projections, outside attention and MLP, stay whole."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model("gemma3n_text").to_dict()
+    config.pop("transformers_version", None)
+    config.update(num_hidden_layers=LAYERS, num_kv_shared_layers=0,
+                  intermediate_size=[8192, 16384])
+    for key in ("layer_types", "activation_sparsity_pattern"):
+        config[key] = config[key][:LAYERS]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    mlp = {}
+    for tp in (1, 2):
+        assert main(["model", str(path), "-m", "h200", "--phase", "prefill", "--seq",
+                     str(TOKENS), "--tp", str(tp), "--json"]) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:-1]
+        mlp[tp] = sum(r["flops"] for r in rows if ".mlp." in r["layer"]
+                      and r["op"] in ("aten::mm", "aten::addmm"))
+    hidden = config["hidden_size"]
+    assert mlp[1] == 2 * TOKENS * 3 * hidden * (8192 + 16384)
+    assert mlp[2] == mlp[1] / 2

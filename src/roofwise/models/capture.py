@@ -18,6 +18,10 @@ What a serving stack fuses is priced as the fused kernel from its shapes (operat
 - MoE experts (modules holding 3-D `gate_up_proj` and `down_proj`): `ops.moe` with a
   balanced routing (every expert gets tokens*top_k/num_experts, the fewest tokens per
   expert); the router's own ops are recorded as they run.
+A class that refuses SDPA but calls attention through transformers' attention interface
+(Gemma-2, gpt-oss) is built eager and run through the SDPA path, so that its attention is
+still priced as the fused kernel; one with its attention written inline (BLOOM) runs eager and
+is priced op by op; a recurrent layer (an SSM's scan) is refused by name. The notes say which.
 With `fused=False` attention runs transformers' eager (matmul, softmax, matmul) form and norms
 run op by op; the experts are always priced by `ops.moe` (their data-dependent routing cannot
 run without data).

@@ -58,6 +58,7 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "v_head_dim": (1, 1 << 16), "sliding_window": (0, 1 << 30),
     "num_kv_heads": (1, 1 << 14), "multi_query_group_num": (1, 1 << 14),
 }
+_PER_LAYER = ("intermediate_size",)  # a list, one per layer, in some configs (Gemma-3n)
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
 ROPE_KEYS = ("rope_scaling", "rope_parameters")
 MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few kB; the largest (id2label maps) < 1 MB
@@ -131,7 +132,7 @@ def _decoder_fields(built: Any, hf: Any, raw: dict[str, Any]) -> dict[str, Any]:
         if getattr(built, key, None) is hf:
             found = raw.get(key)
             return found if isinstance(found, dict) else {}
-    return {}
+    return raw  # a view of the top level (BART's decoder)
 
 
 def read_config_json(target: Path) -> dict[str, Any]:
@@ -198,7 +199,10 @@ def _check_fields(path: str, model_type: str, fields: dict[str, Any]) -> None:
     for key, value in list(fields.items()):
         where = f"{path}: {key}"
         name = aliases.get(key, key)
-        if name in SIZE_LIMITS and value is not None:
+        if name in SIZE_LIMITS and isinstance(value, list) and name in _PER_LAYER:
+            fields[key] = [_size(v, f"{where}[{i}]", *SIZE_LIMITS[name])
+                           for i, v in enumerate(value)]
+        elif name in SIZE_LIMITS and value is not None:
             fields[key] = _size(value, where, *SIZE_LIMITS[name])
         elif name in ACTIVATION_KEYS and value is not None:
             _activation(value, where)
@@ -334,7 +338,7 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
             _divide(hf, name, tp, config.path)
     pad = getattr(hf, "pad_token_id", None)
     if isinstance(pad, int) and pad >= getattr(hf, "vocab_size", pad + 1):
-        hf.pad_token_id = None  # its row is on another device's share (and costs nothing)
+        hf.pad_token_id = 0  # its row is on another device's share; which row costs nothing
     return replace(config, hf=hf, tp=tp)
 
 
@@ -354,7 +358,11 @@ def _multi_query(hf: Any) -> bool:
 
 
 def _divide(hf: Any, name: str, tp: int, path: str) -> None:
-    value = int(getattr(hf, name))
-    if value % tp:
-        raise InputError(f"{path}: {name}", f"{value} does not divide over --tp {tp}")
-    setattr(hf, name, value // tp)
+    """`name` split over `tp` devices: a size, or a list of sizes (one per layer)."""
+    found = getattr(hf, name)
+    values = [int(v) for v in found] if isinstance(found, list) else [int(found)]
+    for value in values:
+        if value % tp:
+            raise InputError(f"{path}: {name}", f"{value} does not divide over --tp {tp}")
+    split = [v // tp for v in values]
+    setattr(hf, name, split if isinstance(found, list) else split[0])
