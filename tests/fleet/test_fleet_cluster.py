@@ -192,7 +192,7 @@ def test_bad_input_is_one_line_and_nothing_written(capsys, dataset, scheduler, t
                    "non-negative finite number, got -1.0")
 
 
-def test_no_scheduler_at_the_address(scheduler):
+def test_no_scheduler_at_the_address():
     from roofwise.base.errors import InputError
     from roofwise.fleet import judge_dataset
 
