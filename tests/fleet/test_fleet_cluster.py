@@ -192,7 +192,7 @@ def test_bad_input_is_one_line_and_nothing_written(capsys, dataset, scheduler, t
                    "non-negative finite number, got -1.0")
 
 
-def test_no_scheduler_at_the_address(scheduler):
+def test_no_scheduler_at_the_address():
     from roofwise.base.errors import InputError
     from roofwise.fleet import judge_dataset
 
@@ -200,3 +200,10 @@ def test_no_scheduler_at_the_address(scheduler):
                                          r"scheduler answered \(Timed out"):
         judge_dataset(BENCHMARKS.parent / "examples" / "records.jsonl",
                       scheduler="tcp://127.0.0.1:9", connect_timeout_s=1.0)
+
+
+def test_names_as_many_skipped_records_as_analyze():
+    from roofwise.cli.common import MAX_SKIPPED_LINES
+    from roofwise.fleet.worker import SAY_AT_MOST
+
+    assert SAY_AT_MOST == MAX_SKIPPED_LINES == 20

@@ -23,7 +23,13 @@ from typing import Any
 
 from roofwise.base.errors import InputError
 from roofwise.fleet.shards import dataset_shards, is_url, said
-from roofwise.fleet.worker import ShardJob, ShardVerdicts, check_shard, judge_shard
+from roofwise.fleet.worker import (
+    SAY_AT_MOST,
+    ShardJob,
+    ShardVerdicts,
+    check_shard,
+    judge_shard,
+)
 from roofwise.output.analysis import Analysis
 from roofwise.output.frame import Lint
 from roofwise.output.stream import StreamTotals
@@ -33,7 +39,6 @@ from roofwise.records.read import BATCH_ROWS, Skipped
 
 CONNECT_TIMEOUT_S = 10.0
 IN_FLIGHT_PER_THREAD = 2  # shard tasks queued per worker thread: busy, yet memory bounded
-SAY_AT_MOST = 20  # skipped records named, as `roofwise analyze` names them
 
 
 @dataclass(frozen=True)

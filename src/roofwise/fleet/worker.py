@@ -31,7 +31,9 @@ from roofwise.profiles.machine import Machine
 from roofwise.records.read import BATCH_ROWS, Loaded, Skipped, iter_batches
 from roofwise.verdicts.mismatch import mismatch_counts
 
-SAY_AT_MOST = 20  # skipped records named per shard: the client names the first of them all
+# skipped records named per shard; the client names the first of them all (as many as
+# `roofwise analyze` names: cli.common.MAX_SKIPPED_LINES)
+SAY_AT_MOST = 20
 
 
 @dataclass(frozen=True)
