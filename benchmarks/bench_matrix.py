@@ -224,6 +224,9 @@ def main() -> None:
           f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"# whole processes, interleaved, median of {args.runs} rounds; output to /dev/null; "
           "peak RSS of roofwise")
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):  # the contenders inherit the change
+        print("# PYTHONDONTWRITEBYTECODE unset: an installed package has its bytecode, so no "
+              "run pays for compiling its modules")
     print("# command: python benchmarks/bench_matrix.py --sizes "
           f"{' '.join(map(str, args.sizes))} --kinds {' '.join(args.kinds)} --runs {args.runs}")
     print()

@@ -209,8 +209,7 @@ def _table(analysis: Analysis, shown: Analysis, finder: LedgerFinder,
     out += [f'<th class="{"" if h == "reasons" else "sortable"}">{_e(h)}</th>'
             for h in _HEADERS]
     out.append("</tr></thead><tbody>")
-    for rank in range(len(shown)):
-        row = shown.row(rank)
+    for rank, row in enumerate(shown.iter_rows()):  # one verdict frame for all of them
         out.append(_row(shown, rank, rank, row,
                         _row_ledger(finder.find(row), findings[rank], templates)))
     out.append("</tbody></table>")
