@@ -135,6 +135,17 @@ class RecordColumns:
             extras_json=self.extras_json, fields=self.fields,
             kernels=None if self.kernels is None else self.kernels[index])
 
+    def field_values(self, name: str, index: np.ndarray) -> list[Any]:
+        """A field outside the contract (a workload) at rows `index`, as read: JSON text
+        decoded, None where a row lacks it. Read from `extras`, never by rebuilding records."""
+        index = np.asarray(index, dtype=np.int64)
+        if self.extras is None or name not in self.extras.columns:
+            return [None] * len(index)
+        values = self.extras[name].gather(index).to_list()
+        if name not in self.extras_json:
+            return values
+        return [None if v is None or v == "" else _json_or_text(v) for v in values]
+
     def kernel_count(self, i: int) -> int:
         """Launches per timed call of row `i`, 1 where the record does not say."""
         value = np.nan if self.kernels is None else float(self.kernels[i])
@@ -187,6 +198,14 @@ class LazyRows(Sequence[Mapping[str, Any]]):
 
     def take(self, index: np.ndarray) -> LazyRows:
         return LazyRows(self._fetch, self._index[index])
+
+
+def _json_or_text(text: str) -> Any:
+    """JSON text decoded; text that is not JSON (a string read without its quotes) as is."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def categorize(values: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
