@@ -1043,6 +1043,9 @@ def _screen_numbers(frame: pl.DataFrame) -> tuple[dict[str, np.ndarray], dict[st
     return numbers, present, ok
 
 
+_MANY_NAMES = 4096  # distinct ops in a batch beyond which each row is coded by its position
+
+
 def _screen_categories(frame: pl.DataFrame) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
     """Per text field of the contract (op, roof, timing, device): codes into its clean names per
     row (-1 where the field's cleaner refuses the value), from the distinct values. The engine
@@ -1076,7 +1079,15 @@ def _screen_categories(frame: pl.DataFrame) -> dict[str, tuple[np.ndarray, tuple
         index: dict[str, int] = {}  # clean name -> code, in first-seen order
         lookup: dict[str, int] = {}  # raw value -> code
         null_code = -1
-        if name == "op":  # an op is its own clean name (tens of thousands of them): no loop
+        if name == "op" and len(values) > _MANY_NAMES:
+            # tens of thousands of names: each row its own code (an op is its own clean
+            # name, and no code of it is kept), so no table of names is looked up per row
+            column = frame["op"].cast(pl.String)
+            ok = (column.is_not_null() & (column != "")).to_numpy()
+            out["op"] = (np.where(ok, np.arange(n), -1).astype(np.int32),
+                         tuple(column.to_list()))
+            continue
+        if name == "op":  # an op is its own clean name: no cleaner called per name
             named = [v for v in values if v]  # (distinct already: no name is met twice)
             index = dict(zip(named, range(len(named)), strict=True))
             lookup = {**index, "": -1} if "" in values else index
