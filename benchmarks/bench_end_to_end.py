@@ -102,19 +102,20 @@ for i, r in enumerate(rows(), 1):
     try:
         flops, nbytes, t = float(r["flops"]), float(r["bytes"]), float(r["time_s"])
         roof = r["roof"]
-        rate, peak, calibrated = c["units"][roof]
+        m = c["by_device"][r["device"]] if "by_device" in c else c  # a fleet: per card
+        rate, peak, calibrated = m["units"][roof]
     except (KeyError, ValueError, TypeError) as e:
         print(f"{path}:{i}: skipped ({e})", file=sys.stderr)
         continue
-    mem, comp = nbytes / c["bw"], flops / rate
+    mem, comp = nbytes / m["bw"], flops / rate
     sol = max(mem, comp)
     memory = mem >= comp
     eff = sol / t
-    floor = c["floor"]
-    if nbytes / t > c["theory_bw"] or flops / t > peak:
+    floor = m["floor"]
+    if nbytes / t > m["theory_bw"] or flops / t > peak:
         verdict = "impossible"
         reasons = [f"bytes/time {nbytes / t / 1e9:.1f} GB/s exceeds hbm theoretical "
-                   f"{c['theory_bw'] / 1e9:.0f} GB/s: physically impossible"]
+                   f"{m['theory_bw'] / 1e9:.0f} GB/s: physically impossible"]
     elif sol < floor and floor >= 0.5 * t:
         verdict = "latency_bound"
         reasons = [f"SOL {sol * 1e6:.3f} us is below the events floor {floor * 1e6:.3f} us"]
@@ -126,7 +127,7 @@ for i, r in enumerate(rows(), 1):
         reasons = [f"{eff:.1%} of SOL; {'memory' if memory else 'compute'}-bound on "
                    f"{'hbm read mix' if memory else roof}"]
     row = dict(r)
-    row.update(flops=flops, bytes=nbytes, time_s=t, machine="h200", memory_time_s=mem,
+    row.update(flops=flops, bytes=nbytes, time_s=t, machine=m["name"], memory_time_s=mem,
                compute_time_s=comp, sol_time_s=sol, bound="memory" if memory else "compute",
                efficiency=None if verdict in ("impossible", "latency_bound") else eff,
                verdict=verdict, reasons=reasons)
@@ -173,34 +174,37 @@ f.collect().write_ndjson(sys.stdout.buffer)
 '''
 
 
-def constants() -> dict[str, object]:
-    h200 = roofwise.builtin_machines()["h200"]
-    return {"bw": h200.dram.effective_bytes_per_s(),
+def constants(card: str = "h200") -> dict[str, object]:
+    """The numbers of `card`'s profile the per-row script reads."""
+    h200 = roofwise.builtin_machines()[card]
+    return {"name": card, "bw": h200.dram.effective_bytes_per_s(),
             "theory_bw": h200.dram.theoretical_bytes_per_s,
-            "l2_bytes": h200.memory["l2"].capacity_bytes,
+            "l2_bytes": getattr(h200.memory.get("l2"), "capacity_bytes", None),
             "floor": h200.latency_floors.floor_s("events"),
             "units": {k: [h200.units[k].effective_ops_per_s(),
                           h200.units[k].theoretical_ops_per_s, h200.units[k].calibrated]
                       for k in ROOFS}}
 
 
-def constants_full() -> dict[str, object]:
+def constants_full(card: str = "h200") -> dict[str, object]:
     """The h200 numbers `by_hand_same_output.py` needs, read from the profile as its author
     would: per roof its rate, envelope rate, theoretical rate, calibration and what its work is
     counted in; the bandwidths, the events and kernel floors, and the ceilings anomalies name."""
     from roofwise.base.fmt import op_name
 
-    h200 = roofwise.builtin_machines()["h200"]
+    h200 = roofwise.builtin_machines()[card]
 
     def ceiling(memory: bool, key: str) -> list[object]:
         found = h200.ceiling(memory, key)
         fraction = "uncalibrated" if found.fraction is None else f"{found.fraction:.4f}"
         return [found.name, found.theoretical_per_s, fraction]
 
-    return {"bw": h200.dram.effective_bytes_per_s(),
+    return {"name": card, "bw": h200.dram.effective_bytes_per_s(),
+            "memory": h200.dram.name, "memory_calibrated": bool(h200.dram.calibration_by_mix),
+            "mix": h200.dram.envelope_mix or "theoretical",
             "envelope_bw": h200.dram.effective_bytes_per_s(None),
             "theory_bw": h200.dram.theoretical_bytes_per_s,
-            "l2_bytes": h200.memory["l2"].capacity_bytes,
+            "l2_bytes": getattr(h200.memory.get("l2"), "capacity_bytes", None),
             "events_floor": h200.latency_floors.floor_s("events"),
             "kernel_floor": h200.latency_floors.floor_s("kernel"),
             "units": {k: [h200.units[k].effective_ops_per_s(),

@@ -2,10 +2,11 @@
 `roofwise analyze --json` writes: the same rows in the same order, the same 30 fields (every
 field but `lint`), the same verdicts and the same reasons, word for word.
 
-It is what a careful engineer writes for this one job, knowing the records (one card, events
-timing, one kernel per call, no unit splits, no percentiles) and reading the profile's
-numbers from roofwise (the constants argument, as `bench_end_to_end.constants_full` gives
-them): no validation of the input, no other machine, no lint, no streaming. The benchmark
+It is what a careful engineer writes for this one job, knowing the records (events timing,
+one kernel per call, no unit splits; p10/p90 where the file has them; one card, or several
+told apart by `device`) and reading the profiles' numbers from roofwise (the constants
+argument, as `bench_end_to_end.constants_full` gives them, or {"by_device": {device: those}}
+for a fleet): no validation of the input, no lint, no streaming. The benchmark
 checks that its output equals roofwise's, field for field, before it times either; a pipeline
 that wrote less would be a lighter job, not a baseline.
 
@@ -63,10 +64,29 @@ def choose(mask: np.ndarray, yes: str, no: str) -> pl.Series:
     return pl.Series([no, yes]).gather(mask.astype(np.int64))
 
 
+NUMBERS = ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s")
+
+
 def main() -> None:
     path, kind, c = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    read = {"csv": pl.read_csv, "jsonl": pl.read_ndjson, "parquet": pl.read_parquet}[kind]
-    f = read(path)
+    if kind == "csv":  # a CSV's cells are text; the contract's numbers are numbers
+        header = pl.read_csv(path, n_rows=0).columns
+        f = pl.read_csv(path, infer_schema=False,
+                        schema_overrides={k: pl.Float64 for k in NUMBERS if k in header})
+    else:
+        f = {"jsonl": pl.read_ndjson, "parquet": pl.read_parquet}[kind](path)
+    if "by_device" not in c:
+        judged(f, c).write_ndjson(sys.stdout.buffer)
+        return
+    # a fleet: each card's rows with its own numbers, then back in file order
+    f = f.with_row_index("_row")
+    parts = [judged(part, c["by_device"][str(device)])
+             for (device,), part in f.group_by("device")]
+    pl.concat(parts).sort("_row").drop("_row").write_ndjson(sys.stdout.buffer)
+
+
+def judged(f: pl.DataFrame, c: dict) -> pl.DataFrame:
+    """`f` with the judgement's fields and reasons, on the card whose numbers are `c`."""
     n = f.height
     units = c["units"]
     roof = f["roof"]
@@ -90,7 +110,8 @@ def main() -> None:
     # above the DRAM ceiling (theoretical, or 105% of the envelope) with bytes that fit in the
     # L2 (whose bandwidth is a gap): served by the cache, unless the FLOPs are impossible
     above = (achieved > min(c["theory_bw"], 1.05 * c["envelope_bw"])) & (nbytes > 0)
-    cached = above & (nbytes <= c["l2_bytes"])
+    has_l2 = c.get("l2_bytes") is not None  # a card whose profile states no L2 has no cache rule
+    cached = above & (nbytes <= (c["l2_bytes"] or 0.0)) if has_l2 else np.zeros(n, dtype=bool)
     in_cache = cached & ~over_rate
     over_bandwidth &= ~cached
     impossible = over_bandwidth | over_rate
@@ -101,11 +122,15 @@ def main() -> None:
     at_ceiling &= ~in_cache
     # the events floor, or the kernel floor where the time sits clearly under the events one
     # (back-to-back calls overlapped their launches)
-    overlapped = time_s * 1.05 < c["events_floor"]
+    time_low, time_high = time_s, time_s * 1.05
+    if "time_p10_s" in f.columns:  # the noise: the floor is read at p10, overlap at p90
+        time_low = np.fmin(time_s, f["time_p10_s"].to_numpy())
+        time_high = np.fmax(time_high, f["time_p90_s"].to_numpy())
+    overlapped = time_high < c["events_floor"]
     floor = np.where(overlapped, c["kernel_floor"], c["events_floor"])
     in_band = at_ceiling & ~anomaly
     under = sol < floor
-    latency = under & (floor >= 0.5 * time_s) & ~in_band & ~in_cache
+    latency = under & (floor >= 0.5 * time_low) & ~in_band & ~in_cache
     split = under & ~latency & ~in_band & ~in_cache
     rest = time_s - floor
     net = sol / rest
@@ -134,20 +159,21 @@ def main() -> None:
     def floor_name(rows: np.ndarray) -> pl.Series:
         return choose(overlapped[rows], floor_names[1], floor_names[0])
 
-    l2 = f"{c['l2_bytes'] / 1e6:.2f} MB l2"
+    l2 = f"{(c.get('l2_bytes') or 0.0) / 1e6:.2f} MB l2"
     rows = over_bandwidth
-    say(rows, "bytes/time " + fixed(achieved[rows] / 1e9, 1) + " GB/s exceeds hbm theoretical "
-        f"{c['theory_bw'] / 1e9:.0f} GB/s, and its " + megabytes(nbytes[rows])
-        + f" of reads and writes is larger than the {l2}: physically impossible, so the bytes "
-        "or the time are wrong")
+    say(rows, "bytes/time " + fixed(achieved[rows] / 1e9, 1) + f" GB/s exceeds {c['memory']} "
+        f"theoretical {c['theory_bw'] / 1e9:.0f} GB/s" + (
+            (", and its " + megabytes(nbytes[rows]) + f" of reads and writes is larger than the "
+             f"{l2}: physically impossible, so the bytes or the time are wrong") if has_l2 else
+            ": physically impossible, so the bytes or the time are wrong"))
     rows = resident
     say(rows, "bytes/time " + fixed(achieved[rows] / 1e9, 1) + " GB/s is above " + choose(
         over_bandwidth[rows] | (achieved[rows] > c["theory_bw"]),
-        f"hbm theoretical {c['theory_bw'] / 1e9:.0f} GB/s",
-        f"105% of the hbm envelope {c['envelope_bw'] / 1e9:.0f} GB/s") + ", but its "
+        f"{c['memory']} theoretical {c['theory_bw'] / 1e9:.0f} GB/s",
+        f"105% of the {c['memory']} envelope {c['envelope_bw'] / 1e9:.0f} GB/s") + ", but its "
         + megabytes(nbytes[rows]) + f" of reads and writes fit in the {l2}: cache-resident, the "
-        "data came from the cache, so the hbm roof is no reading; the l2 bandwidth is a gap "
-        "(`roofwise calibrate` measures it)")
+        f"data came from the cache, so the {c['memory']} roof is no reading; the l2 bandwidth is "
+        "a gap (`roofwise calibrate` measures it)")
     for key, (_, _, peak, _, ops) in units.items():
         rate_now = flops / time_s
         rows = over_rate & (roof == key).to_numpy() & (rate_now > peak)
@@ -188,7 +214,7 @@ def main() -> None:
                                 + floor_name(picked) + ", "
                                 + percent(floor[picked] / time_s[picked]) + " of the time")
     bound_on = pl.select(pl.when(pl.Series(memory[rows]))
-                         .then(pl.lit("memory-bound on hbm read mix"))
+                         .then(pl.lit(f"memory-bound on {c['memory']} {c['mix']} mix"))
                          .otherwise("compute-bound on " + roof.filter(pl.Series(rows)))
                          ).to_series()
     say(rows, percent(efficiency[rows]) + " of SOL" + beside + "; " + bound_on)
@@ -201,6 +227,9 @@ def main() -> None:
             overlapped[rows], "; the rest is the kernel's own time: profile it",
             "; re-time with kernel durations to tell the kernel's own time from overhead "
             "above the floor"))
+    if not c["memory_calibrated"]:
+        say(np.ones(n, dtype=bool), f"{c['memory']} bandwidth is the datasheet figure "
+            "(uncalibrated)")
     for key, (_, _, _, calibrated, _) in units.items():
         if not calibrated:
             rows = (roof == key).to_numpy() & (flops > 0)
@@ -213,18 +242,17 @@ def main() -> None:
         .alias("reasons")).to_series()
 
     no_reading = impossible | (code == 3) | resident
-    out = f.with_columns(
-        machine=pl.lit("h200"), memory_time_s=memory_s, compute_time_s=compute_s,
+    return f.with_columns(
+        machine=pl.lit(c["name"]), memory_time_s=memory_s, compute_time_s=compute_s,
         compute_serial_time_s=compute_s, sol_time_s=sol,
         bound=choose(memory, "memory", "compute"), binding_unit=roof,
-        intensity_flops_per_byte=flops / nbytes, mix=pl.lit("read"), regime=pl.lit("envelope"),
+        intensity_flops_per_byte=flops / nbytes, mix=pl.lit(c["mix"]), regime=pl.lit("envelope"),
         efficiency=pl.Series(np.where(no_reading, np.nan, efficiency), nan_to_null=True),
         timing_method=pl.lit("events"), kernels=pl.lit(1, dtype=pl.Int64), floor_s=floor,
         efficiency_net_of_floor=pl.Series(np.where(share & ~no_reading, net, np.nan),
                                           nan_to_null=True),
         pipes=pl.lit(None), serial_sol_time_s=pl.lit(None), efficiency_band=pl.lit(None),
         verdict=verdict, reasons=reasons)
-    out.write_ndjson(sys.stdout.buffer)
 
 
 if __name__ == "__main__":

@@ -231,3 +231,15 @@ def test_a_typed_parquet_column_for_a_text_field_is_refused(tmp_path, column):
         assert [str(s) for s in loaded.skipped] == [
             f"{path}:row 1: device: expected text (a string), got true",
             f"{path}:row 2: device: expected text (a string), got false"]
+
+
+def test_tens_of_thousands_of_op_names_read_alike(tmp_path):
+    """Beyond `read._MANY_NAMES` distinct ops a batch codes each row by its position: the
+    same ops, lines and skipped rows as the per-record reader, an empty op still skipped."""
+    path = tmp_path / "ops.csv"
+    ops = [f"op{k % 9000}" if k % 997 else "" for k in range(20_000)]
+    path.write_text(CSV_HEADER + "\n" + "".join(_row(op) + "\n" for op in ops))
+    (columnar, by_row) = _both(path)
+    assert columnar == by_row
+    assert columnar[0] == [op for op in ops if op]
+    assert len(columnar[2]) == ops.count("") > 0

@@ -61,3 +61,31 @@ def test_a_different_output_is_refused_before_timing(bench, tmp_path):
                json.dumps(bench.constants())]
     with pytest.raises(SystemExit, match="differ"):
         bench._check_same_output(roofwise, lighter, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    import sys as _sys
+
+    _sys.path.insert(0, str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("bench_matrix", BENCHMARKS / "bench_matrix.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    _sys.modules["bench_matrix"] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("kind", ["contract", "extras", "many_ops", "fleet", "wild"])
+def test_hand_written_pipeline_writes_roofwise_output_on_each_matrix_kind(matrix, tmp_path,
+                                                                          kind):
+    """The matrix times the same-output pipeline on every kind of file; on each (the
+    contract's fields only, extra text fields, p10/p90, six cards, mostly impossible rows) it
+    still writes what `--json` writes."""
+    spec = matrix.KINDS[kind]
+    path = matrix.write_kind(spec, 3000, tmp_path)
+    ours = [str(Path(sys.executable).with_name("roofwise")), "analyze", str(path), "--json",
+            *(["-m", spec.machine] if spec.machine else [])]
+    by_hand = [sys.executable, str(matrix.e2e.SAME_OUTPUT), str(path), spec.fmt,
+               matrix.constants(spec, True)]
+    matrix.e2e._check_same_output(ours, by_hand, tmp_path)  # SystemExit where they differ

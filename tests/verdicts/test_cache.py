@@ -171,3 +171,20 @@ def test_a_trace_reads_the_l2_add_as_cache_resident(tmp_path, capsys):
         seen[path.name] = add
     assert seen["small.json"]["verdicts"] == {"cache_resident": 1}
     assert seen["large.json"]["verdicts"] == {"impossible": 1}
+
+
+def test_a_compute_anomaly_that_fits_in_l2_keeps_its_compute_reading(machines):
+    """13.15 MB in 2.569 us is 5.12 TB/s, above H200's 4.8 TB/s HBM, and fits its 60 MiB L2;
+    but 2.338 GFLOP in that time is 910 TFLOP/s, above the bf16 envelope (989.5 TFLOP/s x
+    0.768, TileOPs' sustained fraction) yet below the peak: a compute anomaly, read on the
+    compute roof that binds it (119.7%), never an efficiency left unbounded."""
+    flops, size, time_s = 2_337_796_025, 13_151_877, 2.5689762838793493e-06
+    assert size / time_s > 4.8e12 and size < 60 * 2**20
+    envelope_s = flops / (989.5e12 * 0.768)
+    good = [validate_record({"op": "softmax", "device": "NVIDIA H200", "roof": "tensor_core.bf16",
+                             "flops": flops, "bytes": size, "time_s": time_s}, "row 0")]
+    row = analyze(columns_from_valid(good), machines, None).row(0)
+    assert row["verdict"] == "anomaly"
+    assert row["efficiency"] == pytest.approx(envelope_s / time_s, rel=1e-3)
+    assert envelope_s / time_s == pytest.approx(1.197, abs=1e-3)
+    assert "119.7% of the envelope ceiling" in " ".join(row["reasons"])

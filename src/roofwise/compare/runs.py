@@ -406,16 +406,13 @@ def _loads_or_text(text: str) -> Any:
 
 
 def _raw_workloads(cols: Any) -> tuple[list[Any], bool]:
-    """The workload of every row (None where absent), and whether they are JSON text: a reader
-    may keep the fields outside the contract as columns (`extras`, JSON text where named in
-    `extras_json`); otherwise each row's mapping has it."""
+    """The workload of every row (None where absent), and whether they are JSON text: every
+    reader keeps the fields outside the contract as columns (`extras`, JSON text where named
+    in `extras_json`), so no row is read here; no such column, no workload."""
     extras = getattr(cols, "extras", None)
     if extras is not None and "workload" in getattr(extras, "columns", ()):
         return extras["workload"].to_list(), "workload" in getattr(cols, "extras_json", ())
-    rows = cols.rows
-    if rows is None:
-        return [None] * len(cols), False
-    return [rows[i].get("workload") for i in range(len(cols))], False
+    return [None] * len(cols), False
 
 
 def _key_codes(runs: tuple[_Run, _Run]) -> list[np.ndarray]:

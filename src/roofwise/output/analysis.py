@@ -71,11 +71,10 @@ class Analysis(verdicts.Verdicts):
         shown = self.take(order)
         reasons = reason_lists(shown)
         body = []
+        workloads = shown.columns.field_values("workload", np.arange(len(shown)))
         for k in range(len(shown)):
-            row = shown.columns.rows[k] if shown.columns.rows is not None else {}
             code = int(shown.judged.verdict[k])
-            cells = (shown.verdict_name(k), str(shown.columns.op[k]),
-                     fmt.workload(row.get("workload")),
+            cells = (shown.verdict_name(k), str(shown.columns.op[k]), fmt.workload(workloads[k]),
                      "—" if code in NO_EFFICIENCY else fmt.percent(shown.judged.efficiency[k]),
                      fmt.seconds(float(shown.columns.time_s[k]), significant=3),
                      fmt.seconds(float(shown.priced.sol_time_s[k]), significant=3),

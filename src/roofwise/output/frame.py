@@ -78,19 +78,14 @@ def _input_columns(analysis: Analysis, checked: bool = True) -> tuple[pl.DataFra
         if series.null_count() < n:
             data[name] = series
     json_text: set[str] = set()
-    extras = cols.extras
-    if extras is None and cols.rows is not None:  # rows read one by one (or built in code)
-        extras, json_text = _extras_of_rows(cols.rows)
-    elif extras is not None:
-        for name in extras.columns:
-            if name in data:
-                continue
-            data[name] = extras[name]
-            if name in cols.extras_json:
-                json_text.add(name)
-                data[name] = _valid_json_text(extras[name]) if checked else extras[name]
-    if cols.extras is None and extras is not None:
-        data.update({name: extras[name] for name in extras.columns if name not in data})
+    extras = cols.extras if cols.extras is not None else pl.DataFrame()
+    for name in extras.columns:  # every reader gives them as columns: no row is walked here
+        if name in data:
+            continue
+        data[name] = extras[name]
+        if name in cols.extras_json:
+            json_text.add(name)
+            data[name] = _valid_json_text(extras[name]) if checked else extras[name]
     order = [*(f for f in cols.fields if f in data), *(f for f in data if f not in cols.fields)]
     return pl.DataFrame({name: data[name] for name in order}, height=n), json_text
 
@@ -108,20 +103,6 @@ def _valid_json_text(texts: pl.Series) -> pl.Series:
     if not bad:
         return texts
     return texts.replace(bad, [json.dumps(v) for v in bad])
-
-
-def _extras_of_rows(rows: Sequence[Any]) -> tuple[pl.DataFrame | None, set[str]]:
-    """Fields outside the contract (and the unit split) of records held as dicts, as JSON."""
-    contract = {"op", "flops", "bytes", "roof", "time_s", "kernels", *_OPTIONAL_INPUTS}
-    names: dict[str, None] = {}
-    texts: list[dict[str, str]] = []
-    for row in rows:
-        texts.append({k: json.dumps(v) for k, v in row.items() if k not in contract})
-        names.update(dict.fromkeys(texts[-1]))
-    if not names:
-        return None, set()
-    return (pl.DataFrame({k: pl.Series(k, [t.get(k) for t in texts], dtype=pl.String)
-                          for k in names}), set(names))
 
 
 def _judgement(analysis: Analysis) -> pl.DataFrame:

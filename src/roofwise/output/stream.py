@@ -70,8 +70,9 @@ class StreamTotals:
 
         order = analysis.worst_first()
         worst = analysis.columns.take(order if limit is None else order[:limit])
-        rows = None if worst.rows is None else [dict(r) for r in worst.rows]  # the batch goes
-        self.kept.append(Loaded(dataclasses.replace(worst, rows=rows), ()))
+        # the table reads the kept rows' columns (and extras), never their records: no
+        # record is rebuilt, and the batch they came from is let go
+        self.kept.append(Loaded(dataclasses.replace(worst, rows=None), ()))
 
     def worst(self, machines: dict[str, Machine], machine: Machine | None,
               regime: str | None, mix: str | None) -> Analysis:

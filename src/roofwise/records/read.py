@@ -91,9 +91,10 @@ class RecordColumns:
     roof_names: tuple[str, ...] = ()
     device_codes: np.ndarray | None = None
     device_names: tuple[str, ...] = ()
-    # The fields outside the contract (workload, kernels, ...) and flops_by_unit as read, for
+    # The fields outside the contract (workload, profile, ...) and flops_by_unit as read, for
     # writers that pass them through; `extras_json` names the columns holding JSON text.
-    # None where the rows were read one by one (`rows` has them).
+    # None where no record has such a field. Every reader fills them (`extras_of_records`
+    # for records held as dicts), so that no writer walks the rows.
     extras: pl.DataFrame | None = None
     extras_json: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()  # the records' fields in the order the file first names them
@@ -133,6 +134,17 @@ class RecordColumns:
             extras=None if self.extras is None else self.extras[picked],
             extras_json=self.extras_json, fields=self.fields,
             kernels=None if self.kernels is None else self.kernels[index])
+
+    def field_values(self, name: str, index: np.ndarray) -> list[Any]:
+        """A field outside the contract (a workload) at rows `index`, as read: JSON text
+        decoded, None where a row lacks it. Read from `extras`, never by rebuilding records."""
+        index = np.asarray(index, dtype=np.int64)
+        if self.extras is None or name not in self.extras.columns:
+            return [None] * len(index)
+        values = self.extras[name].gather(index).to_list()
+        if name not in self.extras_json:
+            return values
+        return [None if v is None or v == "" else _json_or_text(v) for v in values]
 
     def kernel_count(self, i: int) -> int:
         """Launches per timed call of row `i`, 1 where the record does not say."""
@@ -186,6 +198,14 @@ class LazyRows(Sequence[Mapping[str, Any]]):
 
     def take(self, index: np.ndarray) -> LazyRows:
         return LazyRows(self._fetch, self._index[index])
+
+
+def _json_or_text(text: str) -> Any:
+    """JSON text decoded; text that is not JSON (a string read without its quotes) as is."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def categorize(values: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -1023,6 +1043,9 @@ def _screen_numbers(frame: pl.DataFrame) -> tuple[dict[str, np.ndarray], dict[st
     return numbers, present, ok
 
 
+_MANY_NAMES = 4096  # distinct ops in a batch beyond which each row is coded by its position
+
+
 def _screen_categories(frame: pl.DataFrame) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
     """Per text field of the contract (op, roof, timing, device): codes into its clean names per
     row (-1 where the field's cleaner refuses the value), from the distinct values. The engine
@@ -1056,6 +1079,20 @@ def _screen_categories(frame: pl.DataFrame) -> dict[str, tuple[np.ndarray, tuple
         index: dict[str, int] = {}  # clean name -> code, in first-seen order
         lookup: dict[str, int] = {}  # raw value -> code
         null_code = -1
+        if name == "op" and len(values) > _MANY_NAMES:
+            # tens of thousands of names: each row its own code (an op is its own clean
+            # name, and no code of it is kept), so no table of names is looked up per row
+            column = frame["op"].cast(pl.String)
+            ok = (column.is_not_null() & (column != "")).to_numpy()
+            out["op"] = (np.where(ok, np.arange(n), -1).astype(np.int32),
+                         tuple(column.to_list()))
+            continue
+        if name == "op":  # an op is its own clean name: no cleaner called per name
+            named = [v for v in values if v]  # (distinct already: no name is met twice)
+            index = dict(zip(named, range(len(named)), strict=True))
+            lookup = {**index, "": -1} if "" in values else index
+            mappings.append((name, index, lookup, -1))
+            continue
         for value in values:
             cleaned = cleaners[name](value)
             code = -1 if cleaned is None else index.setdefault(cleaned, len(index))
@@ -1166,7 +1203,7 @@ def _first_seen(codes: np.ndarray, names: tuple[str, ...]) -> tuple[np.ndarray, 
         first[:len(names)] < len(codes))]
     remap = np.zeros(max(len(names), 1), dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
-    return remap[codes], tuple(names[int(c)] for c in order)
+    return remap[codes], tuple(np.asarray(names, dtype=object)[order].tolist())
 
 
 def _isclose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -1320,7 +1357,9 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
     device = np.array([str(r.get("device") or "") for r in good], dtype=object)
     roof_codes, roof_names = categorize(roof)
     device_codes, device_names = categorize(device)
+    extras, extras_json = extras_of_records(good)
     return RecordColumns(
+        extras=extras, extras_json=extras_json,
         fields=tuple(dict.fromkeys(k for r in good[:1000] for k in r)),
         op=np.array([r["op"] for r in good], dtype=object),
         flops=np.fromiter((r["flops"] for r in good), np.float64, n),
@@ -1341,6 +1380,40 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         device_codes=device_codes, device_names=device_names,
         kernels=np.fromiter((r.get("kernels", nan) for r in good), np.float64, n),
     )
+
+
+# The fields `RecordColumns` holds as columns of its own; every other field is an extra.
+CONTRACT_COLUMNS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS))
+
+
+def extras_of_records(records: Sequence[Mapping[str, Any]]
+                      ) -> tuple[pl.DataFrame | None, tuple[str, ...]]:
+    """The fields outside the contract of records held as dicts, as columns typed as the
+    columnar reader types them (text, numbers, bools), a field holding objects, lists or mixed
+    kinds as JSON text (named in the tuple); None when no record has such a field. The one
+    pass over dicts, in the readers that hold dicts already, so no writer ever walks rows."""
+    values: dict[str, list[Any]] = {}
+    for k, record in enumerate(records):
+        for name, value in record.items():
+            if name not in CONTRACT_COLUMNS:
+                values.setdefault(name, [None] * len(records))[k] = value
+    if not values:
+        return None, ()
+    columns: list[pl.Series] = []
+    as_json: list[str] = []
+    for name, column in values.items():
+        kinds = {type(v) for v in column if v is not None}
+        if kinds <= {str} or kinds <= {bool} or (kinds <= {int, float} and all(
+                math.isfinite(v) for v in column if v is not None)):
+            try:
+                columns.append(pl.Series(name, column))
+                continue
+            except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+                pass  # an integer beyond 64 bits: written back as the JSON it was
+        columns.append(pl.Series(name, [None if v is None else json.dumps(v) for v in column],
+                                 dtype=pl.String))
+        as_json.append(name)
+    return pl.DataFrame(columns), tuple(as_json)
 
 
 def _column_of_strings(values: list[str]) -> np.ndarray:

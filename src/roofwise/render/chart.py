@@ -595,11 +595,7 @@ def _label_lost_time(ax: Axes, series: Sequence[_Series], n: int) -> list[str]:
         s = candidates[int(owner[k])][0]
         i = int(index[k])
         (x,), (y,) = _coords(s.analysis, np.array([i]))
-        records = s.analysis.columns.rows
-        # one record built, not the block around it (`LazyRows.take`)
-        row = ({} if records is None else records.take(np.array([i]))[0]
-               if hasattr(records, "take") else records[i])
-        workload = fmt.workload(row.get("workload")) if isinstance(row, Mapping) else ""
+        workload = fmt.workload(s.analysis.columns.field_values("workload", np.array([i]))[0])
         short = workload if len(workload) <= 34 else workload[:33] + "…"
         key.append(for_mpl(f"{rank}. {s.analysis.columns.op[i]}, lost "
                            f"{fmt.seconds(float(lost[k]), significant=3)}")

@@ -215,8 +215,7 @@ def _table(analysis: Analysis, shown: Analysis, finder: LedgerFinder,
     out = ["<h2>Verdicts</h2>",
            _table_head("verdicts", ("filter", "verdict-filter", "shown"), analysis.counts(),
                        held, _HEADERS, _NUMERIC, unsorted=("reasons",))]
-    for rank in range(len(shown)):
-        row = shown.row(rank)
+    for rank, row in enumerate(shown.iter_rows()):  # one verdict frame for all of them
         out.append(_row(shown, rank, rank, row,
                         _row_ledger(finder.find(row), findings[rank], templates)))
     out.append("</tbody></table>")

@@ -154,7 +154,4 @@ def _title(analysis: Analysis, counts: Mapping[str, int] | None = None) -> str:
 
 
 def _workload(analysis: Analysis, i: int) -> object:
-    rows = analysis.columns.rows
-    if rows is None or "workload" not in rows[i]:
-        return None
-    return rows[i]["workload"]
+    return analysis.columns.field_values("workload", np.array([i]))[0]

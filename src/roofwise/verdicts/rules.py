@@ -86,8 +86,10 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
                      & ~np.int32(Reason.ABOVE_THEORETICAL_BANDWIDTH), flags).astype(np.int32)
     in_cache = cache.resident & ((flags & np.int32(Reason.ABOVE_THEORETICAL_RATE)) == 0)
     anomaly &= ~in_cache | cache.compute_anomaly
-    efficiency = np.where(in_cache, cache.efficiency, efficiency)
-    envelope_efficiency = np.where(in_cache, cache.envelope_efficiency, envelope_efficiency)
+    # a compute anomaly is read on its compute roof (which binds it over DRAM's), as anywhere
+    on_cache_roof = in_cache & ~cache.compute_anomaly
+    efficiency = np.where(on_cache_roof, cache.efficiency, efficiency)
+    envelope_efficiency = np.where(on_cache_roof, cache.envelope_efficiency, envelope_efficiency)
     at_ceiling &= ~in_cache
     floor_s, floor_assumed = row_floors(machine.latency_floors, timing, kernels, len(time_s))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
