@@ -110,8 +110,18 @@ class TraceEvents:
             return value
 
 
-_GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-_CALL_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# Categories as PyTorch >= 1.10 writes them, then as PyTorch 1.8-1.9 did (`Operator`,
+# `Runtime`, `Kernel`, ...; there the launches and device events name their op's id
+# `external id`, in lower case): one schema to the code below.
+_GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+              "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+_CALL_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime")
+_OP_CATEGORIES = ("cpu_op", "Operator")
+
+
+def _external_id(args: dict[str, Any]) -> Any:
+    found = args.get("External id")
+    return args.get("external id") if found is None else found
 
 
 @contextmanager
@@ -376,7 +386,7 @@ def _keep(e: Any, events: TraceEvents) -> None:
         if any(v is not None and not isinstance(v, str) for v in (cat, ph)):
             events.skip("an event whose cat or ph is not a string")
         return
-    if ph == "X" and (cat == "cpu_op" or cat in _CALL_CATEGORIES or cat in _GPU_KINDS):
+    if ph == "X" and (cat in _OP_CATEGORIES or cat in _CALL_CATEGORIES or cat in _GPU_KINDS):
         problem = _bad_complete(e, cat)
         if problem:
             events.skip(problem)
@@ -386,11 +396,11 @@ def _keep(e: Any, events: TraceEvents) -> None:
         assert ts is not None
         dur = _time(e["dur"])
         assert dur is not None
-        if cat == "cpu_op":
+        if cat in _OP_CATEGORIES:
             share = events.share
             events.keep(events.ops, CpuOp(
                 len(events.ops), e.get("pid"), e.get("tid"), ts, ts + dur,
-                share(e.get("name", "")), args.get("External id"),
+                share(e.get("name", "")), _external_id(args),
                 share(_frozen(args.get("Input Dims") or ())),
                 share(tuple(args.get("Input type") or ())),
                 share(tuple(args.get("Concrete Inputs") or ()))))
@@ -398,7 +408,7 @@ def _keep(e: Any, events: TraceEvents) -> None:
             if args.get("correlation") is not None:
                 events.keep(events.calls, RuntimeCall(e.get("pid"), e.get("tid"), ts,
                                                       args.get("correlation"),
-                                                      args.get("External id")))
+                                                      _external_id(args)))
         else:
             events.keep(events.gpu, GpuEvent(_GPU_KINDS[cat], events.share(e.get("name", "")),
                                              e.get("pid"), e.get("tid"), ts, dur,
@@ -432,10 +442,11 @@ def _bad_complete(e: dict[str, Any], cat: str) -> str:
         return ""
     if not isinstance(args, dict):
         return "an event whose args is not an object"
-    keys = ("External id", "correlation") + (("device",) if cat in _GPU_KINDS else ())
+    keys = ("External id", "external id", "correlation") + (
+        ("device",) if cat in _GPU_KINDS else ())
     if not all(_is_key(args.get(k)) for k in keys):
         return "an event whose External id, correlation or device is a list or an object"
-    if cat == "cpu_op":
+    if cat in _OP_CATEGORIES:
         dims = args.get("Input Dims")
         if dims is not None and not isinstance(dims, list):
             return "an op whose Input Dims is not an array"
