@@ -19,7 +19,7 @@ import numpy as np
 from roofwise.traces.aten import OpPrice, make_call, unpriced
 from roofwise.traces.link import NO_OP, launching_ops
 from roofwise.traces.prices import price_call
-from roofwise.traces.reader import CpuOp, TraceEvents
+from roofwise.traces.reader import KINDS, Signature, TraceEvents, id_value
 
 US = 1e-6  # trace timestamps and durations are in microseconds
 _COMMUNICATION = ("nccl", "rccl")
@@ -109,31 +109,43 @@ class TraceOps:
 
 def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True,
               progress: Callable[[int, int], None] | None = None) -> TraceOps:
-    """One TraceOp per host op that launched kernels, and the summary of device time."""
+    """One TraceOp per host op that launched kernels, and the summary of device time.
+
+    Sums are taken over the reader's columns at once; each distinct op signature is priced
+    once and each distinct device named once, however many calls share them."""
     op_of = launching_ops(events)
-    kinds = np.array([g.kind for g in events.gpu], dtype=object)
-    dur_s = np.array([g.dur_us for g in events.gpu], dtype=np.float64) * US
-    kernel = kinds == "kernel"
-    comm = np.array([g.kind == "kernel" and is_communication(g.name) for g in events.gpu],
-                    dtype=bool)
+    gpu, ops = events.gpu_columns, events.op_columns
+    assert gpu is not None and ops is not None
+    n_ops = len(ops.ts_us)
+    dur_s = gpu.dur_us * US
+    kernel = gpu.kind == KINDS.index("kernel")
+    comm_name = np.array([is_communication(n) for n in events.names], dtype=bool)
+    comm = kernel & comm_name[gpu.name] if len(comm_name) else np.zeros(len(kernel), bool)
     launched = kernel & (op_of != NO_OP)
-    ops_with_kernels = np.unique(op_of[launched])
-    time_by_op = np.bincount(op_of[launched], weights=dur_s[launched],
-                             minlength=len(events.ops))
-    count_by_op = np.bincount(op_of[launched], minlength=len(events.ops))
-    comm_by_op = np.bincount(op_of[launched & comm], minlength=len(events.ops))
-    first_device = {}
-    for k in np.flatnonzero(launched)[::-1]:
-        first_device[int(op_of[k])] = events.gpu[int(k)].device
+    launched_at = np.flatnonzero(launched)
+    ops_with_kernels, first = np.unique(op_of[launched_at], return_index=True)
+    time_by_op = np.bincount(op_of[launched], weights=dur_s[launched], minlength=n_ops)
+    count_by_op = np.bincount(op_of[launched], minlength=n_ops)
+    comm_by_op = np.bincount(op_of[launched & comm], minlength=n_ops)
+    first_kernel = launched_at[first]  # each op's first kernel, in file order
+    prices: dict[int, OpPrice] = {}
+    devices = _device_names(events, gpu.device[first_kernel])
+    collective = unpriced("communication (NCCL) kernel: no roofline model for collectives")
     result: list[TraceOp] = []
-    for n, index in enumerate(ops_with_kernels.tolist()):
-        op = events.ops[index]
-        communication = bool(comm_by_op[index])
-        price = (unpriced("communication (NCCL) kernel: no roofline model for collectives")
-                 if communication else _price(op, allow_tf32, replay))
-        device = events.device_names.get(first_device.get(index), "")
-        result.append(TraceOp(op.name, op.dims, op.types, device, float(time_by_op[index]),
-                              int(count_by_op[index]), price, communication))
+    signature_of = ops.signature[ops_with_kernels].tolist()
+    times = time_by_op[ops_with_kernels].tolist()
+    counts = count_by_op[ops_with_kernels].tolist()
+    communicating = (comm_by_op[ops_with_kernels] > 0).tolist()
+    for n in range(len(ops_with_kernels)):
+        sig = events.signatures[signature_of[n]]
+        if communicating[n]:
+            price = collective
+        else:
+            price = prices.get(signature_of[n])  # type: ignore[assignment]
+            if price is None:
+                price = prices[signature_of[n]] = _price(sig, allow_tf32, replay)
+        result.append(TraceOp(sig.name, sig.dims, sig.types, devices[n], times[n], counts[n],
+                              price, communicating[n]))
         if progress is not None and n % 256 == 0:
             progress(n, len(ops_with_kernels))
     priced_time = sum(o.time_s for o in result if o.price.priced)
@@ -141,8 +153,8 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         kernel_time_s=float(dur_s[kernel].sum()),
         priced_time_s=float(priced_time),
         communication_time_s=float(dur_s[comm].sum()),
-        memcpy_time_s=float(dur_s[kinds == "memcpy"].sum()),
-        memset_time_s=float(dur_s[kinds == "memset"].sum()),
+        memcpy_time_s=float(dur_s[gpu.kind == KINDS.index("memcpy")].sum()),
+        memset_time_s=float(dur_s[gpu.kind == KINDS.index("memset")].sum()),
         unattributed_time_s=float(dur_s[kernel & ~comm & (op_of == NO_OP)].sum()),
         kernels=int(kernel.sum()), ops=len(result),
         priced_ops=sum(1 for o in result if o.price.priced),
@@ -151,5 +163,17 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     return TraceOps(tuple(result), summary)
 
 
-def _price(op: CpuOp, allow_tf32: bool, replay: bool) -> OpPrice:
-    return price_call(make_call(op.name, op.dims, op.types, op.concrete), allow_tf32, replay)
+def _device_names(events: TraceEvents, ids: np.ndarray) -> list[str]:
+    """The name deviceProperties gives each device id ('' where it names none), looked up once
+    per distinct id."""
+    if ids.dtype != object:
+        distinct, where = np.unique(ids, return_inverse=True)
+        names = [events.device_names.get(id_value(distinct, i), "")
+                 for i in range(len(distinct))]
+        return [names[i] for i in where.tolist()]
+    found: dict[Any, str] = {}
+    return [found.setdefault(d, events.device_names.get(d, "")) for d in ids.tolist()]
+
+
+def _price(sig: Signature, allow_tf32: bool, replay: bool) -> OpPrice:
+    return price_call(make_call(sig.name, sig.dims, sig.types, sig.concrete), allow_tf32, replay)
