@@ -160,8 +160,8 @@ def main() -> None:
             ("roofwise analyze --json (this checkout)", [roofwise, "analyze", str(trace),
                                                          "--json"],
              {**os.environ, "PYTHONPATH": here_src})]
-        for other in args.also_src:
-            contenders.append((f"roofwise analyze --json ({other})",
+        for n, other in enumerate(args.also_src, 1):
+            contenders.append((f"roofwise analyze --json (other checkout {n})",
                                [roofwise, "analyze", str(trace), "--json"],
                                {**os.environ, "PYTHONPATH": str(Path(other) / "src")}))
         hta_note = ""
