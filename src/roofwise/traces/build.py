@@ -136,6 +136,7 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     times = time_by_op[ops_with_kernels].tolist()
     counts = count_by_op[ops_with_kernels].tolist()
     communicating = (comm_by_op[ops_with_kernels] > 0).tolist()
+    priced: list[bool] = []
     for n in range(len(ops_with_kernels)):
         sig = events.signatures[signature_of[n]]
         if communicating[n]:
@@ -144,11 +145,12 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
             price = prices.get(signature_of[n])  # type: ignore[assignment]
             if price is None:
                 price = prices[signature_of[n]] = _price(sig, allow_tf32, replay)
+        priced.append(price.priced)
         result.append(TraceOp(sig.name, sig.dims, sig.types, devices[n], times[n], counts[n],
                               price, communicating[n]))
         if progress is not None and n % 256 == 0:
             progress(n, len(ops_with_kernels))
-    priced_time = sum(o.time_s for o in result if o.price.priced)
+    priced_time = sum(t for t, p in zip(times, priced, strict=True) if p)
     summary = TraceSummary(
         kernel_time_s=float(dur_s[kernel].sum()),
         priced_time_s=float(priced_time),
@@ -157,7 +159,7 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         memset_time_s=float(dur_s[gpu.kind == KINDS.index("memset")].sum()),
         unattributed_time_s=float(dur_s[kernel & ~comm & (op_of == NO_OP)].sum()),
         kernels=int(kernel.sum()), ops=len(result),
-        priced_ops=sum(1 for o in result if o.price.priced),
+        priced_ops=sum(priced),
         devices=tuple(sorted(set(events.device_names.values()))),
         skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])))
     return TraceOps(tuple(result), summary)
