@@ -137,7 +137,8 @@ import sys, time
 from hta.trace_analysis import TraceAnalysis
 analyzer = TraceAnalysis(trace_dir=sys.argv[1])
 by_type, by_kernel = analyzer.get_gpu_kernel_breakdown(visualize=False)
-total_us = float(by_type["sum (us)"].sum())
+column = next(c for c in by_type.columns if str(c).startswith("sum"))  # "sum" or "sum (us)"
+total_us = float(by_type[column].sum())
 print(f"{len(by_type)} kernel types, {len(by_kernel)} kernel rows, "
       f"GPU time {total_us / 1e6:.3f} s")
 """
