@@ -348,25 +348,24 @@ def _varlen_pairs(bound: Bound, form: _Form, s: _Shapes, cu_q: TensorArg,
                    "counted at the fewest pairs its totals allow (a lower bound)")
 
 
-def nested_attention(ops: Sequence[Any], launching: Sequence[int]) -> dict[int, str]:
-    """For each attention op (index into `ops`) that launched kernels and encloses another
-    attention op that did, on its thread: why its count goes to the inner one. `ops` have
-    name, pid, tid, ts_us and end_us."""
-    found = [i for i in launching if is_attention(ops[i].name)]
+def nested_attention(names: Sequence[str], threads: Sequence[Any], ts_us: Sequence[float],
+                     end_us: Sequence[float]) -> dict[int, str]:
+    """Ops that launched kernels, one position per op across the four sequences (name, thread,
+    start and end): for each attention op among them that encloses another on its thread,
+    why its count goes to the inner one."""
+    found = [i for i, name in enumerate(names) if is_attention(name)]
     carried: dict[int, str] = {}
-    by_thread: dict[tuple[Any, Any], list[int]] = {}
+    by_thread: dict[Any, list[int]] = {}
     for i in found:
-        by_thread.setdefault((ops[i].pid, ops[i].tid), []).append(i)
+        by_thread.setdefault(threads[i], []).append(i)
     for indices in by_thread.values():
-        indices.sort(key=lambda i: (ops[i].ts_us, -ops[i].end_us))
+        indices.sort(key=lambda i: (ts_us[i], -end_us[i]))
         for n, outer in enumerate(indices):
-            o = ops[outer]
             for inner in indices[n + 1:]:
-                p = ops[inner]
-                if p.ts_us > o.end_us:
+                if ts_us[inner] > end_us[outer]:
                     break
-                if p.end_us <= o.end_us:
+                if end_us[inner] <= end_us[outer]:
                     carried[outer] = (f"its attention kernel is launched by the nested "
-                                      f"{p.name}, which carries the count")
+                                      f"{names[inner]}, which carries the count")
                     break
     return carried

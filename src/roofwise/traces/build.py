@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from roofwise.traces.aten import OpPrice, make_call, unpriced
-from roofwise.traces.attention import nested_attention
+from roofwise.traces.attention import is_attention, nested_attention
 from roofwise.traces.collectives import (
     Message,
     is_collective_kernel,
@@ -26,7 +26,7 @@ from roofwise.traces.collectives import (
 )
 from roofwise.traces.link import NO_OP, launching_ops
 from roofwise.traces.prices import price_call
-from roofwise.traces.reader import CpuOp, TraceEvents
+from roofwise.traces.reader import KINDS, GpuColumns, Signature, TraceEvents, id_value
 from roofwise.traces.timeline import Timeline, timeline
 
 US = 1e-6  # trace timestamps and durations are in microseconds
@@ -115,70 +115,121 @@ class TraceOps:
 
 def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True,
               progress: Callable[[int, int], None] | None = None) -> TraceOps:
-    """One TraceOp per host op that launched kernels, and the summary of device time."""
+    """One TraceOp per host op that launched kernels, and the summary of device time.
+
+    Sums are taken over the reader's columns at once; each distinct op signature is priced
+    once and each distinct device named once, however many calls share them."""
     op_of = launching_ops(events)
-    kinds = np.array([g.kind for g in events.gpu], dtype=object)
-    dur_s = np.array([g.dur_us for g in events.gpu], dtype=np.float64) * US
-    kernel = kinds == "kernel"
-    collective_op = np.array([is_collective_op(o.name) for o in events.ops] + [False],
-                             dtype=bool)  # the last entry: NO_OP
-    comm = np.array([g.kind == "kernel" and is_communication(g.name) for g in events.gpu],
-                    dtype=bool) | (kernel & collective_op[op_of])
+    gpu, ops = events.gpu_columns, events.op_columns
+    assert gpu is not None and ops is not None
+    n_ops = len(ops.ts_us)
+    dur_s = gpu.dur_us * US
+    kernel = gpu.kind == KINDS.index("kernel")
+    # communication: a kernel whose own name is a collective, or one a collective op launched
+    # (both judged once per distinct name)
+    comm_name = np.array([is_communication(n) for n in events.names] + [False], dtype=bool)
+    comm_sig = np.array([is_collective_op(s.name) for s in events.signatures] + [False],
+                        dtype=bool)
+    comm_op = np.append(comm_sig[ops.signature], False)  # the last entry: NO_OP (-1)
+    comm = kernel & (comm_name[gpu.name] | comm_op[op_of])
     launched = kernel & (op_of != NO_OP)
-    ops_with_kernels = np.unique(op_of[launched])
-    time_by_op = np.bincount(op_of[launched], weights=dur_s[launched],
-                             minlength=len(events.ops))
-    count_by_op = np.bincount(op_of[launched], minlength=len(events.ops))
-    comm_by_op = np.bincount(op_of[launched & comm], minlength=len(events.ops))
-    first_device = {}
-    recorded: dict[int, tuple[object, ...]] = {}  # op -> its first kernel's collective fields
-    comm_kernel: dict[int, str] = {}  # op -> its first communication kernel's name
-    for k in np.flatnonzero(launched)[::-1]:
-        first_device[int(op_of[k])] = events.gpu[int(k)].device
-        if comm[k]:
-            comm_kernel[int(op_of[k])] = events.gpu[int(k)].name
-            if events.gpu[int(k)].comms is not None:
-                recorded[int(op_of[k])] = events.gpu[int(k)].comms
+    launched_at = np.flatnonzero(launched)
+    ops_with_kernels, first = np.unique(op_of[launched_at], return_index=True)
+    time_by_op = np.bincount(op_of[launched], weights=dur_s[launched], minlength=n_ops)
+    count_by_op = np.bincount(op_of[launched], minlength=n_ops)
+    comm_by_op = np.bincount(op_of[launched & comm], minlength=n_ops)
+    first_kernel = launched_at[first]  # each op's first kernel, in file order
+    # each communication op's first comm kernel's name, and the recorded message of its first
+    # comm kernel that records one (the comms table holds only those few kernels)
+    comm_at = np.flatnonzero(launched & comm)
+    comm_ops, first_comm = np.unique(op_of[comm_at], return_index=True)
+    comm_kernel = dict(zip(comm_ops.tolist(), (events.names[i] for i in
+                                               gpu.name[comm_at[first_comm]].tolist()),
+                           strict=True))
+    recorded: dict[int, tuple[Any, ...]] = {}
+    for k in sorted(events.comms):
+        if launched[k] and comm[k]:
+            recorded.setdefault(int(op_of[k]), events.comms[k])
+    prices: dict[int, OpPrice] = {}
+    devices = _device_names(events, gpu.device[first_kernel])
+    collective = unpriced("communication: priced on the interconnect, not the roofline")
     result: list[TraceOp] = []
-    # an attention op enclosing another that launched kernels: the inner one carries the count
-    carried = nested_attention(events.ops, ops_with_kernels.tolist())
-    for n, index in enumerate(ops_with_kernels.tolist()):
-        op = events.ops[index]
-        communication = bool(comm_by_op[index])
-        price = (unpriced("communication: priced on the interconnect, not the roofline")
-                 if communication else unpriced(carried[index]) if index in carried
-                 else _price(op, allow_tf32, replay))
-        device = events.device_names.get(first_device.get(index), "")
-        result.append(TraceOp(op.name, op.dims, op.types, device, float(time_by_op[index]),
-                              int(count_by_op[index]), price, communication,
-                              message_of(op.name, op.dims, op.types, recorded.get(index),
-                                         comm_kernel.get(index, ""))
-                              if communication else None))
+    signature_of = ops.signature[ops_with_kernels].tolist()
+    times = time_by_op[ops_with_kernels].tolist()
+    counts = count_by_op[ops_with_kernels].tolist()
+    communicating = (comm_by_op[ops_with_kernels] > 0).tolist()
+    carried = _nested_attention(events, ops_with_kernels)
+    priced: list[bool] = []
+    for n in range(len(ops_with_kernels)):
+        sig = events.signatures[signature_of[n]]
+        message = None
+        if communicating[n]:
+            price = collective
+            index = int(ops_with_kernels[n])
+            message = message_of(sig.name, sig.dims, sig.types, recorded.get(index),
+                                 comm_kernel.get(index, ""))
+        elif n in carried:
+            price = unpriced(carried[n])
+        else:
+            price = prices.get(signature_of[n])  # type: ignore[assignment]
+            if price is None:
+                price = prices[signature_of[n]] = _price(sig, allow_tf32, replay)
+        priced.append(price.priced)
+        result.append(TraceOp(sig.name, sig.dims, sig.types, devices[n], times[n], counts[n],
+                              price, communicating[n], message))
         if progress is not None and n % 256 == 0:
             progress(n, len(ops_with_kernels))
-    priced_time = sum(o.time_s for o in result if o.price.priced)
+    priced_time = sum(t for t, p in zip(times, priced, strict=True) if p)
     summary = TraceSummary(
         kernel_time_s=float(dur_s[kernel].sum()),
         priced_time_s=float(priced_time),
         communication_time_s=float(dur_s[comm].sum()),
-        memcpy_time_s=float(dur_s[kinds == "memcpy"].sum()),
-        memset_time_s=float(dur_s[kinds == "memset"].sum()),
+        memcpy_time_s=float(dur_s[gpu.kind == KINDS.index("memcpy")].sum()),
+        memset_time_s=float(dur_s[gpu.kind == KINDS.index("memset")].sum()),
         unattributed_time_s=float(dur_s[kernel & ~comm & (op_of == NO_OP)].sum()),
         kernels=int(kernel.sum()), ops=len(result),
-        priced_ops=sum(1 for o in result if o.price.priced),
+        priced_ops=sum(priced),
         devices=tuple(sorted(set(events.device_names.values()))),
         skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
-        timeline=_timeline(events, dur_s, kernel, comm), rank=events.rank)
+        timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank)
     return TraceOps(tuple(result), summary)
 
 
-def _timeline(events: TraceEvents, dur_s: np.ndarray, kernel: np.ndarray,
+def _timeline(gpu: GpuColumns, dur_s: np.ndarray, kernel: np.ndarray,
               comm: np.ndarray) -> Timeline:
-    start_us = np.array([g.ts_us for g in events.gpu], dtype=np.float64)
     # from the first event: epoch microseconds in seconds would lose a tenth of a microsecond
-    start_s = (start_us - start_us.min()) * US if len(start_us) else start_us
+    start_s = (gpu.ts_us - gpu.ts_us.min()) * US if len(gpu.ts_us) else gpu.ts_us
     return timeline(start_s, dur_s, kernel, comm)
 
 
-def _price(op: CpuOp, allow_tf32: bool, replay: bool) -> OpPrice:
-    return price_call(make_call(op.name, op.dims, op.types, op.concrete), allow_tf32, replay)
+def _nested_attention(events: TraceEvents, launching: np.ndarray) -> dict[int, str]:
+    """attention.nested_attention over the ops that launched kernels (by position in
+    `launching`), fed from the columns: only the attention ops' rows are looked at."""
+    ops = events.op_columns
+    assert ops is not None
+    attention = np.array([is_attention(s.name) for s in events.signatures] + [False],
+                         dtype=bool)
+    at = np.flatnonzero(attention[ops.signature[launching]]) if len(launching) else launching
+    if len(at) < 2:
+        return {}
+    rows = launching[at]
+    found = nested_attention([events.signatures[s].name for s in ops.signature[rows].tolist()],
+                             ops.thread[rows].tolist(), ops.ts_us[rows].tolist(),
+                             ops.end_us[rows].tolist())
+    return {int(at[i]): why for i, why in found.items()}
+
+
+def _device_names(events: TraceEvents, ids: np.ndarray) -> list[str]:
+    """The name deviceProperties gives each device id ('' where it names none), looked up once
+    per distinct id."""
+    if ids.dtype != object:
+        distinct, where = np.unique(ids, return_inverse=True)
+        names = [events.device_names.get(id_value(distinct, i), "")
+                 for i in range(len(distinct))]
+        return [names[i] for i in where.tolist()]
+    found: dict[Any, str] = {}
+    return [found.setdefault(d, events.device_names.get(d, "")) for d in ids.tolist()]
+
+
+def _price(sig: Signature, allow_tf32: bool, replay: bool) -> OpPrice:
+    return price_call(make_call(sig.name, sig.dims, sig.types, sig.concrete), allow_tf32, replay)

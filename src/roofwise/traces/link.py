@@ -7,99 +7,132 @@ Two hops, each with the conventions real traces use (see tests/fixtures/traces/R
    op with that id runs on the call's thread and encloses it in time (older traces reuse the
    field for the correlation, which must not be mistaken for an op). Otherwise the op is the
    innermost `cpu_op` on the call's thread whose span contains the call.
+
+Both hops work on the reader's columns: where ids are integers (every trace seen so far) the
+lookups are sorted-array searches; other ids (strings, floats) go through dictionaries, with
+Python's equality, as the file gives them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from roofwise.traces.reader import CpuOp, Flow, GpuEvent, RuntimeCall, TraceEvents
+from roofwise.traces.reader import (
+    NONE_ID,
+    CallColumns,
+    FlowColumns,
+    GpuColumns,
+    OpColumns,
+    TraceEvents,
+)
 
 NO_OP = -1
 
 
 def launching_ops(events: TraceEvents) -> np.ndarray:
     """For each device event (`events.gpu`, in order), the index of its op, or NO_OP."""
-    call_of_event = _calls_of_events(events)
-    op_of_call = _ops_of_calls(events.ops, events.calls)
-    op_of_call = np.append(op_of_call, NO_OP)  # index -1 (no call) maps to NO_OP
+    gpu, calls, ops = events.gpu_columns, events.call_columns, events.op_columns
+    assert gpu is not None and calls is not None and ops is not None
+    call_of_event = _calls_of_events(gpu, calls, events.flow_start_columns,
+                                     events.flow_end_columns)
+    op_of_call = np.append(_ops_of_calls(ops, calls), NO_OP)  # index -1 (no call): NO_OP
     return op_of_call[call_of_event] if len(call_of_event) else np.zeros(0, dtype=np.int64)
 
 
-def _calls_of_events(events: TraceEvents) -> np.ndarray:
-    """Index into events.calls per device event; -1 where no call is found."""
-    by_correlation: dict[Any, int] = {}
-    for i, call in enumerate(events.calls):
-        by_correlation.setdefault(call.correlation, i)
-    by_place = {(c.pid, c.tid, c.ts_us): i for i, c in enumerate(events.calls)}
-    flow_start = {f.id: f for f in events.flow_starts}
-    flow_end = {(f.pid, f.tid, f.ts_us): f.id for f in events.flow_ends}
-    found = np.full(len(events.gpu), -1, dtype=np.int64)
-    for k, event in enumerate(events.gpu):
-        hit = by_correlation.get(event.correlation) if event.correlation is not None else None
-        if hit is None:
-            hit = _by_flow(event, flow_end, flow_start, by_place)
+def _first_index(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per entry of `wanted`, the first index in `keys` holding the same id; -1 where none
+    (or where `wanted` gives no id)."""
+    if keys.dtype != object and wanted.dtype != object:
+        given = keys != NONE_ID
+        unique, first = np.unique(keys[given], return_index=True)
+        first = np.flatnonzero(given)[first]
+        if not len(unique):
+            return np.full(len(wanted), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(unique, wanted), len(unique) - 1)
+        hit = (unique[at] == wanted) & (wanted != NONE_ID)
+        return np.where(hit, first[at], -1).astype(np.int64)
+    table: dict[Any, int] = {}
+    for i, key in enumerate(_values(keys)):
+        if key is not None:
+            table.setdefault(key, i)
+    return np.array([-1 if w is None else table.get(w, -1) for w in _values(wanted)],
+                    dtype=np.int64)
+
+
+def _values(column: np.ndarray) -> list[Any]:
+    """An id column as Python values, None where no id was given."""
+    if column.dtype == object:
+        return list(column)
+    return [None if v == NONE_ID else v for v in column.tolist()]
+
+
+def _calls_of_events(gpu: GpuColumns, calls: CallColumns, starts: FlowColumns | None,
+                     ends: FlowColumns | None) -> np.ndarray:
+    """Index into the calls per device event; -1 where no call is found."""
+    found = _first_index(calls.correlation, gpu.correlation)
+    missing = np.flatnonzero(found < 0)
+    if not len(missing) or starts is None or ends is None or not len(ends.ts_us):
+        return found
+    # by flow arrow: the arrow ending where the event is, back to the call where it starts
+    start_at = dict(zip(_values(starts.id), zip(starts.thread.tolist(), starts.ts_us.tolist(),
+                                                 strict=True), strict=True))
+    end_id = dict(zip(zip(ends.thread.tolist(), ends.ts_us.tolist(), strict=True),
+                      _values(ends.id), strict=True))
+    by_place = {place: i for i, place in enumerate(zip(calls.thread.tolist(),
+                                                       calls.ts_us.tolist(), strict=True))}
+    for k in missing.tolist():
+        arrow = end_id.get((int(gpu.thread[k]), float(gpu.ts_us[k])))
+        start = start_at.get(arrow) if arrow is not None else None
+        hit = None if start is None else by_place.get(start)
         if hit is not None:
             found[k] = hit
     return found
 
 
-def _by_flow(event: GpuEvent, flow_end: dict[tuple[Any, Any, float], Any],
-             flow_start: dict[Any, Flow], by_place: dict[tuple[Any, Any, float], int]
-             ) -> int | None:
-    arrow = flow_end.get((event.pid, event.tid, event.ts_us))
-    start = flow_start.get(arrow) if arrow is not None else None
-    return None if start is None else by_place.get((start.pid, start.tid, start.ts_us))
-
-
-def _ops_of_calls(ops: Sequence[CpuOp], calls: Sequence[RuntimeCall]) -> np.ndarray:
+def _ops_of_calls(ops: OpColumns, calls: CallColumns) -> np.ndarray:
     """Index into ops per call: the op its External id names (when that op encloses it on
     its thread), else the innermost enclosing op on its thread; NO_OP when none does."""
-    inner = _innermost(ops, calls)
-    by_external: dict[Any, int] = {}
-    for op in ops:
-        if op.external_id is not None:
-            by_external.setdefault(op.external_id, op.number)
-    for i, call in enumerate(calls):
-        named = by_external.get(call.external_id) if call.external_id is not None else None
-        if named is not None and _encloses(ops[named], call):
-            inner[i] = named
-    return inner
+    named = _first_index(ops.external_id, calls.external_id)
+    at = np.maximum(named, 0)
+    encloses = ((named >= 0) & (ops.thread[at] == calls.thread) if len(ops.thread) else
+                np.zeros(len(named), dtype=bool))
+    if len(ops.thread):
+        encloses &= (ops.ts_us[at] <= calls.ts_us) & (calls.ts_us <= ops.end_us[at])
+    result = np.where(encloses, named, NO_OP).astype(np.int64)
+    rest = np.flatnonzero(~encloses)
+    if len(rest):
+        result[rest] = _innermost(ops, calls, rest)
+    return result
 
 
-def _encloses(op: CpuOp, call: RuntimeCall) -> bool:
-    return (op.pid, op.tid) == (call.pid, call.tid) and op.ts_us <= call.ts_us <= op.end_us
-
-
-def _innermost(ops: Sequence[CpuOp], calls: Sequence[RuntimeCall]) -> np.ndarray:
-    """One sweep per thread over ops and calls in time order, with a stack of open ops."""
-    result = np.full(len(calls), NO_OP, dtype=np.int64)
-    ops_by_thread: dict[tuple[Any, Any], list[CpuOp]] = defaultdict(list)
-    calls_by_thread: dict[tuple[Any, Any], list[int]] = defaultdict(list)
-    for op in ops:
-        ops_by_thread[(op.pid, op.tid)].append(op)
-    for i, call in enumerate(calls):
-        calls_by_thread[(call.pid, call.tid)].append(i)
-    for thread, call_ids in calls_by_thread.items():
-        thread_ops = sorted(ops_by_thread.get(thread, ()),
-                            key=lambda o: (o.ts_us, -(o.end_us - o.ts_us)))
-        call_ids.sort(key=lambda i: calls[i].ts_us)
-        stack: list[CpuOp] = []
-        k = 0
-        for i in call_ids:
-            t = calls[i].ts_us
-            while k < len(thread_ops) and thread_ops[k].ts_us <= t:  # ops opened by now
-                opened = thread_ops[k]
-                while stack and stack[-1].end_us < opened.ts_us:
+def _innermost(ops: OpColumns, calls: CallColumns, wanted: np.ndarray) -> np.ndarray:
+    """For the calls `wanted`, one sweep per thread over ops and calls in time order, with a
+    stack of open ops."""
+    result = np.full(len(wanted), NO_OP, dtype=np.int64)
+    calls_by_thread: dict[int, list[int]] = defaultdict(list)
+    for k, i in enumerate(wanted.tolist()):
+        calls_by_thread[int(calls.thread[i])].append(k)
+    call_ts = calls.ts_us[wanted].tolist()
+    for thread, ks in calls_by_thread.items():
+        mine = np.flatnonzero(ops.thread == thread)
+        order = mine[np.lexsort((-(ops.end_us[mine] - ops.ts_us[mine]), ops.ts_us[mine]))]
+        starts, ends = ops.ts_us[order].tolist(), ops.end_us[order].tolist()
+        numbers = order.tolist()
+        ks.sort(key=lambda k: call_ts[k])
+        stack: list[int] = []  # positions in `order`
+        j = 0
+        for k in ks:
+            t = call_ts[k]
+            while j < len(numbers) and starts[j] <= t:  # ops opened by now
+                while stack and ends[stack[-1]] < starts[j]:
                     stack.pop()
-                stack.append(opened)
-                k += 1
-            while stack and stack[-1].end_us < t:
+                stack.append(j)
+                j += 1
+            while stack and ends[stack[-1]] < t:
                 stack.pop()
             if stack:
-                result[i] = stack[-1].number
+                result[k] = numbers[stack[-1]]
     return result

@@ -1,11 +1,15 @@
 """Read a PyTorch profiler trace (Kineto / Chrome trace JSON, gzipped or not) into compact events.
 
 The format is told from the content, never the name: gzip by its magic bytes, a trace by a
-JSON object holding `traceEvents` (or a bare JSON array of events with `ph`). Events stream
-through ijson when it is installed (a trace of hundreds of MB never becomes one Python object
-tree); without it the file is parsed whole. Only what linking and pricing need is kept, as
-small tuples. Durations and timestamps stay in the trace's microseconds here; the records
-built from them are in seconds.
+JSON object holding `traceEvents` (or a bare JSON array of events with `ph`). The file streams
+through once: the events array is cut into runs of whole events (about a MiB each) that msgspec
+decodes in C against the few fields pricing reads (everything else is skipped unbuilt); a run
+holding anything the fast schema does not fit is decoded again with `json` and judged event by
+event (`_keep`), so that a malformed event is skipped and counted, never guessed at. What is
+kept is columns of numbers (times, thread codes, ids) and one shared table of each distinct
+name and op signature: memory grows by ~40 bytes per event kept, and each distinct op,
+kernel name and shape list is held once. Durations and timestamps stay in the trace's
+microseconds here; the records built from them are in seconds.
 """
 
 from __future__ import annotations
@@ -14,19 +18,24 @@ import gzip
 import io
 import json
 import math
+import re
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, NamedTuple, cast
+from typing import IO, Any, NamedTuple, cast, overload
+
+import msgspec
+import numpy as np
 
 from roofwise.base.errors import InputError
 from roofwise.traces.collectives import kernel_message
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 1 << 20  # a trace names `traceEvents` (or an event's `ph`) well within 1 MiB
+NONE_ID = np.iinfo(np.int64).min  # an id the event does not give, in an int64 id column
 
 
 class CpuOp(NamedTuple):
@@ -44,16 +53,6 @@ class CpuOp(NamedTuple):
     concrete: tuple[str, ...]
 
 
-class RuntimeCall(NamedTuple):
-    """A launch API call (`cudaLaunchKernel`, `hipLaunchKernel`, `cuLaunchKernel`, ...)."""
-
-    pid: Any
-    tid: Any
-    ts_us: float
-    correlation: Any
-    external_id: Any
-
-
 class GpuEvent(NamedTuple):
     """Device-side activity: a kernel, a memcpy or a memset."""
 
@@ -68,43 +67,259 @@ class GpuEvent(NamedTuple):
     comms: Any = None  # a collective kernel's recorded message (collectives.kernel_message)
 
 
-class Flow(NamedTuple):
-    """One end of an `ac2g` flow arrow (host call -> device activity)."""
+KINDS = ("kernel", "memcpy", "memset")  # GpuColumns.kind codes
 
-    id: Any
-    pid: Any
-    tid: Any
-    ts_us: float
+
+@dataclass(frozen=True)
+class OpColumns:
+    """Host ops in file order: `signature` indexes TraceEvents.signatures."""
+
+    thread: np.ndarray  # int32 code into TraceEvents.threads
+    ts_us: np.ndarray
+    end_us: np.ndarray
+    external_id: np.ndarray  # int64 (NONE_ID: not given), or object where ids are not ints
+    signature: np.ndarray  # int32
+
+
+@dataclass(frozen=True)
+class CallColumns:
+    """Launch API calls (`cudaLaunchKernel`, `hipLaunchKernel`, ...) that carry a correlation."""
+
+    thread: np.ndarray
+    ts_us: np.ndarray
+    correlation: np.ndarray
+    external_id: np.ndarray
+
+
+@dataclass(frozen=True)
+class GpuColumns:
+    """Device activity in file order: `name` indexes TraceEvents.names, `kind` KINDS."""
+
+    kind: np.ndarray  # int8
+    name: np.ndarray  # int32
+    thread: np.ndarray
+    ts_us: np.ndarray
+    dur_us: np.ndarray
+    correlation: np.ndarray
+    device: np.ndarray
+
+
+@dataclass(frozen=True)
+class FlowColumns:
+    """One end of each `ac2g` flow arrow (host call -> device activity)."""
+
+    id: np.ndarray
+    thread: np.ndarray
+    ts_us: np.ndarray
+
+
+class Signature(NamedTuple):
+    """What pricing reads of an op: one shared copy per distinct op and recorded inputs."""
+
+    name: str
+    dims: tuple[Any, ...]
+    types: tuple[str, ...]
+    concrete: tuple[str, ...]
+
+
+# the columns each kind of event keeps, in the order _Pending appends them
+_OP_FIELDS = ("thread", "ts_us", "end_us", "external_id", "signature")
+_CALL_FIELDS = ("thread", "ts_us", "correlation", "external_id")
+_GPU_FIELDS = ("kind", "name", "thread", "ts_us", "dur_us", "correlation", "device")
+_FLOW_FIELDS = ("id", "thread", "ts_us")
+_ID_FIELDS = {"external_id", "correlation", "device", "id"}
+_FLOAT_FIELDS = {"ts_us", "end_us", "dur_us"}
+_DTYPES = {"thread": np.int32, "signature": np.int32, "name": np.int32, "kind": np.int8}
+
+
+class _Pending:
+    """One kind's columns: Python lists for the run being read, numpy arrays for the runs
+    before it (so that a run's lists are all that is ever held as Python objects)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.lists: tuple[list[Any], ...] = tuple([] for _ in names)
+        self.done: list[tuple[np.ndarray, ...]] = []
+        self.flushed = 0
+
+    def __len__(self) -> int:
+        return len(self.lists[0]) + self.flushed
+
+    def flush(self) -> None:
+        if self.lists[0]:
+            self.flushed += len(self.lists[0])
+            self.done.append(tuple(_column(n, v) for n, v in zip(self.names, self.lists,
+                                                                  strict=True)))
+            for values in self.lists:
+                values.clear()
+
+    def arrays(self) -> list[np.ndarray]:
+        self.flush()
+        if not self.done:
+            return [_column(n, []) for n in self.names]
+        return [_concat([d[i] for d in self.done]) for i in range(len(self.names))]
+
+
+def _column(name: str, values: list[Any]) -> np.ndarray:
+    if name in _FLOAT_FIELDS:
+        return np.array(values, dtype=np.float64)
+    if name in _ID_FIELDS:
+        return _ids(values)
+    return np.array(values, dtype=_DTYPES[name])
+
+
+def _ids(values: list[Any]) -> np.ndarray:
+    """Ids as int64 when every one is an int (None as NONE_ID), else as objects: an id keeps
+    the equality JSON gave it (1 and "1" differ; 1 and 1.0, as in Python, do not)."""
+    column = np.array(values) if values else np.zeros(0, dtype=np.int64)
+    if column.dtype == np.int64:  # ints only (numpy infers floats, strings, boxes otherwise)
+        if not (column == NONE_ID).any():
+            return column
+    elif column.dtype == object and all(type(v) is int or v is NONE_ID_BOX for v in values):
+        try:  # ints with some not given
+            column = np.array([NONE_ID if v is NONE_ID_BOX else v for v in values],
+                              dtype=np.int64)
+        except OverflowError:  # an id past int64: kept as it is
+            pass
+        else:
+            return column
+    out = np.empty(len(values), dtype=object)
+    out[:] = [None if v is NONE_ID_BOX else v for v in values]
+    return out
+
+
+class _Box:
+    """The None of an id column while it is a Python list (kept distinct from a real int)."""
+
+
+NONE_ID_BOX: Any = _Box()
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    if any(p.dtype == object for p in parts) and not all(p.dtype == object for p in parts):
+        parts = [p if p.dtype == object else _as_objects(p) for p in parts]
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def _as_objects(column: np.ndarray) -> np.ndarray:
+    out = np.empty(len(column), dtype=object)
+    out[:] = [None if v == NONE_ID else v for v in column.tolist()]
+    return out
+
+
+def id_value(column: np.ndarray, i: int) -> Any:
+    """Entry `i` of an id column as the trace gave it (None where it gave none)."""
+    value = column[i]
+    if column.dtype == object:
+        return value
+    return None if value == NONE_ID else int(value)
 
 
 @dataclass
 class TraceEvents:
-    """The events of one trace that matter for pricing, in file order within each kind."""
+    """The events of one trace that matter for pricing, as columns, in file order per kind.
+
+    `ops` and `gpu` give them back one by one (CpuOp, GpuEvent) for code that wants a row."""
 
     path: str
-    ops: list[CpuOp] = field(default_factory=list)
-    calls: list[RuntimeCall] = field(default_factory=list)
-    gpu: list[GpuEvent] = field(default_factory=list)
-    flow_starts: list[Flow] = field(default_factory=list)
-    flow_ends: list[Flow] = field(default_factory=list)
+    op_columns: OpColumns | None = None
+    call_columns: CallColumns | None = None
+    gpu_columns: GpuColumns | None = None
+    flow_start_columns: FlowColumns | None = None
+    flow_end_columns: FlowColumns | None = None
+    threads: list[tuple[Any, Any]] = field(default_factory=list)  # code -> (pid, tid)
+    names: list[str] = field(default_factory=list)  # kernel / memcpy / memset names
+    signatures: list[Signature] = field(default_factory=list)
     device_names: dict[Any, str] = field(default_factory=dict)  # device id -> name
     rank: int | None = None  # distributedInfo's rank, when the trace names one
-    # one shared copy of each distinct name, shape list, type list: a million calls of a few
-    # hundred distinct ops keep a few hundred tuples, not a million
-    shared: dict[Any, Any] = field(default_factory=dict, repr=False)
-
+    # gpu index -> a collective kernel's recorded message (collectives.kernel_message): only
+    # the few device events whose args name a collective
+    comms: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # why -> events skipped for it
     kept: int = 0
 
-    def skip(self, why: str) -> None:
-        self.skipped[why] = self.skipped.get(why, 0) + 1
+    @property
+    def ops(self) -> Sequence[CpuOp]:
+        return _Rows(self, _op_row, 0 if self.op_columns is None else
+                     len(self.op_columns.ts_us))
 
-    def keep(self, into: list[Any], item: Any) -> None:
-        if self.kept >= MAX_EVENTS:
-            raise _TooMuch(f"more than {MAX_EVENTS:,} ops, launches and device events; "
-                           "expected one profiled step or a few (profile fewer steps)")
-        self.kept += 1
-        into.append(item)
+    @property
+    def gpu(self) -> Sequence[GpuEvent]:
+        return _Rows(self, _gpu_row, 0 if self.gpu_columns is None else
+                     len(self.gpu_columns.ts_us))
+
+
+class _Rows(Sequence[Any]):
+    def __init__(self, events: TraceEvents, row: Callable[[TraceEvents, int], Any],
+                 n: int) -> None:
+        self._events, self._row, self._n = events, row, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self._row(self._events, k) for k in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return self._row(self._events, i % self._n)
+
+
+def _op_row(events: TraceEvents, i: int) -> CpuOp:
+    c = events.op_columns
+    assert c is not None
+    pid, tid = events.threads[int(c.thread[i])]
+    sig = events.signatures[int(c.signature[i])]
+    return CpuOp(i, pid, tid, float(c.ts_us[i]), float(c.end_us[i]), sig.name,
+                 id_value(c.external_id, i), sig.dims, sig.types, sig.concrete)
+
+
+def _gpu_row(events: TraceEvents, i: int) -> GpuEvent:
+    c = events.gpu_columns
+    assert c is not None
+    pid, tid = events.threads[int(c.thread[i])]
+    return GpuEvent(KINDS[int(c.kind[i])], events.names[int(c.name[i])], pid, tid,
+                    float(c.ts_us[i]), float(c.dur_us[i]), id_value(c.correlation, i),
+                    id_value(c.device, i), events.comms.get(i))
+
+
+class _Sink:
+    """Where events go as they are read: the kinds' pending columns, the shared tables."""
+
+    def __init__(self, events: TraceEvents) -> None:
+        self.events = events
+        self.ops = _Pending(_OP_FIELDS)
+        self.calls = _Pending(_CALL_FIELDS)
+        self.gpu = _Pending(_GPU_FIELDS)
+        self.flow_starts = _Pending(_FLOW_FIELDS)
+        self.flow_ends = _Pending(_FLOW_FIELDS)
+        self.thread_codes: dict[tuple[Any, Any], int] = {}
+        self.name_codes: dict[str, int] = {}
+        self.signature_codes: dict[Signature, int] = {}
+        self.raw_signatures: dict[tuple[str, bytes, bytes, bytes], int] = {}
+        self.shared: dict[Any, Any] = {}
+        self.counted = 0  # events kept in the runs flushed so far
+
+    def thread(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
+        code = self.thread_codes.get(key)
+        if code is None:
+            code = self.thread_codes[key] = len(self.events.threads)
+            self.events.threads.append(key)
+        return code
+
+    def name(self, name: str) -> int:
+        code = self.name_codes.get(name)
+        if code is None:
+            code = self.name_codes[name] = len(self.events.names)
+            self.events.names.append(name)
+        return code
 
     def share(self, value: Any) -> Any:
         try:
@@ -112,9 +327,64 @@ class TraceEvents:
         except TypeError:  # something unhashable in the record: keep its own copy
             return value
 
+    def signature(self, name: str, dims: Any, types: Any, concrete: Any) -> int:
+        sig = Signature(self.share(name), self.share(_frozen(dims or ())),
+                        self.share(tuple(types or ())), self.share(tuple(concrete or ())))
+        try:
+            code = self.signature_codes.get(sig)
+        except TypeError:  # unhashable: its own entry
+            code = None
+        if code is None:
+            code = len(self.events.signatures)
+            self.events.signatures.append(sig)
+            with suppress(TypeError):
+                self.signature_codes[sig] = code
+        return code
 
-_GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-_CALL_CATEGORIES = ("cuda_runtime", "cuda_driver")
+    def comms(self, args: dict[str, Any]) -> None:
+        """The collective message a device event's args record, kept under the index the
+        event is about to take (only for the few events whose args name one)."""
+        found = kernel_message(args)
+        if found is not None:
+            self.events.comms[len(self.gpu)] = found
+
+    def end_run(self) -> None:
+        """The run's lists become arrays; refused past MAX_EVENTS kept events."""
+        kinds = (self.ops, self.calls, self.gpu, self.flow_starts, self.flow_ends)
+        self.counted = sum(len(k) for k in kinds)
+        if self.counted > MAX_EVENTS:
+            raise _TooMuch(f"more than {MAX_EVENTS:,} ops, launches and device events; "
+                           "expected one profiled step or a few (profile fewer steps)")
+        for kind in kinds:
+            kind.flush()
+
+    def finish(self) -> TraceEvents:
+        self.end_run()
+        e = self.events
+        e.op_columns = OpColumns(*self.ops.arrays())
+        e.call_columns = CallColumns(*self.calls.arrays())
+        e.gpu_columns = GpuColumns(*self.gpu.arrays())
+        e.flow_start_columns = FlowColumns(*self.flow_starts.arrays())
+        e.flow_end_columns = FlowColumns(*self.flow_ends.arrays())
+        e.kept = self.counted
+        return e
+
+
+# Categories as PyTorch >= 1.10 writes them, then as PyTorch 1.8-1.9 did (`Operator`,
+# `Runtime`, `Kernel`, ...; there the launches and device events name their op's id
+# `external id`, in lower case): one schema to the code below.
+_GPU_KINDS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2,
+              "Kernel": 0, "Memcpy": 1, "Memset": 2}
+_CALL_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime")
+_OP_CATEGORIES = ("cpu_op", "Operator")
+_OP, _CALL = -1, -2
+_KIND_OF = {**{c: _OP for c in _OP_CATEGORIES}, **{c: _CALL for c in _CALL_CATEGORIES},
+            **_GPU_KINDS}
+
+
+def _external_id(args: dict[str, Any]) -> Any:
+    found = args.get("External id")
+    return args.get("external id") if found is None else found
 
 
 @contextmanager
@@ -161,8 +431,8 @@ def read_trace(path: str | Path, progress: Callable[[int], None] | None = None,
     The file is read once. An event whose fields are not of the type the format gives them (an
     event that is not an object, a duration that is not a finite number >= 0, a list where an id
     goes, ...) is skipped and counted in `skipped`, never turned into a number. What no sane
-    trace holds (nesting deeper than MAX_DEPTH, a run of MAX_RUN_BYTES without a string, more
-    than MAX_EVENTS kept events, ...) is refused as a whole: InputError."""
+    trace holds (nesting deeper than MAX_DEPTH in what is read, a run of MAX_RUN_BYTES without
+    a string, more than MAX_EVENTS kept events, ...) is refused as a whole: InputError."""
     target = Path(path)
     if not is_trace(target):
         raise InputError(str(target), "not a profiler trace; expected Kineto / Chrome trace "
@@ -170,15 +440,15 @@ def read_trace(path: str | Path, progress: Callable[[int], None] | None = None,
     size = target.stat().st_size
     if total is not None:
         total(size)
-    events = TraceEvents(path=str(target))
+    sink = _Sink(TraceEvents(path=str(target)))
     wrap = _counting(progress) if progress is not None else None
     try:
         with _open_bytes(target, wrap) as handle:
             gzipped = isinstance(handle, gzip.GzipFile)
             limit = max(MIN_INFLATED_BYTES, MAX_GZIP_RATIO * size) if gzipped else None
             guarded = _Guard(handle, str(target), limit)
-            for event in _iter_events(io.BufferedReader(guarded, READ_BYTES), events):
-                _keep(event, events)
+            _Scanner(io.BufferedReader(guarded, READ_BYTES), sink).document()
+        return sink.finish()
     except InputError:
         raise
     except _TooMuch as exc:
@@ -186,41 +456,31 @@ def read_trace(path: str | Path, progress: Callable[[int], None] | None = None,
     except RecursionError:
         raise InputError(str(target), f"nesting deeper than {MAX_DEPTH} levels; expected a "
                                       "Kineto / Chrome trace") from None
-    except _parse_errors() as exc:
+    except (ValueError, OSError, EOFError, zlib.error, msgspec.DecodeError) as exc:
         raise InputError(str(target), f"unreadable trace ({_first_line(exc)}); expected "
                                       "complete Kineto / Chrome trace JSON") from None
-    return events
 
 
 # Limits on what a trace may hold: beyond them a file is not a profile of a program but a
 # stress on the reader (memory or time out of proportion to what is read), refused in one line.
-MAX_DEPTH = 64  # JSON nesting: Kineto writes at most 5 (event, args, Input Dims, a list of
-#                 shapes, a shape); every level costs the parser memory
+MAX_DEPTH = 64  # JSON nesting of what is read: Kineto writes at most 5 (event, args, Input
+#                 Dims, a list of shapes, a shape); values the reader does not read are skipped
+#                 in C, unbuilt (past ~1,000 levels that too is refused)
 MAX_RUN_BYTES = 16 << 20  # bytes with no `"` in them: a trace has a string every few dozen
 #                 bytes; a 16 MiB name or run of white space is padding, and the JSON parser's
 #                 cost grows with the square of a string's length
 MAX_GZIP_RATIO = 200  # decompressed over compressed size: Kineto traces inflate 10-40x;
 MIN_INFLATED_BYTES = 256 << 20  # ... more (past 256 MiB) is padding: a gzip bomb
 MAX_EVENTS = 4_000_000  # events kept (ops, launches, device activity, flow arrows): a profiled
-#                 step of a large model holds well under a million; each costs ~250 B to keep
+#                 step of a large model holds well under a million; each costs ~40 B to keep
 MAX_NAME_CHARS = 65536  # an op or kernel name: demangled templated kernels run to a few thousand
 MAX_DEVICES = 4096  # deviceProperties entries: one per GPU of the host
-READ_BYTES = 1 << 20  # parser buffer: large reads keep a long string's cost linear
+READ_BYTES = 1 << 20  # read size: also about the length of the runs of events decoded at once
+RUN_WINDOW = 1 << 16  # where a run's end is looked for: the last 64 KiB read
 
 
 class _TooMuch(Exception):
     """A limit above was crossed: refused (InputError) where the path is known."""
-
-
-def _parse_errors() -> tuple[type[Exception], ...]:
-    """What a truncated or malformed file raises, through gzip, json or ijson."""
-    base: tuple[type[Exception], ...] = (ValueError, OSError, EOFError, zlib.error,
-                                         UnicodeDecodeError)
-    try:
-        import ijson
-    except ImportError:
-        return base
-    return (*base, ijson.JSONError)
 
 
 def _counting(report: Callable[[int], None]) -> Callable[[IO[bytes]], IO[bytes]]:
@@ -234,49 +494,354 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:160]
 
 
-_SCALARS = ("string", "number", "boolean", "null")
-_OPEN = ("start_map", "start_array")
+# -- the fast schema: the fields pricing reads, typed as the format gives them -------------
+_Key = int | str | float | None
 
 
-def _iter_events(handle: IO[bytes], events: TraceEvents) -> Iterator[Any]:
-    """Each element of traceEvents (whatever its type: `_keep` judges it); deviceProperties
-    into `events.device_names`, wherever it comes in the object. One pass over the file."""
-    try:
-        import ijson
-    except ImportError:  # parse whole: correct, only not bounded in memory
-        data = json.loads(handle.read().decode("utf-8-sig"))
-        if isinstance(data, dict):
-            _devices(data.get("deviceProperties"), events)
-            _distributed(data.get("distributedInfo"), events)
-            data = _event_list(data.get("traceEvents"), events.path)
-        yield from data
-        return
-    parsed = ijson.basic_parse(handle)
-    kind, _ = next(parsed)
-    if kind == "start_array":  # a bare array of events
-        yield from _items(parsed, 1)
-        return
-    if kind != "start_map":
-        raise InputError(events.path, "expected a JSON object with traceEvents")
-    seen = False
-    for kind, value in parsed:
-        if kind == "end_map":
-            break
-        first = next(parsed)
-        if value == "traceEvents":
-            if first[0] != "start_array":
-                _event_list(_build(first, parsed, 1), events.path)
-            seen = True
-            yield from _items(parsed, 1)
-        elif value == "deviceProperties":
-            _devices(_build(first, parsed, 1), events)
-        elif value == "distributedInfo":
-            _distributed(_build(first, parsed, 1), events)
+class _Args(msgspec.Struct, gc=False):
+    external_id: _Key = msgspec.field(default=None, name="External id")
+    external_id_lower: _Key = msgspec.field(default=None, name="external id")
+    correlation: _Key = None
+    device: _Key = None
+    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+    # a collective kernel's recorded message (PyTorch 2.1 on): raw, decoded only where the
+    # name is there, so that a field of any type is judged as the slow path judges it
+    collective: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Collective name")
+    in_nelems: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="In msg nelems")
+    out_nelems: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Out msg nelems")
+    group_size: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Group size")
+    dtype: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="dtype")
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str | None = None
+    cat: str | None = None
+    name: str = ""
+    pid: _Key = None
+    tid: _Key = None
+    ts: float | None = None
+    dur: float | None = None
+    id: _Key = None
+    args: _Args | None = None
+
+
+_RUN_DECODER = msgspec.json.Decoder(list[_Event])
+_RUN_END = re.compile(rb"\}\s*,\s*\{")  # `}, {`: where one event ends and the next begins
+
+
+class _Unfit(Exception):
+    """A run holds something the fast schema does not take: judge it event by event."""
+
+
+_WS = b" \t\r\n"
+_TOKEN = re.compile(rb'[ \t\r\n]*(?:("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")'
+                    rb"|([\[\]{},:])|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+                    rb"|true|false|null)(?=[ \t\r\n,\]}:]))")
+
+
+class _Scanner:
+    """The document's structure, token by token (only outside the events array, and for an
+    event the fast path cannot cut out), and the events array, run by run."""
+
+    def __init__(self, handle: IO[bytes], sink: _Sink) -> None:
+        self.handle = handle
+        self.sink = sink
+        self.buf = b""
+        self.pos = 0
+        self.mark: int | None = None  # where a value being captured starts
+        self.eof = False
+
+    # -- bytes ------------------------------------------------------------------------------
+    def more(self) -> bool:
+        """Read on (dropping what was consumed); False at the end of the file."""
+        if self.eof:
+            return False
+        data = self.handle.read(READ_BYTES)
+        if not data:
+            self.eof = True
+            return False
+        cut = self.pos if self.mark is None else min(self.pos, self.mark)
+        self.buf = self.buf[cut:] + data
+        self.pos -= cut
+        if self.mark is not None:
+            self.mark -= cut
+        return True
+
+    def token(self) -> tuple[int, bytes]:
+        """(start, text) of the next token; ValueError where the JSON is broken."""
+        while True:
+            m = _TOKEN.match(self.buf, self.pos)
+            if m is not None and (m.end() < len(self.buf) or self.eof):
+                self.pos = m.end()
+                return m.start(m.lastindex or 0), m.group(m.lastindex or 0)
+            if not self.more():
+                if m is not None:
+                    self.pos = m.end()
+                    return m.start(m.lastindex or 0), m.group(m.lastindex or 0)
+                rest = self.buf[self.pos:].lstrip(_WS)
+                raise ValueError("the file ends inside a value" if not rest else
+                                 f"not JSON at {rest[:20]!r}")
+
+    def skip(self, first: bytes, depth: int) -> None:
+        """Past the value whose first token is `first`, checking it is JSON."""
+        if first == b"{" or first == b"[":
+            if depth >= MAX_DEPTH:
+                raise RecursionError
+            close = b"}" if first == b"{" else b"]"
+            _, t = self.token()
+            if t == close:
+                return
+            while True:
+                if first == b"{":
+                    if not t.startswith(b'"') or self.token()[1] != b":":
+                        raise ValueError("expected a key and a colon in an object")
+                    t = self.token()[1]
+                self.skip(t, depth + 1)
+                t = self.token()[1]
+                if t == close:
+                    return
+                if t != b",":
+                    raise ValueError(f"expected , or {close.decode()}, got {t[:20]!r}")
+                t = self.token()[1]
+        if first in (b"}", b"]", b",", b":"):
+            raise ValueError(f"unexpected {first.decode()}")
+
+    def value(self, first: tuple[int, bytes], depth: int) -> Any:
+        """The value whose first token is `first`, decoded (deviceProperties, odd events)."""
+        self.mark = first[0]
+        try:
+            self.skip(first[1], depth)
+            text = self.buf[self.mark:self.pos]
+        finally:
+            self.mark = None
+        return json.loads(text)
+
+    # -- the document -----------------------------------------------------------------------
+    def document(self) -> None:
+        path = self.sink.events.path
+        _, t = self.token()
+        if t == b"[":  # a bare array of events
+            self.events()
+            return
+        if t != b"{":
+            raise InputError(path, "expected a JSON object with traceEvents")
+        seen = False
+        t = self.token()[1]
+        while t != b"}":
+            if not t.startswith(b'"') or self.token()[1] != b":":
+                raise ValueError("expected a key and a colon in the top-level object")
+            key = json.loads(t)
+            first = self.token()
+            if key == "traceEvents":
+                seen = True
+                if first[1] == b"[":
+                    self.events()
+                else:
+                    _event_list(self.value(first, 1), path)
+            elif key == "deviceProperties":
+                _devices(self.value(first, 1), self.sink.events)
+            elif key == "distributedInfo":
+                _distributed(self.value(first, 1), self.sink.events)
+            else:
+                self.skip(first[1], 1)
+            t = self.token()[1]
+            if t == b",":
+                t = self.token()[1]
+            elif t != b"}":
+                raise ValueError(f"expected , or }} in the top-level object, got {t[:20]!r}")
+        if not seen:
+            raise InputError(path, "no traceEvents array; expected Kineto / Chrome trace "
+                                   "JSON")
+
+    def events(self) -> None:
+        """The events array just opened, run by run: the longest run of whole events the buffer
+        holds is cut at a `}, {` and decoded at once; where no cut decodes (the array's end, an
+        event that is not an object, a `}, {` inside a string), one element is read by the
+        token scanner instead."""
+        alone = 0
+        while True:
+            while len(self.buf) - self.pos < READ_BYTES and self.more():
+                pass
+            rest = self.buf[self.pos:self.pos + 64].lstrip(_WS)
+            if rest.startswith(b"]"):
+                self.pos = self.buf.index(b"]", self.pos) + 1
+                return
+            if self.run():
+                self.sink.end_run()
+                continue
+            self.element()
+            alone += 1
+            if alone % 4096 == 0:
+                self.sink.end_run()
+            _, t = self.token()
+            if t == b"]":
+                return
+            if t != b",":
+                raise ValueError(f"expected , or ] between events, got {t[:20]!r}")
+
+    def run(self) -> bool:
+        """Decode the longest run of whole events from `pos` the buffer holds; False when
+        none could be cut."""
+        window = max(self.pos, len(self.buf) - RUN_WINDOW)
+        ends = [m.start() + 1 for m in _RUN_END.finditer(self.buf, window)]
+        if not ends and window > self.pos:
+            ends = [m.start() + 1 for m in _RUN_END.finditer(self.buf, self.pos)]
+        for end in ends[::-1][:3]:
+            text = b"[" + self.buf[self.pos:end] + b"]"
+            try:
+                decoded = _RUN_DECODER.decode(text)
+            except msgspec.ValidationError:
+                try:
+                    loose = json.loads(text)
+                except ValueError:
+                    continue
+                for e in loose:
+                    _keep(e, self.sink)
+            except msgspec.DecodeError:
+                continue
+            else:
+                try:
+                    mark = _marks(self.sink)
+                    _fast(decoded, self.sink)
+                except _Unfit:
+                    _rewind(self.sink, mark)
+                    for e in json.loads(text):
+                        _keep(e, self.sink)
+            self.pos = self.buf.index(b"{", end)
+            return True
+        return False
+
+    def element(self) -> None:
+        """One element of the events array, read by the token scanner and judged alone."""
+        first = self.token()
+        if first[1] in (b"{", b"["):
+            _keep(self.value(first, 1), self.sink)
         else:
-            _build(first, parsed, 1, keep=False)
-    if not seen:
-        raise InputError(events.path, "no traceEvents array; expected Kineto / Chrome trace "
-                                      "JSON")
+            self.skip(first[1], 1)
+            _keep(json.loads(first[1]), self.sink)
+
+
+def _marks(sink: _Sink) -> tuple[int, ...]:
+    return tuple(len(k.lists[0]) for k in (sink.ops, sink.calls, sink.gpu, sink.flow_starts,
+                                            sink.flow_ends))
+
+
+def _rewind(sink: _Sink, mark: tuple[int, ...]) -> None:
+    """Drop what a run half-read by the fast path appended (it is read again, loosely)."""
+    for kind, n in zip((sink.ops, sink.calls, sink.gpu, sink.flow_starts, sink.flow_ends),
+                       mark, strict=True):
+        for values in kind.lists:
+            del values[n:]
+    dropped = [i for i in sink.events.comms if i >= sink.gpu.flushed + mark[2]]
+    for i in dropped:
+        del sink.events.comms[i]
+
+
+def _fast(decoded: list[_Event], sink: _Sink) -> None:
+    """A run the fast schema took whole: keep its events; _Unfit at anything it cannot judge
+    alone (a bad duration, a long name, recorded inputs that are not lists)."""
+    kind_of = _KIND_OF
+    thread_codes = sink.thread_codes
+    op_lists, call_lists, gpu_lists = sink.ops.lists, sink.calls.lists, sink.gpu.lists
+    op_thread, op_ts, op_end, op_ext, op_sig = op_lists
+    call_thread, call_ts, call_corr, call_ext = call_lists
+    g_kind, g_name, g_thread, g_ts, g_dur, g_corr, g_dev = gpu_lists
+    start_lists, end_lists = sink.flow_starts.lists, sink.flow_ends.lists
+    raw_signatures = sink.raw_signatures
+    name_codes = sink.name_codes
+    box = NONE_ID_BOX
+    for e in decoded:
+        ph = e.ph
+        if ph == "X":
+            kind = kind_of.get(e.cat)  # type: ignore[arg-type]
+            if kind is None:
+                continue
+            ts, dur, name = e.ts, e.dur, e.name
+            if ts is None or dur is None or dur < 0 or len(name) > MAX_NAME_CHARS:
+                raise _Unfit
+            a = e.args
+            if kind == _OP:
+                if a is None:
+                    key: tuple[str, bytes, bytes, bytes] = (name, b"", b"", b"")
+                    ext = None
+                else:
+                    key = (name, bytes(a.dims), bytes(a.types), bytes(a.concrete))
+                    ext = a.external_id
+                    if ext is None:
+                        ext = a.external_id_lower
+                sig = raw_signatures.get(key)
+                if sig is None:
+                    sig = raw_signatures[key] = _raw_signature(key, sink)
+                where = thread_codes.get((e.pid, e.tid))
+                op_thread.append(sink.thread(e.pid, e.tid) if where is None else where)
+                op_ts.append(ts)
+                op_end.append(ts + dur)
+                op_ext.append(box if ext is None else ext)
+                op_sig.append(sig)
+            elif kind == _CALL:
+                if a is None or a.correlation is None:
+                    continue
+                ext = a.external_id
+                if ext is None:
+                    ext = a.external_id_lower
+                where = thread_codes.get((e.pid, e.tid))
+                call_thread.append(sink.thread(e.pid, e.tid) if where is None else where)
+                call_ts.append(ts)
+                call_corr.append(a.correlation)
+                call_ext.append(box if ext is None else ext)
+            else:
+                if a is not None and a.collective:  # before the append: the event's index
+                    sink.comms(_collective_args(a))
+                code = name_codes.get(name)
+                g_kind.append(kind)
+                g_name.append(sink.name(name) if code is None else code)
+                where = thread_codes.get((e.pid, e.tid))
+                g_thread.append(sink.thread(e.pid, e.tid) if where is None else where)
+                g_ts.append(ts)
+                g_dur.append(dur)
+                if a is None:
+                    g_corr.append(box)
+                    g_dev.append(box)
+                else:
+                    g_corr.append(box if a.correlation is None else a.correlation)
+                    g_dev.append(box if a.device is None else a.device)
+        elif (ph == "s" or ph == "f") and e.cat == "ac2g":
+            if e.ts is None:
+                raise _Unfit
+            flow_id, flow_thread, flow_ts = (start_lists if ph == "s" else end_lists)
+            flow_id.append(box if e.id is None else e.id)
+            where = thread_codes.get((e.pid, e.tid))
+            flow_thread.append(sink.thread(e.pid, e.tid) if where is None else where)
+            flow_ts.append(e.ts)
+
+
+def _collective_args(a: _Args) -> dict[str, Any]:
+    """The collective fields of a fast-path event's args, decoded as `json` would."""
+    return {key: json.loads(bytes(raw)) for key, raw in (
+        ("Collective name", a.collective), ("In msg nelems", a.in_nelems),
+        ("Out msg nelems", a.out_nelems), ("Group size", a.group_size), ("dtype", a.dtype))
+        if raw}
+
+
+def _raw_signature(key: tuple[str, bytes, bytes, bytes], sink: _Sink) -> int:
+    """The signature of recorded inputs first seen as raw JSON text (decoded once)."""
+    name, *raw = key
+    dims, types, concrete = (json.loads(r) if r else None for r in raw)
+    if dims is not None and not isinstance(dims, list):
+        raise _Unfit
+    if any(v is not None and not _strings(v) for v in (types, concrete)):
+        raise _Unfit
+    if _depth(dims) + 2 > MAX_DEPTH:  # the event and its args hold the list
+        raise RecursionError
+    return sink.signature(name, dims, types, concrete)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
 
 
 def _event_list(found: Any, path: str) -> list[Any]:
@@ -284,50 +849,6 @@ def _event_list(found: Any, path: str) -> list[Any]:
         raise InputError(f"{path}: traceEvents", f"expected an array of events, got "
                                                  f"{type(found).__name__}")
     return found
-
-
-def _items(parsed: Iterator[tuple[str, Any]], depth: int) -> Iterator[Any]:
-    """The elements of the array just opened, each built whole (depth-bounded)."""
-    for first in parsed:
-        if first[0] == "end_array":
-            return
-        yield _build(first, parsed, depth + 1)
-
-
-def _build(first: tuple[str, Any], parsed: Iterator[tuple[str, Any]], depth: int,
-           keep: bool = True) -> Any:
-    """One JSON value from its first parse event on; refused past MAX_DEPTH levels. With
-    `keep` False it is only skipped (nothing built)."""
-    kind, value = first
-    if kind not in _OPEN:
-        return value
-    root: Any = ({} if kind == "start_map" else []) if keep else None
-    stack = [root]
-    key = None
-    for kind, value in parsed:
-        if kind == "map_key":
-            key = value
-            continue
-        if kind == "end_map" or kind == "end_array":
-            done = stack.pop()
-            if not stack:
-                return done
-            continue
-        if kind in _OPEN:
-            if depth + len(stack) > MAX_DEPTH:
-                raise RecursionError
-            new: Any = ({} if kind == "start_map" else []) if keep else None
-        else:
-            new = value
-        if keep:
-            container = stack[-1]
-            if type(container) is list:
-                container.append(new)
-            else:
-                container[key] = new
-        if kind in _OPEN:
-            stack.append(new)
-    raise ValueError("the file ends inside a value")
 
 
 def _devices(properties: Any, events: TraceEvents) -> None:
@@ -377,54 +898,71 @@ def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _keep(e: Any, events: TraceEvents) -> None:
-    """Append the event to its kind's list if pricing needs it; count it in `skipped` when
+def _keep(e: Any, sink: _Sink) -> None:
+    """Keep the event in its kind's columns if pricing needs it; count it in `skipped` when
     its fields are not what the format gives them."""
+    events = sink.events
     if not isinstance(e, dict):
-        events.skip("an event that is not a JSON object")
+        _skip(events, "an event that is not a JSON object")
         return
     ph = e.get("ph")
     cat = e.get("cat")
     if not isinstance(cat, str) or not isinstance(ph, str):
         if any(v is not None and not isinstance(v, str) for v in (cat, ph)):
-            events.skip("an event whose cat or ph is not a string")
+            _skip(events, "an event whose cat or ph is not a string")
         return
-    if ph == "X" and (cat == "cpu_op" or cat in _CALL_CATEGORIES or cat in _GPU_KINDS):
+    box = NONE_ID_BOX
+    kind = _KIND_OF.get(cat)
+    if ph == "X" and kind is not None:
         problem = _bad_complete(e, cat)
         if problem:
-            events.skip(problem)
+            _skip(events, problem)
             return
         args = e.get("args") or {}
         ts = _time(e["ts"])
         assert ts is not None
         dur = _time(e["dur"])
         assert dur is not None
-        if cat == "cpu_op":
-            share = events.share
-            events.keep(events.ops, CpuOp(
-                len(events.ops), e.get("pid"), e.get("tid"), ts, ts + dur,
-                share(e.get("name", "")), args.get("External id"),
-                share(_frozen(args.get("Input Dims") or ())),
-                share(tuple(args.get("Input type") or ())),
-                share(tuple(args.get("Concrete Inputs") or ()))))
-        elif cat in _CALL_CATEGORIES:
-            if args.get("correlation") is not None:
-                events.keep(events.calls, RuntimeCall(e.get("pid"), e.get("tid"), ts,
-                                                      args.get("correlation"),
-                                                      args.get("External id")))
+        name = e.get("name", "")
+        ext = _external_id(args)
+        where = sink.thread(e.get("pid"), e.get("tid"))
+        if kind == _OP:
+            dims = args.get("Input Dims")
+            if _depth(dims) + 2 > MAX_DEPTH:
+                raise RecursionError
+            values: tuple[Any, ...] = (where, ts, ts + dur, box if ext is None else ext,
+                                       sink.signature(name, dims, args.get("Input type"),
+                                                      args.get("Concrete Inputs")))
+            target = sink.ops
+        elif kind == _CALL:
+            if args.get("correlation") is None:
+                return
+            values = (where, ts, args["correlation"], box if ext is None else ext)
+            target = sink.calls
         else:
-            events.keep(events.gpu, GpuEvent(_GPU_KINDS[cat], events.share(e.get("name", "")),
-                                             e.get("pid"), e.get("tid"), ts, dur,
-                                             args.get("correlation"), args.get("device"),
-                                             kernel_message(args) if "Collective name" in args
-                                             else None))
+            corr, device = args.get("correlation"), args.get("device")
+            if "Collective name" in args:
+                sink.comms(args)
+            values = (kind, sink.name(name), where, ts, dur, box if corr is None else corr,
+                      box if device is None else device)
+            target = sink.gpu
+        for column, value in zip(target.lists, values, strict=True):
+            column.append(value)
     elif cat == "ac2g" and ph in ("s", "f"):
         ts = _time(e.get("ts"))
         if ts is None or not all(_is_key(e.get(k)) for k in ("id", "pid", "tid")):
-            events.skip("a flow arrow with an id, pid, tid or ts of the wrong type")
+            _skip(events, "a flow arrow with an id, pid, tid or ts of the wrong type")
             return
-        flow = Flow(e.get("id"), e.get("pid"), e.get("tid"), ts)
-        events.keep(events.flow_starts if ph == "s" else events.flow_ends, flow)
+        flow_id = e.get("id")
+        target = sink.flow_starts if ph == "s" else sink.flow_ends
+        for column, value in zip(target.lists, (box if flow_id is None else flow_id,
+                                                sink.thread(e.get("pid"), e.get("tid")), ts),
+                                 strict=True):
+            column.append(value)
+
+
+def _skip(events: TraceEvents, why: str) -> None:
+    events.skipped[why] = events.skipped.get(why, 0) + 1
 
 
 def _bad_complete(e: dict[str, Any], cat: str) -> str:
@@ -447,10 +985,11 @@ def _bad_complete(e: dict[str, Any], cat: str) -> str:
         return ""
     if not isinstance(args, dict):
         return "an event whose args is not an object"
-    keys = ("External id", "correlation") + (("device",) if cat in _GPU_KINDS else ())
+    keys = ("External id", "external id", "correlation") + (
+        ("device",) if cat in _GPU_KINDS else ())
     if not all(_is_key(args.get(k)) for k in keys):
         return "an event whose External id, correlation or device is a list or an object"
-    if cat == "cpu_op":
+    if cat in _OP_CATEGORIES:
         dims = args.get("Input Dims")
         if dims is not None and not isinstance(dims, list):
             return "an op whose Input Dims is not an array"

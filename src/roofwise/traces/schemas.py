@@ -39,6 +39,9 @@ TRACE_DTYPES = {
 # The profiler's `Input type` strings that are not a tensor's dtype.
 NOT_TENSOR_TYPES = frozenset(("", "Scalar", "ScalarList", "TensorList", "GenericList"))
 # Schema types whose values are ints at the dispatcher (enums included).
+# PyTorch 1.8-1.9 wrote a value argument's IValue tag instead ("Int" for `Scalar alpha` and
+# `int dim` alike, "GenericList" for an int[]): read as the 2.x profiler's words for them.
+_OLD_VALUE_TAGS = {"Int": "Scalar", "Double": "Scalar", "Bool": "Scalar"}
 _INT_TYPES = frozenset(("int", "SymInt", "ScalarType", "Layout", "MemoryFormat"))
 _NUMBER_TYPES = frozenset(("float", "Scalar", "complex"))
 # Ops of these namespaces are one op under two spellings (the flash-attn package renamed its
@@ -283,6 +286,7 @@ def _fits_scalar(base: str, value: Any) -> bool:
 
 
 def _describe(kind: str, dims: Any, concrete: str) -> str:
+    kind = _OLD_VALUE_TAGS.get(kind, kind)
     if kind in NOT_TENSOR_TYPES:
         what = {"": "nothing", "Scalar": "a scalar", "ScalarList": "a list of scalars",
                 "TensorList": "a list of tensors", "GenericList": "a list"}[kind]
@@ -293,6 +297,7 @@ def _describe(kind: str, dims: Any, concrete: str) -> str:
 def _bind_one(arg: Arg, dims: tuple[int, ...] | None, kind: str, concrete: str,
               ) -> tuple[bool, Any]:
     """Whether one recorded argument fits its schema argument, and its value if so."""
+    kind = _OLD_VALUE_TAGS.get(kind, kind)
     if arg.base == "Tensor" and arg.is_list:
         return kind in ("TensorList", "GenericList", ""), UNKNOWN
     if arg.is_tensor:
@@ -301,8 +306,8 @@ def _bind_one(arg: Arg, dims: tuple[int, ...] | None, kind: str, concrete: str,
         if kind in NOT_TENSOR_TYPES or dims is None:
             return False, None
         return True, TensorArg(dims, kind)
-    if kind not in ("", "Scalar", "ScalarList"):  # a tensor where the schema wants a value
-        return False, None
+    if kind not in ("", "Scalar", "ScalarList") and not (kind == "GenericList" and arg.is_list):
+        return False, None  # a tensor where the schema wants a value
     if concrete == "":
         # Not recorded: None, or a value the profiler does not record (strings, devices)
         return True, UNKNOWN
