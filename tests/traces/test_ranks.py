@@ -166,7 +166,7 @@ def test_bad_rank_sets_are_one_line_and_exit_2(capsys, tmp_path, case):
         said = "rank 3"
     elif case == "empty folder":
         (tmp_path / "x.txt").write_text("x")
-        args, said = [tmp_path], "no profiler trace in this folder"
+        args, said = [tmp_path], "no record files and no profiler trace"
     elif case == "not a trace":
         (tmp_path / "x.txt").write_text("x")
         args, said = [write_rank(tmp_path, 0, "a.json"), tmp_path / "x.txt"], "not a profiler"

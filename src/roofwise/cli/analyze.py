@@ -35,6 +35,17 @@ from roofwise.traces.reader import is_trace
 from roofwise.verdicts.mismatch import mismatch_counts, mismatch_line
 
 
+def _per_rank(paths: tuple[str, ...]) -> bool:
+    """Several paths, or a folder holding profiler traces: the per-rank view. A folder of
+    records shards (Parquet, JSONL, CSV) is one records dataset, as before."""
+    if len(paths) > 1:
+        return True
+    folder = Path(paths[0])
+    return folder.is_dir() and any(
+        p.is_file() and p.name.endswith((".json", ".json.gz")) and is_trace(p)
+        for p in folder.iterdir())
+
+
 @click.command("analyze")
 @click.argument("records_paths", metavar="RECORDS...", nargs=-1, required=True)
 @machine_option()
@@ -70,7 +81,7 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
     per-rank view: compute, communication (and how much of it compute hides) and idle time per
     rank, the slowest rank and why, and each op group's spread across ranks.
     """
-    if len(records_paths) > 1 or Path(records_paths[0]).is_dir():
+    if _per_rank(records_paths):
         if records_out is not None or projection_path is not None or plot_path is not None:
             raise click.UsageError("--records-out, --projection and --plot take one trace; "
                                    "several traces (or a folder) give the per-rank view")

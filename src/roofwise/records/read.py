@@ -318,8 +318,9 @@ def record_files(path: str | Path) -> list[Path]:
         return [path]
     shards = sorted(p for p in path.iterdir() if p.is_file() and _is_record_file(p))
     if not shards:
-        raise InputError(str(path), "is a directory with no record files; expected a record "
-                                    "file or a folder of *.jsonl, *.csv or *.parquet shards")
+        raise InputError(str(path), "is a directory with no record files and no profiler "
+                                    "trace; expected *.jsonl, *.csv or *.parquet shards, or one "
+                                    "Kineto trace per rank (.json or .json.gz)")
     return shards
 
 
