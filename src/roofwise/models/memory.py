@@ -66,7 +66,10 @@ def activation_peak_bytes(config: ModelConfig, batch: int, seq: int, dtype: str)
                           or head_dim)
     attention = q_width + 2 * kv_heads * head_dim + heads * int(getattr(hf, "v_head_dim", 0)
                                                                  or head_dim)
-    dense = 3 * int(getattr(hf, "intermediate_size", 0) or 4 * hidden)
+    # a per-layer list of MLP widths (Gemma-3n): the widest layer sets the peak
+    inter = getattr(hf, "intermediate_size", 0)
+    inter = max(inter) if isinstance(inter, (list, tuple)) and inter else inter
+    dense = 3 * int(inter or 4 * hidden)
     routed = 0
     experts_inter = getattr(hf, "moe_intermediate_size", None)
     top_k = getattr(hf, "num_experts_per_tok", None)
