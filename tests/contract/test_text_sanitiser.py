@@ -124,3 +124,10 @@ def test_surrogates_reach_a_strict_terminal_escaped(tmp_path):
                                                     "PATH": "/usr/bin:/bin"}, check=False)
     assert done.returncode == 0, done.stderr
     assert b"ok\\udc80.jsonl:2" in done.stderr
+
+
+def test_the_terminal_text_escapes_unicode_line_separators():
+    """Found by the long fuzz run: an op named U+2029 reached the table raw."""
+    from roofwise.base.text import for_terminal
+
+    assert for_terminal("\u2029para\u2028x\n") == "\\u2029para\\u2028x\n"

@@ -27,7 +27,9 @@ from typing import Any
 MESSAGE_LIMIT = 290  # characters of one error line: under the 300 the contract promises
 _SHOWN = 24  # characters of an offending value quoted in a message
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_TERMINAL_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the newline
+# all controls but the newline, and the Unicode line and paragraph separators (a line splitter
+# reading the output would break a row there)
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def elide(text: str, limit: int) -> str:
