@@ -80,13 +80,8 @@ def attention_backward(where: str, batch: int, q_len: int, kv_len: int, q_heads:
                        kv_heads: int, head_dim: int, pairs: int, mask: str, dtype: str,
                        v_head_dim: int = 0) -> Ledger:
     """The backward of `attention_pairs` (see the module docstring for the count)."""
-    for name, size in (("batch", batch), ("q_len", q_len), ("kv_len", kv_len),
-                       ("q_heads", q_heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
-        c.positive(size, f"{where}.{name}")
+    _check_heads(where, batch, q_len, kv_len, q_heads, kv_heads, head_dim)
     c.non_negative(pairs, f"{where}.pairs")
-    if q_heads % kv_heads:
-        raise InputError(f"{where}.kv_heads", f"q_heads ({q_heads}) must be a multiple of "
-                                              f"kv_heads ({kv_heads})")
     compute = c.dtype(dtype, f"{where}.dtype")
     unit = c.contraction_unit(compute, f"{where}.dtype")
     dv = v_head_dim or head_dim
@@ -125,13 +120,8 @@ def _attention(where: str, batch: int, q_len: int, kv_len: int, q_heads: int, kv
     """The ledger, named `where`: the operator the caller called, so that its parameter
     errors say `attention_decode.page_size`, not the shared body's name. `pairs`, when given,
     is the count of unmasked pairs per query head over the whole batch (`causal` unused)."""
-    for name, size in (("batch", batch), ("q_len", q_len), ("kv_len", kv_len),
-                       ("q_heads", q_heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
-        c.positive(size, f"{where}.{name}")
+    _check_heads(where, batch, q_len, kv_len, q_heads, kv_heads, head_dim)
     c.non_negative(page_size, f"{where}.page_size")
-    if q_heads % kv_heads:
-        raise InputError(f"{where}.kv_heads", f"q_heads ({q_heads}) must be a multiple of "
-                                              f"kv_heads ({kv_heads})")
     compute = c.dtype(dtype, f"{where}.dtype")
     unit = c.contraction_unit(compute, f"{where}.dtype")
     kv = compute if kv_dtype == "auto" else c.dtype(kv_dtype, f"{where}.kv_dtype")
@@ -194,3 +184,15 @@ def attention_decode(batch: int = 64, kv_len: int = 4096, q_heads: int = 32,
     """Decode: q_len new tokens (1, or a few when speculating) over a cached kv_len context."""
     return _attention("attention_decode", batch, q_len, kv_len, q_heads, kv_heads, head_dim,
                       True, dtype, kv_dtype, out_dtype, page_size)
+
+
+def _check_heads(where: str, batch: int, q_len: int, kv_len: int, q_heads: int, kv_heads: int,
+                 head_dim: int) -> None:
+    """The sizes every attention ledger needs: positive, and query heads a multiple of KV
+    heads (GQA)."""
+    for name, size in (("batch", batch), ("q_len", q_len), ("kv_len", kv_len),
+                       ("q_heads", q_heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
+        c.positive(size, f"{where}.{name}")
+    if q_heads % kv_heads:
+        raise InputError(f"{where}.kv_heads", f"q_heads ({q_heads}) must be a multiple of "
+                                              f"kv_heads ({kv_heads})")
