@@ -21,7 +21,6 @@ from roofwise.cli.machines import print_fitted
 from roofwise.models.project import projection_records
 from roofwise.models.serve import memory_lines
 from roofwise.profiles.machine import REGIMES, Machine
-from roofwise.records.write import format_of, write_records
 from roofwise.render.layout import Column, fit_table
 
 
@@ -136,8 +135,11 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
         if phase == "prefill":
             raise click.UsageError("--phase prefill needs --seq (tokens per sequence)")
         seq = 1
-    if records_out is not None and format_of(records_out) not in ("jsonl", "parquet"):
-        raise InputError(records_out, "expected a records file ending in .jsonl or .parquet")
+    if records_out is not None:
+        from roofwise.records.write import format_of  # deferred: polars, for this option only
+
+        if format_of(records_out) not in ("jsonl", "parquet"):
+            raise InputError(records_out, "expected a records file ending in .jsonl or .parquet")
     if tp > 1 and machine.interconnect is None:
         note(f"roofwise: profile {machine.name} has no interconnect: the all-reduces of "
              f"--tp {tp} stay unpriced")
@@ -150,6 +152,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
         return
     projection = _project(config, machine, batch, seq, context, regime, options)
     if records_out is not None:
+        from roofwise.records.write import write_records
+
         count = write_records(records_out, projection_records(projection))
         note(f"roofwise: wrote {count} projected op(s) to {records_out}")
     if as_json:
@@ -273,18 +277,20 @@ def bound_by(row: Any) -> str:
 def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str, ...],
            options: dict[str, Any], as_json: bool) -> None:
     from roofwise.models import sweep  # deferred: torch
-    from roofwise.models.serve import StepOptions, capture_for, step_of
+    from roofwise.models.capture import Step
+    from roofwise.models.serve import StepOptions, captures_for, step_of
 
     points = sweep.grid(base, sweep.parse_sweeps(texts))
-    captures: dict[tuple[int, int, int], Any] = {}
     step_options = StepOptions(options["dtype"], options["kv_dtype"], options["fused"],
                                options["tp"], None, options["allow_long_context"],
                                options["mla"], options["weights"])
+    keys = list(dict.fromkeys((p["batch"], p["seq"], p["context"]) for p in points))
+    # one capture per point, the model built once for all of them, priced under each regime
+    captures = dict(zip(keys, captures_for(config, [Step(options["phase"], *k) for k in keys],
+                                           step_options), strict=True))
 
     def step(p: dict[str, int], regime: str | None) -> Any:
         key = (p["batch"], p["seq"], p["context"])
-        if key not in captures:  # one capture per point, priced under each regime
-            captures[key] = capture_for(config, options["phase"], *key, step_options)
         return step_of(captures[key], config, machine, options["phase"], *key, step_options,
                        regime)
 

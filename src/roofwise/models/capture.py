@@ -39,7 +39,7 @@ import logging
 import math
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -143,16 +143,35 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
                  fused: bool = True, mla: str = "absorbed") -> Capture:
     """Record one step: `seq` new tokens per sequence over `context` cached ones. `mla`: the
     form of multi-head latent attention at decode (models/attention_forms.py)."""
+    return capture_steps(config, [Step(phase, batch, seq, context)], dtype, kv_dtype, fused,
+                         mla)[0]
+
+
+@dataclass(frozen=True)
+class Step:
+    """The shape of one step: `seq` new tokens per sequence over `context` cached ones."""
+
+    phase: str
+    batch: int
+    seq: int
+    context: int
+
+
+def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16",
+                  kv_dtype: str | None = None, fused: bool = True,
+                  mla: str = "absorbed") -> list[Capture]:
+    """Record each step, in order, on one model built once (a sweep or a serving grid: the
+    model's build is the same for every step, each step runs on its own new cache)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from transformers import StaticCache
     from transformers.utils import logging as hf_logging
 
     from roofwise.models.config import reason_of
 
     if dtype not in TORCH_DTYPES:
         raise InputError("--dtype", f"expected one of {', '.join(TORCH_DTYPES)}, got {dtype!r}")
-    check_step(batch, seq, context)
+    for step in steps:
+        check_step(step.batch, step.seq, step.context)
     kv = kv_dtype or dtype
     bytes_per_element(kv, "--kv-dtype")
     hf = config.hf
@@ -161,8 +180,6 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
     build_with, run_with, attention_note = attention_plan(model_class, fused)
     hf._attn_implementation = build_with
     hf_logging.set_verbosity_error()
-    recorder = _recorder_class()(seq, kv)
-    recorder.positions = context + seq
     if mla not in attention_forms.MLA_FORMS:
         raise InputError("--mla", f"expected one of {', '.join(attention_forms.MLA_FORMS)}, "
                                   f"got {mla!r}")
@@ -180,45 +197,66 @@ def capture_step(config: ModelConfig, phase: str, batch: int, seq: int, context:
         if run_with != build_with:
             model.config._attn_implementation = run_with
             attention_note += _without_softcap(model)
-        hooks = _hook_modules(model, recorder, fused)
         has_mla = any(attention_forms.is_mla(m) for m in model.modules())
-        patched = (attention_forms.absorb(model, recorder, CapturedOp, layer_pattern,
-                                          _torch_dtype_name)
-                   if has_mla and fused and mla == "absorbed" and phase == "decode" else [])
-        try:
-            cache = StaticCache(config=model.config, max_cache_len=context + seq)
-            ids = torch.zeros((batch, seq), dtype=torch.long)
-            position = torch.arange(context, context + seq)
-            with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
-                recorder.muted += 1
-                model(input_ids=ids[:, :1], past_key_values=cache,
-                      cache_position=position[:1], use_cache=True, logits_to_keep=1)
-                recorder.muted -= 1
-            with torch.no_grad(), _AttentionMode(recorder, fused), _sdpa_kernels(recorder,
-                                                                                  fused), \
-                    recorder:
-                model(input_ids=ids, past_key_values=cache, cache_position=position,
-                      use_cache=True, logits_to_keep=1)
-        except InputError:
-            raise
-        except Exception as exc:  # transformers or torch refusing this model on fake tensors
-            raise InputError(config.path, f"transformers could not run one {phase} step on "
-                                          f"fake tensors ({reason_of(exc)})") from None
-        finally:
-            for hook in hooks:
-                hook.remove()
-            attention_forms.restore(patched)
-        weights = sum(p.numel() * p.element_size() for p in model.parameters())
-        kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
-                          for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
-                          if t is not None)
-        kv_layers = _kv_layers(cache, batch, getattr(hf, "sliding_window", None))
+        weights = int(sum(p.numel() * p.element_size() for p in model.parameters()))
         weight_list = _weights(model)
-    return Capture(tuple(recorder.captured), int(weights),
-                   math.ceil(kv_elements * bytes_per_element(kv)), batch * seq,
-                   config.layers, int(hf.hidden_size), dtype, kv, kv_layers, weight_list,
-                   ("absorbed" if patched else "expanded") if has_mla else None,
-                   (*config.notes, attention_note))
+        captures = []
+        for step in steps:
+            ops, cache, patched = _run_step(config, model, step, kv, fused,
+                                            has_mla and mla == "absorbed")
+            kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
+                              for t in (getattr(layer, "keys", None),
+                                        getattr(layer, "values", None))
+                              if t is not None)
+            kv_layers = _kv_layers(cache, step.batch, getattr(hf, "sliding_window", None))
+            captures.append(Capture(
+                ops, weights, math.ceil(kv_elements * bytes_per_element(kv)),
+                step.batch * step.seq, config.layers, int(hf.hidden_size), dtype, kv, kv_layers,
+                weight_list, ("absorbed" if patched else "expanded") if has_mla else None,
+                (*config.notes, attention_note)))
+    return captures
+
+
+def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
+              absorb_mla: bool) -> tuple[tuple[CapturedOp, ...], Any, bool]:
+    """One recorded forward of `step` on a new static cache of context + seq positions: its
+    ops, the cache and whether MLA ran absorbed. The model's hooks and patches last for this
+    step only, so that the next step runs on the model as built."""
+    import torch
+    from transformers import StaticCache
+
+    from roofwise.models.config import reason_of
+
+    batch, seq, context = step.batch, step.seq, step.context
+    recorder = _recorder_class()(seq, kv)
+    recorder.positions = context + seq
+    hooks = _hook_modules(model, recorder, fused)
+    patched = (attention_forms.absorb(model, recorder, CapturedOp, layer_pattern,
+                                      _torch_dtype_name)
+               if absorb_mla and fused and step.phase == "decode" else [])
+    try:
+        cache = StaticCache(config=model.config, max_cache_len=context + seq)
+        ids = torch.zeros((batch, seq), dtype=torch.long)
+        position = torch.arange(context, context + seq)
+        with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
+            recorder.muted += 1
+            model(input_ids=ids[:, :1], past_key_values=cache, cache_position=position[:1],
+                  use_cache=True, logits_to_keep=1)
+            recorder.muted -= 1
+        with torch.no_grad(), _AttentionMode(recorder, fused), _sdpa_kernels(recorder, fused), \
+                recorder:
+            model(input_ids=ids, past_key_values=cache, cache_position=position,
+                  use_cache=True, logits_to_keep=1)
+    except InputError:
+        raise
+    except Exception as exc:  # transformers or torch refusing this model on fake tensors
+        raise InputError(config.path, f"transformers could not run one {step.phase} step on "
+                                      f"fake tensors ({reason_of(exc)})") from None
+    finally:
+        for hook in hooks:
+            hook.remove()
+        attention_forms.restore(patched)
+    return tuple(recorder.captured), cache, bool(patched)
 
 
 def _kv_layers(cache: Any, batch: int, window: int | None

@@ -9,6 +9,7 @@ run is slower; how much slower is what `roofwise analyze` reads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,14 +62,22 @@ def capture_for(config: ModelConfig, phase: str, batch: int, seq: int, context: 
                 options: StepOptions) -> Any:
     """The step's capture, its weights read as their scheme stores them (one capture serves
     every regime of a sweep)."""
-    from roofwise.models.capture import capture_step, check_step  # deferred: torch
+    from roofwise.models.capture import Step  # deferred: torch
 
-    check_step(batch, seq, context)  # the options' own range first, then the model's limit
-    check_positions(config, context + seq, options.allow_long_context)
+    return captures_for(config, [Step(phase, batch, seq, context)], options)[0]
+
+
+def captures_for(config: ModelConfig, steps: Sequence[Any], options: StepOptions) -> list[Any]:
+    """`capture_for` of each step (models.capture.Step), the model built once for them all."""
+    from roofwise.models.capture import capture_steps, check_step  # deferred: torch
+
+    for step in steps:  # the options' own range first, then the model's limit
+        check_step(step.batch, step.seq, step.context)
+        check_positions(config, step.context + step.seq, options.allow_long_context)
     scheme = weight_scheme(config, options)
-    capture = capture_step(config, phase, batch, seq, context, options.dtype, options.kv_dtype,
-                           options.fused, options.mla)
-    return capture if scheme is None else quantize_capture(capture, scheme)
+    captures = capture_steps(config, steps, options.dtype, options.kv_dtype, options.fused,
+                             options.mla)
+    return captures if scheme is None else [quantize_capture(c, scheme) for c in captures]
 
 
 def step_of(capture: Any, config: ModelConfig, machine: Machine, phase: str, batch: int,
@@ -338,11 +347,18 @@ def serve(config: ModelConfig, machine: Machine, request: Request, batches: list
     """TTFT, TPOT and throughput at each batch (two captures each), and the decode crossover."""
     check_positions(config, request.input + request.output, options.allow_long_context,
                     "--serve input + output")
+    from roofwise.models.capture import Step  # deferred: torch
+
+    steps = [step for batch in batches for step in (
+        Step("prefill", batch, request.input, 0),
+        Step("decode", batch, 1, request.mean_decode_context))]
+    captures = captures_for(config, steps, options)
     points = []
-    for batch in batches:
-        prefill = project_step(config, machine, "prefill", batch, request.input, 0, options)
-        decode = project_step(config, machine, "decode", batch, 1,
-                              request.mean_decode_context, options)
+    for i, batch in enumerate(batches):
+        prefill = step_of(captures[2 * i], config, machine, "prefill", batch, request.input, 0,
+                          options, options.regime)
+        decode = step_of(captures[2 * i + 1], config, machine, "decode", batch, 1,
+                         request.mean_decode_context, options, options.regime)
         cap = decode.capture
         level = machine.dram
         fit = memory_fit(config, cap.kv_layers, decode.memory.weight_bytes,

@@ -1,0 +1,51 @@
+"""One model built for many steps (a sweep, a serving grid) records exactly what a fresh build
+records for each step: the same ops, ledgers, cache and weights, whatever ran before it on
+that model (an MLA prefill runs expanded and a decode after it absorbed; a sliding-window
+cache is new for every step).
+
+The configs run reduced to 2 layers (a copy written by the test; every other value is the
+shipped config's), so that each capture takes well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from roofwise.models.capture import Step, capture_step, capture_steps
+from roofwise.models.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = [Step("prefill", 1, 48, 0), Step("decode", 4, 1, 300), Step("decode", 1, 1, 300),
+         Step("prefill", 2, 16, 40), Step("decode", 8, 2, 3000)]
+
+
+def reduced(tmp_path, relative):
+    config = json.loads((ROOT / relative).read_text())
+    config["num_hidden_layers"] = 2
+    if "sliding_window" in config:  # a window the steps above both fill and stay under
+        config["sliding_window"] = 64
+    path = tmp_path / Path(relative).name
+    path.write_text(json.dumps(config))
+    return load_config(path)
+
+
+@pytest.mark.parametrize("relative", ["examples/models/deepseek-v2-lite.json",
+                                      "tests/fixtures/configs/serve_phi-3-mini-4k-instruct.json"])
+def test_one_build_for_many_steps_records_what_fresh_builds_do(tmp_path, relative):
+    config = reduced(tmp_path, relative)
+    together = capture_steps(config, STEPS)
+    assert len(together) == len(STEPS)
+    for step, capture in zip(STEPS, together, strict=True):
+        fresh = capture_step(reduced(tmp_path, relative), step.phase, step.batch, step.seq,
+                             step.context)
+        assert capture == fresh, step
+        assert capture.tokens == step.batch * step.seq
+    # the steps differ where their shapes do (not one capture repeated)
+    assert together[1].kv_cache_bytes == 4 * together[2].kv_cache_bytes
+    mla = "deepseek" in relative
+    assert [c.mla for c in together[:2]] == (["expanded", "absorbed"] if mla else [None, None])
