@@ -179,7 +179,7 @@ def check_trace_json(lines: list[str]) -> None:
     assert summary["kernels"] >= 0 and summary["skipped_events"] >= 0, summary
 
 
-@examples(100)
+@examples(70)
 @given(data=trace_bytes(), gz=st.booleans())
 def test_traces(tmp_path, data, gz):
     path = tmp_path / ("t.json.gz" if data[:2] == b"\x1f\x8b" else "t.json")

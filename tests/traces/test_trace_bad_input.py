@@ -279,3 +279,14 @@ def test_a_device_entry_without_an_id_is_left_out(tmp_path, capsys):
     code, out, err = analyze_json(capsys, path)
     assert code == 0, err
     assert summary(out)["kernels"] == 2
+
+
+def test_unpriced_time_is_never_a_negative_rounding():
+    """Found by the long trace fuzz: kernel time less priced time less communication,
+    summed in other orders, gave -8.4e-20 s."""
+    from roofwise.traces.build import TraceSummary
+
+    fields = {f: 0 for f in TraceSummary.__dataclass_fields__}
+    summary = TraceSummary(**{**fields, "kernel_time_s": 0.1 + 0.2, "priced_time_s": 0.3,
+                              "communication_time_s": 0.0, "devices": (), "skipped": ()})
+    assert 0.1 + 0.2 - 0.3 > 0 and summary.unpriced_time_s == 0.0

@@ -103,8 +103,10 @@ class TraceSummary:
 
     @property
     def unpriced_time_s(self) -> float:
-        """Kernel time not priced, communication excluded (it has a line of its own)."""
-        return self.kernel_time_s - self.priced_time_s - self.communication_time_s
+        """Kernel time not priced, communication excluded (it has a line of its own); sums in
+        another order round differently, so a difference that is all rounding is zero."""
+        rest = self.kernel_time_s - self.priced_time_s - self.communication_time_s
+        return rest if rest > 1e-12 * self.kernel_time_s else 0.0
 
 
 @dataclass(frozen=True)
