@@ -30,7 +30,6 @@ from roofwise.traces.reader import KINDS, GpuColumns, Signature, TraceEvents, id
 from roofwise.traces.timeline import Timeline, timeline
 
 US = 1e-6  # trace timestamps and durations are in microseconds
-is_communication = is_collective_kernel  # by kernel name; its op's name counts too (below)
 
 
 @dataclass(frozen=True, slots=True)  # slots: a trace can hold a million of these
@@ -129,7 +128,7 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     kernel = gpu.kind == KINDS.index("kernel")
     # communication: a kernel whose own name is a collective, or one a collective op launched
     # (both judged once per distinct name)
-    comm_name = np.array([is_communication(n) for n in events.names] + [False], dtype=bool)
+    comm_name = np.array([is_collective_kernel(n) for n in events.names] + [False], dtype=bool)
     comm_sig = np.array([is_collective_op(s.name) for s in events.signatures] + [False],
                         dtype=bool)
     comm_op = np.append(comm_sig[ops.signature], False)  # the last entry: NO_OP (-1)
