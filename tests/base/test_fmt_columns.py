@@ -27,6 +27,7 @@ def values() -> st.SearchStrategy[list[float]]:
 def test_each_column_formatter_matches_its_scalar(xs):
     column = np.array(xs, dtype=np.float64)
     assert fmt.seconds_each(column) == [fmt.seconds(x) for x in xs]
+    assert fmt.nbytes_each(column) == [fmt.nbytes(x) for x in xs]
     assert fmt.exact_each(column) == [fmt.exact(x) for x in xs]
     assert fmt.percent_each(column) == [fmt.percent(x) for x in xs]
     assert fmt.fixed_each(column, ".1f", "GB/s") == [fmt.fixed(x, ".1f", "GB/s") for x in xs]
@@ -41,3 +42,5 @@ def test_edges_by_hand():
     assert fmt.percent_each(np.array([0.8423, 1e-5, 0.0])) == ["84.2%", "<0.1%", "0.0%"]
     assert fmt.tera_rate_each(np.array([4.18e12]), "sfu.fp32") == ["4.18 Top/s"]
     assert fmt.seconds_each(np.array([])) == []
+    assert fmt.nbytes_each(np.array([10.6e6, 512.0, 5e24, math.inf])) == [
+        "10.60 MB", "512.00 B", "5e+24 B", "—"]

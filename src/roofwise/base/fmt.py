@@ -176,24 +176,36 @@ def _each(values: object, common: np.ndarray, fast: Callable[[np.ndarray], list[
     return out
 
 
-def seconds_each(values: object) -> list[str]:
-    """`seconds(v)` (3 decimals) of every value."""
+def _scaled_each(values: object, unit: str, steps: tuple[tuple[float, str], ...],
+                 digits: int, scalar: Callable[[float], str], tiny: bool = False) -> list[str]:
+    """`_scaled(v, unit, steps, digits, tiny)` of every value (`scalar` writes the rest)."""
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         size = np.abs(x)
-        common = np.isfinite(x) & (size < _TIME_STEPS[0][0] * _SCIENTIFIC_ABOVE) & ~(
-            (size > 0) & (size < _TIME_STEPS[-1][0] * _SCIENTIFIC_BELOW))
+        common = np.isfinite(x) & (size < steps[0][0] * _SCIENTIFIC_ABOVE)
+        if tiny:
+            common &= ~((size > 0) & (size < steps[-1][0] * _SCIENTIFIC_BELOW))
 
     def fast(v: np.ndarray) -> list[str]:
         size = np.abs(v)
-        step = np.select([size >= s for s, _ in _TIME_STEPS[:-1]],
-                         np.arange(len(_TIME_STEPS) - 1), len(_TIME_STEPS) - 1)
-        scales = np.array([s for s, _ in _TIME_STEPS])[step]
-        units = [f" {p}s" for _, p in _TIME_STEPS]
-        return [f"{a:.3f}{units[k]}" for a, k in zip((v / scales).tolist(), step.tolist(),
-                                                      strict=True)]
+        step = np.select([size >= s for s, _ in steps[:-1]], np.arange(len(steps) - 1),
+                         len(steps) - 1)
+        scales = np.array([s for s, _ in steps])[step]
+        units = [f" {p}{unit}" for _, p in steps]
+        return [f"{a:.{digits}f}{units[k]}" for a, k in zip((v / scales).tolist(),
+                                                             step.tolist(), strict=True)]
 
-    return _each(x, common, fast, seconds)
+    return _each(x, common, fast, scalar)
+
+
+def seconds_each(values: object) -> list[str]:
+    """`seconds(v)` (3 decimals) of every value."""
+    return _scaled_each(values, "s", _TIME_STEPS, 3, seconds, tiny=True)
+
+
+def nbytes_each(values: object) -> list[str]:
+    """`nbytes(v)` (2 decimals) of every value."""
+    return _scaled_each(values, "B", _SI_STEPS, 2, nbytes)
 
 
 def exact_each(values: object) -> list[str]:

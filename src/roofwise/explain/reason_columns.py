@@ -127,10 +127,8 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         for name, m in analysis.machines.items():
             theory = m.dram.theoretical_bytes_per_s or math.nan
             mine = np.flatnonzero(over & on_machine[name])
-            beyond = column(f"beyond:{name}", scattered(n, mine, [
-                reason_text.beyond_caches_clause(b, r, _cache_facts(m))
-                for b, r in zip(cols.bytes[mine].tolist(),
-                                judged.achieved_bytes_per_s[mine].tolist(), strict=True)]))
+            clauses = reason_text.beyond_caches_clauses(cols.bytes[mine], _cache_facts(m))
+            beyond = column(f"beyond:{name}", scattered(n, mine, clauses))
             when(over & on_machine[name], pl.format(
                 "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
                 "bytes or the time are wrong", achieved, pl.lit(m.dram.name),

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from roofwise.base import fmt
 
 _RETIME_ADVICE = {
@@ -230,20 +232,30 @@ class CacheFacts:
 CALIBRATE_CACHE_ADVICE = "`roofwise calibrate` measures it"
 
 
-def beyond_caches_clause(working_set_bytes: float, rate_bytes_per_s: float,
-                         caches: Sequence[CacheFacts]) -> str:
-    """Why no cache saved an above-DRAM row: too big for every cache, or faster than the
-    theoretical bandwidth of each it fits in ("" for a machine without cache levels)."""
+def beyond_caches_clauses(working_set_bytes: np.ndarray, caches: Sequence[CacheFacts]
+                          ) -> list[str]:
+    """Why no cache saved each above-DRAM row: too big for every cache, or faster than the
+    theoretical bandwidth of each it fits in ("" for a machine without cache levels). Rows
+    share a few texts around their size: one per set of caches they fit in."""
+    sizes = np.asarray(working_set_bytes, dtype=np.float64)
     if not caches:
-        return ""
-    fitting = [c for c in caches if working_set_bytes <= c.capacity_bytes]
-    if not fitting:
-        largest = caches[-1]
-        return (f", and its {fmt.nbytes(working_set_bytes)} of reads and writes is larger than "
-                f"the {fmt.nbytes(largest.capacity_bytes)} {largest.name}")
-    named = ", ".join(f"{c.name} theoretical {(c.theoretical_bytes_per_s or 0.0) / 1e9:.0f} "
-                      "GB/s" for c in fitting)
-    return f", and {named}, where its {fmt.nbytes(working_set_bytes)} would fit"
+        return [""] * len(sizes)
+    fits = sizes[:, None] <= np.array([c.capacity_bytes for c in caches])[None, :]
+    codes = fits @ (1 << np.arange(len(caches)))
+    around: dict[int, tuple[str, str]] = {}
+    for code in np.unique(codes).tolist():
+        fitting = [c for k, c in enumerate(caches) if code >> k & 1]
+        if not fitting:
+            largest = caches[-1]
+            around[code] = (", and its ", f" of reads and writes is larger than the "
+                                          f"{fmt.nbytes(largest.capacity_bytes)} {largest.name}")
+        else:
+            named = ", ".join(f"{c.name} theoretical "
+                              f"{(c.theoretical_bytes_per_s or 0.0) / 1e9:.0f} GB/s"
+                              for c in fitting)
+            around[code] = (f", and {named}, where its ", " would fit")
+    return [around[code][0] + text + around[code][1]
+            for code, text in zip(codes.tolist(), fmt.nbytes_each(sizes), strict=True)]
 
 
 def cache_resident_sentence(rate_bytes_per_s: float, dram_name: str,
