@@ -204,3 +204,16 @@ def test_an_empty_object_among_refused_lines_never_shifts_rows(tmp_path):
     assert loaded.columns.line.tolist() == [2, 4]
     named = [str(s).split(": ")[0] for s in loaded.skipped]
     assert named == [f"{path}:1", f"{path}:3", f"{path}:5"]
+
+
+@pytest.mark.parametrize("batch_rows", [None, 1])
+def test_a_bom_that_starts_a_cell_is_the_cells_own(tmp_path, batch_rows):
+    """Found by the long fuzz run: a CSV whose first record (or a batch's first line) starts
+    with U+FEFF lost it, as the engine drops a BOM at the start of the bytes it reads; only
+    the file's own first three bytes are a BOM."""
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"\xef\xbb\xbfop,flops,bytes,roof,time_s\n"
+                     b"\xef\xbb\xbfbom,0,0,cuda_core.fp32,1e-6\n"
+                     b"\xef\xbb\xbfagain,0,0,cuda_core.fp32,1e-6\n")
+    batches = list(iter_batches(path, batch_rows=batch_rows))
+    assert list(concat_loaded(batches).columns.op) == ["\ufeffbom", "\ufeffagain"]

@@ -885,6 +885,8 @@ def _csv_batch(path: Path, header: bytes, data: bytes, newline: np.ndarray, firs
     may span lines)."""
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
+    if data.startswith(b"\xef\xbb\xbf"):  # the engine drops it: a cell's, not the file's
+        return None
     names = _csv_header(path, header)
     frame = _read_csv(data, names)
     if frame is None:
