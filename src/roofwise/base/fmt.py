@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from html import escape
 
 import numpy as np
@@ -167,6 +168,33 @@ def workload(value: object) -> str:
 # through the scalar function, so every text is exactly what it writes.
 
 
+def _decimals(values: np.ndarray, digits: int, suffixes: Sequence[str] = ("",),
+              which: np.ndarray | None = None) -> list[str]:
+    """`f"{v:.{digits}f}{suffixes[which]}"` of every (finite) value, the digits by the engine
+    from the value rounded to an integer count of the last place: several times faster than
+    a format per value. Python's format rounds the exact binary value, so a value within a
+    hair of a tie, or too large for the count to be exact, is formatted by Python itself."""
+    import polars as pl  # deferred: a sentence or two never needs the engine
+
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = np.abs(v) * 10.0 ** digits
+        python = ~(scaled < 1e9) | (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    whole = np.round(np.where(python, 0.0, scaled)).astype(np.int64)
+    place = 10 ** digits
+    text = pl.Series(whole // place).cast(pl.String)
+    if digits:
+        text = text + "." + pl.Series(whole % place).cast(pl.String).str.zfill(digits)
+    text = pl.Series(["", "-"]).gather(np.signbit(v).astype(np.int64)) + text
+    ends = pl.Series(list(suffixes))
+    text = text + (ends.gather(np.zeros(len(v), np.int64) if which is None else which))
+    out: list[str] = text.to_list()
+    picks = np.zeros(len(v), np.int64) if which is None else which
+    for k in np.flatnonzero(python).tolist():
+        out[k] = f"{v[k]:.{digits}f}{suffixes[int(picks[k])]}"
+    return out
+
+
 def _each(values: object, common: np.ndarray, fast: Callable[[np.ndarray], list[str]],
           scalar: Callable[[float], str]) -> list[str]:
     x = np.asarray(values, dtype=np.float64)
@@ -191,9 +219,8 @@ def _scaled_each(values: object, unit: str, steps: tuple[tuple[float, str], ...]
         step = np.select([size >= s for s, _ in steps[:-1]], np.arange(len(steps) - 1),
                          len(steps) - 1)
         scales = np.array([s for s, _ in steps])[step]
-        units = [f" {p}{unit}" for _, p in steps]
-        return [f"{a:.{digits}f}{units[k]}" for a, k in zip((v / scales).tolist(),
-                                                             step.tolist(), strict=True)]
+        return _decimals(v / scales, digits, [f" {p}{unit}" for _, p in steps],
+                         step.astype(np.int64))
 
     return _each(x, common, fast, scalar)
 
@@ -223,7 +250,7 @@ def percent_each(values: object) -> list[str]:
         hundred = np.abs(x * 100)
         common = np.isfinite(x) & (np.abs(x) < PERCENT_SCIENTIFIC_ABOVE) & ~(
             (hundred > 0) & (hundred < 0.05))
-    return _each(x, common, lambda v: [f"{a:.1f}%" for a in (v * 100).tolist()], percent)
+    return _each(x, common, lambda v: _decimals(v * 100, 1, ("%",)), percent)
 
 
 def fixed_each(values: object, spec: str, unit: str) -> list[str]:
@@ -231,8 +258,13 @@ def fixed_each(values: object, spec: str, unit: str) -> list[str]:
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         common = np.isfinite(x) & (np.abs(x) < 1e6)
-    return _each(x, common, lambda v: [f"{a:{spec}} {unit}" for a in v.tolist()],
-                 lambda v: fixed(v, spec, unit))
+    digits = _FIXED_SPEC.fullmatch(spec)
+    fast = ((lambda v: _decimals(v, int(digits[1]), (f" {unit}",))) if digits else
+            (lambda v: [f"{a:{spec}} {unit}" for a in v.tolist()]))
+    return _each(x, common, fast, lambda v: fixed(v, spec, unit))
+
+
+_FIXED_SPEC = re.compile(r"\.(\d)f")  # `.2f`: what `_decimals` writes
 
 
 def tera_rate_each(values: object, unit_key: str, spec: str = ".2f") -> list[str]:

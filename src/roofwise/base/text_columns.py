@@ -27,6 +27,12 @@ def strings(name: str, values: np.ndarray | Sequence[Any]) -> pl.Series:
         return pl.Series(name, [encodable(str(t)) for t in texts], dtype=pl.String)
 
 
+def null_texts(n: int) -> pl.Series:
+    """A text column of `n` nulls (built eagerly: `pl.repeat` runs a query for it)."""
+    return pl.Series([None], dtype=pl.String).new_from_index(0, n) if n else pl.Series(
+        [], dtype=pl.String)
+
+
 def coded(name: str, codes: np.ndarray, names: Sequence[str]) -> pl.Series:
     """A text column given as codes into a few distinct `names` (a categorical column): the
     names made text once, then gathered, instead of a Python string per row."""

@@ -20,7 +20,7 @@ import polars as pl
 
 from roofwise.base import fmt
 from roofwise.base.text import encodable
-from roofwise.base.text_columns import strings
+from roofwise.base.text_columns import null_texts, strings
 from roofwise.explain import reason_text
 from roofwise.explain.facts import floor_facts
 from roofwise.pricing.core import equal_to, pipes_near_binding
@@ -229,7 +229,7 @@ def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.S
     (an engine-side list build, several times faster than concatenating lists)."""
     n = frame.height
     said = np.zeros(n, dtype=np.int16)
-    joined = pl.repeat(None, n, dtype=pl.String, eager=True)
+    joined = null_texts(n)
     for rows, template in texts:
         roots = list(dict.fromkeys(template.meta.root_names())) or frame.columns[:1]
         values = frame.select(roots)[rows].select(template.alias("t")).to_series()
@@ -267,7 +267,7 @@ def _finite(values: np.ndarray | None, n: int) -> np.ndarray:
 
 def scattered(n: int, at: np.ndarray, values: list[str]) -> pl.Series:
     """A text column of `n` rows: `values` at the rows `at`, null elsewhere."""
-    column = pl.repeat(None, n, dtype=pl.String, eager=True)
+    column = null_texts(n)
     return column.scatter(at, pl.Series(values, dtype=pl.String)) if len(at) else column
 
 
@@ -397,7 +397,7 @@ def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:
     if len(python):
         texts = texts.scatter(python, pl.Series([fmt.percent(v / 100) for v in
                                                  x[python].tolist()], dtype=pl.String))
-    column = pl.repeat(None, n, dtype=pl.String, eager=True)
+    column = null_texts(n)
     return column.scatter(at, texts) if len(at) else column
 
 

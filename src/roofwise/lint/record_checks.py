@@ -16,7 +16,8 @@ records that carry only totals; M4 and M3 use the same rules as the ledger check
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from roofwise.base import fmt
-from roofwise.base.text_columns import strings
+from roofwise.base.text_columns import null_texts, strings
 from roofwise.explain.facts import floor_facts
 from roofwise.explain.reason_columns import above_envelope_whats
 from roofwise.explain.reason_text import (
@@ -73,28 +74,59 @@ from roofwise.verdicts.rules import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
 @dataclass(frozen=True)
 class Found:
     """One check's findings as columns, in the check's own order: the analysis row each one
-    names, and its severity, sentence and fix. `where` is set for a machine-level finding
-    (R2, `h200 hbm read mix`), carried by every row it reads; a row's own findings are where
-    the row is (`RowWhere`)."""
+    names, and its severity, sentence and fix: each a text column (what a check over a
+    million rows writes, by the engine) or a list of the texts written one at a time (kept
+    as written: a lone surrogate stays one until a column escapes it). `where` is set for a
+    machine-level finding (R2, `h200 hbm read mix`), carried by every row it reads; a row's
+    own findings are where the row is (`RowWhere`)."""
 
     rows: np.ndarray  # int64 indices into the analysis
-    severity: list[str]
-    reason: list[str]
-    fix: list[str]
+    severity: Texts
+    reason: Texts
+    fix: Texts
     where: str | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
 
+    def items(self) -> Iterator[tuple[int, str, str, str]]:
+        """(row, severity, reason, fix) of each finding, for the few read one at a time."""
+        return zip(self.rows.tolist(), *(_listed(t) for t in (self.severity, self.reason,
+                                                                 self.fix)), strict=True)
 
-def found(rows: np.ndarray | Sequence[int], severity: str | list[str], reason: list[str],
-          fix: str | list[str]) -> Found:
-    """Findings of `rows`, one sentence each; a severity or a fix given as one text is every
-    row's."""
-    n = len(reason)
-    return Found(np.asarray(rows, dtype=np.int64),
-                 [severity] * n if isinstance(severity, str) else severity, reason,
-                 [fix] * n if isinstance(fix, str) else fix)
+
+Texts = list[str] | pl.Series  # one text per finding
+
+
+def _listed(texts: Texts) -> list[str]:
+    return texts.to_list() if isinstance(texts, pl.Series) else texts
+
+
+def _column(name: str, parts: Sequence[Texts]) -> pl.Series:
+    """Texts of several checks as one column."""
+    columns = [t if isinstance(t, pl.Series) else strings(name, t) for t in parts]
+    return pl.concat([c.alias(name) for c in columns]) if columns else strings(name, [])
+
+
+def _joined_texts(name: str, parts: Sequence[Texts]) -> Texts:
+    """Texts of several parts, one after another: a list where every part is one."""
+    if all(isinstance(t, list) for t in parts):
+        return [text for t in parts for text in _listed(t)]
+    return _column(name, parts)
+
+
+def found(rows: np.ndarray | Sequence[int], severity: str | Texts, reason: str | Texts,
+          fix: str | Texts) -> Found:
+    """Findings of `rows`, one sentence each; a severity, reason or fix given as one text is
+    every row's."""
+    n = len(rows)
+
+    def each(text: str | Texts) -> Texts:
+        return strings("", [text]).new_from_index(0, n) if isinstance(text, str) and n else (
+            [] if isinstance(text, str) else text)
+
+    return Found(np.asarray(rows, dtype=np.int64), each(severity), each(reason),
+                 each(fix))
 
 
 def nothing() -> Found:
@@ -114,9 +146,11 @@ def joined(parts: Iterable[Found]) -> Found:
     kept = [part for part in parts if len(part)]
     if len(kept) == 1:
         return kept[0]
-    return found(np.concatenate([p.rows for p in kept]) if kept else [],
-                 [s for p in kept for s in p.severity], [r for p in kept for r in p.reason],
-                 [f for p in kept for f in p.fix])
+    if not kept:
+        return nothing()
+    return found(np.concatenate([p.rows for p in kept]),
+                 *(_joined_texts(k, [getattr(p, k) for p in kept]) for k in (
+                     "severity", "reason", "fix")))
 
 
 @dataclass(frozen=True)
@@ -211,7 +245,7 @@ def check_rows_m1(case: RowCase) -> Found:
             sparse = sparse_reason(unit)
             if sparse is not None:
                 rows = np.flatnonzero(mine & (priced.unit_ops[key] > 0))
-                parts.append(found(rows, ERROR, [sparse] * len(rows), SPARSE_FIX))
+                parts.append(found(rows, ERROR, sparse, SPARSE_FIX))
                 continue
             times = priced.unit_time_s.get(key)
             if unit.calibrated or unit.theoretical_ops_per_s is None or times is None:
@@ -437,7 +471,7 @@ def _pipes_near(case: RowCase, i: int) -> tuple[int, str, str, str] | None:
         return (i, WARNING, why, f"calibrate {', '.join(sfus or [key])} on the card (`roofwise "
                                  "calibrate`) and read this op by its band, never by one pipe")
     alone = _sfu_binds(priced, key, np.array([i]))
-    return (i, WARNING, alone.reason[0], alone.fix[0])
+    return (i, WARNING, alone.reason[0], alone.fix[0])  # one finding: its texts
 
 
 # ---------------------------------------------------------------------------- M6
@@ -528,24 +562,29 @@ def check_rows_m8(case: RowCase) -> Found:
 def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
     """M8 on one machine's rows: each theoretical ceiling a row's rates exceed, then (an
     anomaly) both readings of the envelope; an impossible row above no theoretical ceiling
-    says its envelope efficiency."""
+    says its envelope efficiency. Each part is a text column over `rows` (null where a row
+    does not say it), the parts joined by the engine."""
     a = case.analysis
     cols, judged, priced = a.columns, a.judged, a.priced
+    n = len(rows)
     time_s = cols.time_s[rows]
-    said: list[list[str]] = [[] for _ in range(len(rows))]
+    parts: list[pl.Series] = []
+    said = np.zeros(n, dtype=bool)
 
-    def say(at: np.ndarray, texts: list[str]) -> None:
-        for j, text in zip(at.tolist(), texts, strict=True):
-            said[j].append(text)
+    def say(at: np.ndarray, texts: pl.Series) -> None:
+        part = null_texts(n).scatter(at, texts) if len(at) else null_texts(n)
+        parts.append(part.alias(f"p{len(parts)}"))
+        said[at] = True
 
     theory = machine.dram.theoretical_bytes_per_s
     if theory is not None:
         achieved = judged.achieved_bytes_per_s[rows]
         at = np.flatnonzero(achieved > theory)
-        say(at, [_above_bandwidth_what(nbytes, time, rate, machine.dram.name, theory)
-                 for nbytes, time, rate in zip(
-                     nbytes_text_each(cols.bytes[rows[at]]), fmt.seconds_each(time_s[at]),
-                     fmt.fixed_each(achieved[at] / 1e9, ".1f", "GB/s"), strict=True)])
+        say(at, _above_bandwidth_whats(
+            strings("b", nbytes_text_each(cols.bytes[rows[at]])),
+            strings("t", fmt.seconds_each(time_s[at])),
+            strings("r", fmt.fixed_each(achieved[at] / 1e9, ".1f", "GB/s")),
+            machine.dram.name, theory))
     for key in priced.unit_ops:
         unit = machine.unit(key)
         if unit is None or unit.theoretical_ops_per_s is None:
@@ -554,34 +593,30 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
             rate = priced.unit_ops[key][rows] / time_s
         at = np.flatnonzero((time_s > 0) & (rate > unit.theoretical_ops_per_s))
         peak = fmt.tera_rate(unit.theoretical_ops_per_s, key)
-        say(at, [_above_rate_what(key, text, peak)
-                 for text in fmt.tera_rate_each(rate[at], key)])
+        say(at, f"{key} at " + strings("r", fmt.tera_rate_each(rate[at], key))
+            + f", above its theoretical {peak}")
     anomaly = judged.verdict[rows] == ANOMALY
     at = np.flatnonzero(anomaly)
-    say(at, above_envelope_whats(a, machine, rows[at]))
-    bare = np.flatnonzero(~anomaly & np.array([not s for s in said], dtype=bool))
-    say(bare, [_above_envelope_only_what(share, sol, time) for share, sol, time in zip(
-        fmt.percent_each(judged.envelope_efficiency[rows[bare]]),
-        fmt.seconds_each(priced.envelope_sol_time_s[rows[bare]]),
-        fmt.seconds_each(time_s[bare]), strict=True)])
-    warned = anomaly.tolist()
-    return found(rows, [WARNING if w else ERROR for w in warned], ["; ".join(s) for s in said],
-                 [_M8_STALE_FIX if w else _M8_FIX for w in warned])
+    say(at, strings("a", above_envelope_whats(a, machine, rows[at])))
+    bare = np.flatnonzero(~anomaly & ~said)
+    say(bare, "efficiency " + strings("e", fmt.percent_each(
+        judged.envelope_efficiency[rows[bare]])) + " of the envelope ceiling is above 105% "
+        "(SOL " + strings("s", fmt.seconds_each(priced.envelope_sol_time_s[rows[bare]]))
+        + ", measured " + strings("t", fmt.seconds_each(time_s[bare])) + ")")
+    reason = pl.DataFrame(parts).select(pl.concat_str(pl.all(), separator="; ",
+                                                      ignore_nulls=True)).to_series()
+    warned = anomaly.astype(np.int64)
+    return found(rows, strings("severity", [ERROR, WARNING]).gather(warned), reason,
+                 strings("fix", [_M8_FIX, _M8_STALE_FIX]).gather(warned))
 
 
-def _above_bandwidth_what(nbytes_text: str, time_text: str, rate_text: str, level_name: str,
-                          theoretical_bytes_per_s: float) -> str:
-    return (f"{nbytes_text} in {time_text} is {rate_text}, above {level_name} theoretical "
-            f"{theoretical_bytes_per_s / 1e9:.0f} GB/s")
-
-
-def _above_rate_what(key: str, rate_text: str, peak_text: str) -> str:
-    return f"{key} at {rate_text}, above its theoretical {peak_text}"
-
-
-def _above_envelope_only_what(share_text: str, sol_text: str, time_text: str) -> str:
-    return (f"efficiency {share_text} of the envelope ceiling is above 105% (SOL {sol_text}, "
-            f"measured {time_text})")
+def _above_bandwidth_whats(nbytes_texts: pl.Series, time_texts: pl.Series,
+                           rate_texts: pl.Series, level_name: str,
+                           theoretical_bytes_per_s: float) -> pl.Series:
+    """`800 B in 1.000 ns is 800.0 GB/s, above hbm theoretical 4800 GB/s` of each row, from
+    its texts."""
+    return (nbytes_texts + " in " + time_texts + " is " + rate_texts
+            + f", above {level_name} theoretical {theoretical_bytes_per_s / 1e9:.0f} GB/s")
 
 
 # ---------------------------------------------------------------------------- R1
@@ -657,10 +692,8 @@ def checked(analysis: Analysis,
     out = [(code, check(case)) for code, check in ROW_CHECKS.items()]
     if machine_level:
         for finding, rows in stale_profile_groups(analysis):
-            n = len(rows)
-            out.append((finding.code, Found(rows.astype(np.int64), [finding.severity] * n,
-                                            [finding.reason] * n, [finding.fix] * n,
-                                            finding.where)))
+            machine_wide = found(rows, finding.severity, finding.reason, finding.fix)
+            out.append((finding.code, dataclasses.replace(machine_wide, where=finding.where)))
     return out
 
 
@@ -678,10 +711,10 @@ def lint_columns(analysis: Analysis,
     rows = np.concatenate([p.rows for _, p in parts]) if parts else np.zeros(0, np.int64)
     return pl.DataFrame({
         "row": pl.Series(rows, dtype=pl.Int64),
-        "code": strings("code", [code for code, p in parts for _ in range(len(p))]),
-        "severity": strings("severity", [s for _, p in parts for s in p.severity]),
-        "reason": strings("reason", [r for _, p in parts for r in p.reason]),
-        "fix": strings("fix", [f for _, p in parts for f in p.fix]),
+        "code": strings("code", [code for code, _ in parts]).gather(
+            np.repeat(np.arange(len(parts)), [len(p) for _, p in parts])),
+        **{k: _column(k, [getattr(p, k) for _, p in parts])
+           for k in ("severity", "reason", "fix")},
     }).sort("row", maintain_order=True)
 
 
@@ -705,13 +738,11 @@ def lint_findings(analysis: Analysis,
     by_row: dict[int, list[Finding]] = {}
     for code, part in checked(analysis, ledgers, machine_level):
         if part.where is not None:  # one machine-level finding, in each row it reads
-            for i, severity, reason, fix in zip(part.rows.tolist(), part.severity,
-                                                part.reason, part.fix, strict=True):
+            for i, severity, reason, fix in part.items():
                 by_row.setdefault(i, []).append(Finding(code, severity, part.where, reason,
                                                         fix))
             continue
-        for i, severity, reason, fix in zip(part.rows.tolist(), part.severity, part.reason,
-                                            part.fix, strict=True):
+        for i, severity, reason, fix in part.items():
             by_row.setdefault(i, []).append(Finding(code, severity, where[i], reason, fix))
     return dict(sorted(by_row.items()))
 

@@ -263,7 +263,15 @@ def _separators_escaped(piece: pl.Expr) -> pl.Expr:
 
 
 def _has_separators(frame: pl.DataFrame) -> bool:
+    """Whether a text column holds U+0085, U+2028 or U+2029: searched for only in the columns
+    with any character beyond ASCII (told apart by byte and character counts, several times
+    faster than the search)."""
     texts = [c for c in frame.columns if frame.schema[c] == pl.String]
+    if not texts:
+        return False
+    wide = frame.select((pl.col(c).str.len_bytes() != pl.col(c).str.len_chars()).any()
+                        for c in texts).row(0)
+    texts = [c for c, beyond_ascii in zip(texts, wide, strict=True) if beyond_ascii]
     return bool(texts) and bool(frame.select(pl.any_horizontal(
         pl.col(c).str.contains(sep, literal=True).any() for c in texts
         for sep in _LINE_BREAKS_JSON_KEEPS)).item())
