@@ -44,3 +44,17 @@ def test_edges_by_hand():
     assert fmt.seconds_each(np.array([])) == []
     assert fmt.nbytes_each(np.array([10.6e6, 512.0, 5e24, math.inf])) == [
         "10.60 MB", "512.00 B", "5e+24 B", "—"]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(xs=values().filter(bool))
+def test_long_columns_match_too(xs):
+    """A column long enough that the engine writes the digits (a short one is formatted by
+    Python, value by value) writes the same texts."""
+    xs = xs * (fmt.ENGINE_FROM_VALUES // len(xs) + 1)
+    column = np.array(xs, dtype=np.float64)
+    assert fmt.seconds_each(column) == [fmt.seconds(x) for x in xs]
+    assert fmt.percent_each(column) == [fmt.percent(x) for x in xs]
+    assert fmt.fixed_each(column, ".1f", "GB/s") == [fmt.fixed(x, ".1f", "GB/s") for x in xs]
+    for digits in (0, 1, 4):
+        assert fmt.decimals_each(column, digits, ("%",)) == [f"{x:.{digits}f}%" for x in xs]

@@ -168,28 +168,35 @@ def workload(value: object) -> str:
 # through the scalar function, so every text is exactly what it writes.
 
 
-def _decimals(values: np.ndarray, digits: int, suffixes: Sequence[str] = ("",),
-              which: np.ndarray | None = None) -> list[str]:
-    """`f"{v:.{digits}f}{suffixes[which]}"` of every (finite) value, the digits by the engine
-    from the value rounded to an integer count of the last place: several times faster than
-    a format per value. Python's format rounds the exact binary value, so a value within a
-    hair of a tie, or too large for the count to be exact, is formatted by Python itself."""
+ENGINE_FROM_VALUES = 4096  # below, a format per value costs less than starting a query
+
+
+def decimals_each(values: object, digits: int, suffixes: Sequence[str] = ("",),
+                  which: np.ndarray | None = None) -> list[str]:
+    """`f"{v:.{digits}f}{suffixes[which]}"` of every value (`which`: each value's suffix, the
+    first if None). Many values are written by the engine, in one query, from each value
+    rounded to an integer count of its last place: several times faster than a format per
+    value. Python's format rounds the exact binary value, so a value within a hair of a tie,
+    or too large (or not finite) for the count to be exact, is formatted by Python itself."""
+    v = np.asarray(values, dtype=np.float64)
+    picks = np.zeros(len(v), np.int64) if which is None else np.asarray(which, np.int64)
+    if len(v) < ENGINE_FROM_VALUES:
+        return [f"{a:.{digits}f}{suffixes[k]}" for a, k in zip(v.tolist(), picks.tolist(),
+                                                                strict=True)]
     import polars as pl  # deferred: a sentence or two never needs the engine
 
-    v = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = np.abs(v) * 10.0 ** digits
         python = ~(scaled < 1e9) | (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
     whole = np.round(np.where(python, 0.0, scaled)).astype(np.int64)
     place = 10 ** digits
-    text = pl.Series(whole // place).cast(pl.String)
+    text = pl.lit(pl.Series(whole // place)).cast(pl.String)
     if digits:
-        text = text + "." + pl.Series(whole % place).cast(pl.String).str.zfill(digits)
-    text = pl.Series(["", "-"]).gather(np.signbit(v).astype(np.int64)) + text
-    ends = pl.Series(list(suffixes))
-    text = text + (ends.gather(np.zeros(len(v), np.int64) if which is None else which))
-    out: list[str] = text.to_list()
-    picks = np.zeros(len(v), np.int64) if which is None else which
+        text = text + pl.lit(".") + pl.lit(pl.Series(whole % place)).cast(pl.String).str.zfill(
+            digits)
+    sign = pl.lit(pl.Series(["", "-"]).gather(np.signbit(v).astype(np.int64)))
+    ends = pl.lit(pl.Series(list(suffixes)).gather(picks))
+    out: list[str] = pl.select(sign + text + ends).to_series().to_list()
     for k in np.flatnonzero(python).tolist():
         out[k] = f"{v[k]:.{digits}f}{suffixes[int(picks[k])]}"
     return out
@@ -219,7 +226,7 @@ def _scaled_each(values: object, unit: str, steps: tuple[tuple[float, str], ...]
         step = np.select([size >= s for s, _ in steps[:-1]], np.arange(len(steps) - 1),
                          len(steps) - 1)
         scales = np.array([s for s, _ in steps])[step]
-        return _decimals(v / scales, digits, [f" {p}{unit}" for _, p in steps],
+        return decimals_each(v / scales, digits, [f" {p}{unit}" for _, p in steps],
                          step.astype(np.int64))
 
     return _each(x, common, fast, scalar)
@@ -250,7 +257,7 @@ def percent_each(values: object) -> list[str]:
         hundred = np.abs(x * 100)
         common = np.isfinite(x) & (np.abs(x) < PERCENT_SCIENTIFIC_ABOVE) & ~(
             (hundred > 0) & (hundred < 0.05))
-    return _each(x, common, lambda v: _decimals(v * 100, 1, ("%",)), percent)
+    return _each(x, common, lambda v: decimals_each(v * 100, 1, ("%",)), percent)
 
 
 def fixed_each(values: object, spec: str, unit: str) -> list[str]:
@@ -259,12 +266,12 @@ def fixed_each(values: object, spec: str, unit: str) -> list[str]:
     with np.errstate(invalid="ignore"):
         common = np.isfinite(x) & (np.abs(x) < 1e6)
     digits = _FIXED_SPEC.fullmatch(spec)
-    fast = ((lambda v: _decimals(v, int(digits[1]), (f" {unit}",))) if digits else
+    fast = ((lambda v: decimals_each(v, int(digits[1]), (f" {unit}",))) if digits else
             (lambda v: [f"{a:{spec}} {unit}" for a in v.tolist()]))
     return _each(x, common, fast, lambda v: fixed(v, spec, unit))
 
 
-_FIXED_SPEC = re.compile(r"\.(\d)f")  # `.2f`: what `_decimals` writes
+_FIXED_SPEC = re.compile(r"\.(\d)f")  # `.2f`: what `decimals_each` writes
 
 
 def tera_rate_each(values: object, unit_key: str, spec: str = ".2f") -> list[str]:

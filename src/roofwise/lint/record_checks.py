@@ -222,11 +222,6 @@ class RowCase:
         return out
 
 
-def _shares(part: np.ndarray, whole: np.ndarray, rows: np.ndarray) -> list[float]:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (part[rows] / whole[rows]).tolist()
-
-
 # ---------------------------------------------------------------------------- M1
 
 
@@ -253,34 +248,28 @@ def check_rows_m1(case: RowCase) -> Found:
             rows = np.flatnonzero(mine & (priced.unit_ops[key] > 0)
                                   & (times >= DATASHEET_MARGIN * sol))
             rate = fmt.tera_rate(unit.theoretical_ops_per_s, unit.key)
-            parts.append(found(rows, WARNING, [
-                _datasheet_unit_what(key, machine.name, rate, time, share)
-                for time, share in zip(fmt.seconds_each(times[rows]),
-                                       _shares(times, sol, rows), strict=True)],
+            parts.append(found(rows, WARNING, (
+                f"{key} on {machine.name} is the datasheet rate {rate} (uncalibrated); its "
+                "time " + _share_of_sol(times, sol, rows)),
                 uncalibrated_unit_fix(key)))
         level = machine.dram
         if level.theoretical_bytes_per_s is not None and not level.calibration_by_mix:
             memory = priced.memory_time_s
             rows = np.flatnonzero(mine & (memory >= DATASHEET_MARGIN * sol))
-            parts.append(found(rows, WARNING, [
-                _datasheet_memory_what(machine.name, level.name, level.theoretical_bytes_per_s,
-                                       time, share)
-                for time, share in zip(fmt.seconds_each(memory[rows]),
-                                       _shares(memory, sol, rows), strict=True)],
+            parts.append(found(rows, WARNING, (
+                f"{machine.name} {level.name} {level.theoretical_bytes_per_s / 1e9:.0f} GB/s "
+                "is the datasheet figure (no measured mix); memory time "
+                + _share_of_sol(memory, sol, rows)),
                 uncalibrated_memory_fix(level.name)))
     return joined(parts)
 
 
-def _datasheet_unit_what(key: str, machine_name: str, rate_text: str, time_text: str,
-                         share: float) -> str:
-    return (f"{key} on {machine_name} is the datasheet rate {rate_text} (uncalibrated); its "
-            f"time {time_text} is {share:.0%} of SOL")
-
-
-def _datasheet_memory_what(machine_name: str, level_name: str, bytes_per_s: float,
-                           time_text: str, share: float) -> str:
-    return (f"{machine_name} {level_name} {bytes_per_s / 1e9:.0f} GB/s is the datasheet figure "
-            f"(no measured mix); memory time {time_text} is {share:.0%} of SOL")
+def _share_of_sol(time_s: np.ndarray, sol_s: np.ndarray, rows: np.ndarray) -> pl.Series:
+    """`2.000 us is 95% of SOL` of each row `rows`: a part's time and its share of the SOL."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = time_s[rows] / sol_s[rows] * 100  # as format's `%` takes it: x100, then `f`
+    return (strings("t", fmt.seconds_each(time_s[rows])) + " is "
+            + strings("s", fmt.decimals_each(share, 0, ("%",))) + " of SOL")
 
 
 # ---------------------------------------------------------------------------- M2
