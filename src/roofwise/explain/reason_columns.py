@@ -342,42 +342,47 @@ class _FloorTexts:
 def anomaly_texts(analysis: Verdicts, at: np.ndarray) -> pl.Series:
     """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, each
     machine's rows at once."""
-    texts = np.empty(len(at), dtype=object)
+    column = null_texts(len(analysis))
     machine_name = analysis.machine_name[at]
     for name, machine in analysis.machines.items():
         mine = np.flatnonzero(equal_to(machine_name, name))
         if len(mine):
-            texts[mine] = [f"{what}: {reason_text.RECOUNT_ADVICE}" for what in
-                           above_envelope_whats(analysis, machine, at[mine])]
-    return scattered(len(analysis), at, texts.tolist())
+            column = column.scatter(at[mine], above_envelope_whats(analysis, machine, at[mine])
+                                    + f": {reason_text.RECOUNT_ADVICE}")
+    return column
 
 
-def above_envelope_whats(a: Verdicts, machine: Machine, rows: np.ndarray) -> list[str]:
+def above_envelope_whats(a: Verdicts, machine: Machine, rows: np.ndarray) -> pl.Series:
     """`reason_text.above_envelope_what` of each row `rows` of `machine` (`facts.ceiling_facts`
     for its ceiling), the ceiling looked up once per bound and unit, the numbers per column:
     what the anomaly reason and lint M8 say."""
     cols, priced = a.columns, a.priced
-    memory = priced.bound_memory[rows]
-    ceilings = {}
-    per_row = []
-    for key in zip(memory.tolist(), np.asarray(priced.binding_unit[rows]).tolist(),
-                   strict=True):
-        if key not in ceilings:
-            ceilings[key] = machine.ceiling(bool(key[0]), str(key[1]))
-        per_row.append(ceilings[key])
+    memory = np.asarray(priced.bound_memory[rows], dtype=bool)
+    unit_codes, units = categorize(np.asarray(priced.binding_unit[rows]))
+    keys, key = np.unique(unit_codes.astype(np.int64) * 2 + memory, return_inverse=True)
+    ceilings = [machine.ceiling(bool(k % 2), units[k // 2]) for k in keys.tolist()]
     theoretical = np.array([np.nan if c.theoretical_per_s is None else c.theoretical_per_s
-                            for c in per_row], dtype=np.float64)
+                            for c in ceilings], dtype=np.float64)[key]
     time_s = cols.time_s[rows]
     done = np.where(memory, cols.bytes[rows], priced.binding_ops[rows])
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         implied = done / time_s / theoretical
-    known = (~np.isnan(theoretical) & (time_s > 0)).tolist()
+    known = ~np.isnan(theoretical) & (time_s > 0) & np.isfinite(implied)
     efficiency = a.judged.envelope_efficiency[rows]
-    shown = [text if finite else reason_text.UNBOUNDED for text, finite in zip(
-        fmt.percent_each(efficiency), np.isfinite(efficiency).tolist(), strict=True)]
-    return [reason_text.above_envelope_sentence(
-        share, reason_text.implied_text(fraction, c.name, c.fraction) if ok else "")
-        for share, fraction, c, ok in zip(shown, implied.tolist(), per_row, known, strict=True)]
+    shown = strings("shown", fmt.percent_each(efficiency))
+    if not np.isfinite(efficiency).all():
+        shown = shown.scatter(np.flatnonzero(~np.isfinite(efficiency)), reason_text.UNBOUNDED)
+    around = [reason_text.implied_around(c.name, c.fraction) for c in ceilings]
+    implied_texts = strings("implied", [""] * len(rows))
+    at = np.flatnonzero(known)
+    if len(at):
+        picked = key[at]
+        implied_texts = implied_texts.scatter(at, (
+            strings("head", [h for h, _ in around]).gather(picked)
+            + strings("digits", fmt.decimals_each(implied[at], 4))
+            + strings("tail", [t for _, t in around]).gather(picked)))
+    return pl.select(pl.format(reason_text.above_envelope_sentence("{}", "{}"),
+                               pl.lit(shown), pl.lit(implied_texts))).to_series()
 
 
 def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:

@@ -159,8 +159,14 @@ def implied_text(implied_fraction: float, ceiling_name: str,
     theoretical rate a row implies for its ceiling; "" where that is no number."""
     if not math.isfinite(implied_fraction):
         return ""
+    head, tail = implied_around(ceiling_name, profile_fraction)
+    return f"{head}{implied_fraction:.4f}{tail}"
+
+
+def implied_around(ceiling_name: str, profile_fraction: float | None) -> tuple[str, str]:
+    """`implied_text` around its number (4 decimals), for a column of rows to fill in."""
     profile = "uncalibrated" if profile_fraction is None else f"{profile_fraction:.4f}"
-    return f" (implies {implied_fraction:.4f} of {ceiling_name} theoretical, profile {profile})"
+    return " (implies ", f" of {ceiling_name} theoretical, profile {profile})"
 
 
 def above_envelope_sentence(shown: str, implied: str) -> str:

@@ -586,7 +586,7 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
             + f", above its theoretical {peak}")
     anomaly = judged.verdict[rows] == ANOMALY
     at = np.flatnonzero(anomaly)
-    say(at, strings("a", above_envelope_whats(a, machine, rows[at])))
+    say(at, above_envelope_whats(a, machine, rows[at]))
     bare = np.flatnonzero(~anomaly & ~said)
     say(bare, "efficiency " + strings("e", fmt.percent_each(
         judged.envelope_efficiency[rows[bare]])) + " of the envelope ceiling is above 105% "
