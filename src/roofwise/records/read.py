@@ -1396,10 +1396,14 @@ def extras_of_records(records: Sequence[Mapping[str, Any]]
     kinds as JSON text (named in the tuple); None when no record has such a field. The one
     pass over dicts, in the readers that hold dicts already, so no writer ever walks rows."""
     values: dict[str, list[Any]] = {}
+    n = len(records)
     for k, record in enumerate(records):
         for name, value in record.items():
             if name not in CONTRACT_COLUMNS:
-                values.setdefault(name, [None] * len(records))[k] = value
+                column = values.get(name)
+                if column is None:  # a column is made once (never a default per value)
+                    column = values[name] = [None] * n
+                column[k] = value
     if not values:
         return None, ()
     columns: list[pl.Series] = []

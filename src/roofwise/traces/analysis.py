@@ -25,6 +25,7 @@ from roofwise.traces.aten import TRACE_DTYPES
 from roofwise.traces.build import TraceOp, TraceOps, TraceSummary, build_ops
 from roofwise.traces.collectives import CollectiveJudged, judge_collective
 from roofwise.traces.reader import read_trace
+from roofwise.verdicts.rules import VERDICTS
 
 
 @dataclass(frozen=True)
@@ -158,41 +159,64 @@ def _group_shapes(op: TraceOp) -> str:
 
 
 def groups(result: TraceAnalysis) -> list[Group]:
-    """Grouped by op and shapes, sorted by time lost (unpriced groups last, by time)."""
-    sol = (result.analysis.priced.sol_time_s if result.analysis is not None
-           else np.zeros(0))
-    verdict_names = ([result.analysis.verdict_name(i) for i in range(len(result.analysis))]
-                     if result.analysis is not None else [])
+    """Grouped by op and shapes, sorted by time lost (unpriced groups last, by time). The
+    calls of a group are gathered by numpy; its sums are taken in call order (a running sum,
+    as a person adding them up would), so a total never depends on how calls were grouped."""
+    analysis = result.analysis
+    sol = analysis.priced.sol_time_s if analysis is not None else np.zeros(0)
+    verdict = (analysis.judged.verdict.astype(np.int64) if analysis is not None
+               else np.zeros(0, np.int64))
     gpu_time = result.summary.gpu_time_s
-    members: dict[tuple[str, str], list[int]] = {}
-    for i, op in enumerate(result.ops):
-        members.setdefault((op.op, _group_shapes(op)), []).append(i)
+    keys: dict[tuple[str, str], int] = {}
+    group_of_op = np.fromiter((keys.setdefault((op.op, _group_shapes(op)), len(keys))
+                               for op in result.ops), np.int64, len(result.ops))
+    time_of_op = np.fromiter((op.time_s for op in result.ops), np.float64, len(result.ops))
+    members = np.split(np.argsort(group_of_op, kind="stable"),
+                       np.cumsum(np.bincount(group_of_op, minlength=len(keys)))[:-1]
+                       ) if keys else []
     found: list[Group] = []
-    for (name, shapes), index in members.items():
-        times = [result.ops[i].time_s for i in index]
-        rows = [int(result.record_of_op[i]) for i in index if result.record_of_op[i] >= 0]
-        sols = [float(sol[r]) for r in rows if np.isfinite(sol[r])]
-        verdicts = Counter(verdict_names[r] for r in rows)
+    for (name, shapes), index in zip(keys, members, strict=True):
+        times = time_of_op[index]
+        record = result.record_of_op[index]
+        rows = record[record >= 0]
+        row_sol = sol[rows]
+        sols = row_sol[np.isfinite(row_sol)]
         unpriced = len(index) - len(rows)
-        if unpriced:  # no ledger: blank, as any row that cannot be priced, with its reason
-            verdicts["blank"] += unpriced
-        first = result.ops[index[0]]
-        total = float(sum(times))
+        first = result.ops[int(index[0])]
+        total = _running_sum(times)
         reason = first.price.reason
         spread = float(np.std(times)) if len(times) > 1 else 0.0
         if first.communication:  # priced on the interconnect, not as records
-            found.append(_collective_group(result, name, shapes, index, total, gpu_time,
-                                           spread))
+            found.append(_collective_group(result, name, shapes, index.tolist(), total,
+                                           gpu_time, spread))
             continue
-        if rows and not reason and len(sols) < len(rows) and result.analysis is not None:
-            reason = "; ".join(result.analysis.reasons(rows[0]))  # why it is blank
+        verdicts = _verdict_counts(verdict[rows], unpriced)
+        if len(rows) and not reason and len(sols) < len(rows) and analysis is not None:
+            reason = "; ".join(analysis.reasons(int(rows[0])))  # why it is blank
         found.append(Group(name, shapes, len(index), total,
-                           float(sum(sols)) if sols and len(sols) == len(index) else None,
-                           total / gpu_time if gpu_time > 0 else 0.0, dict(verdicts),
+                           _running_sum(sols) if len(sols) and len(sols) == len(index)
+                           else None,
+                           total / gpu_time if gpu_time > 0 else 0.0, verdicts,
                            first.price.source, reason, unpriced, call_std_s=spread))
     return sorted(found, key=lambda g: (g.time_lost_s is None,
                                         -(g.time_lost_s if g.time_lost_s is not None
                                           else g.time_s)))
+
+
+def _running_sum(values: np.ndarray) -> float:
+    """The sum left to right (`sum()` of the floats; numpy's own sum pairs them up)."""
+    return float(np.cumsum(values)[-1]) if len(values) else 0.0
+
+
+def _verdict_counts(codes: np.ndarray, unpriced: int) -> dict[str, int]:
+    """Calls per verdict, in the order the verdicts first appear, then the unpriced calls
+    as blanks (no ledger: blank, as any row that cannot be priced, with its reason)."""
+    distinct, first, count = np.unique(codes, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    verdicts = {VERDICTS[int(distinct[k])]: int(count[k]) for k in order.tolist()}
+    if unpriced:
+        verdicts["blank"] = verdicts.get("blank", 0) + unpriced
+    return verdicts
 
 
 def _collective_group(result: TraceAnalysis, name: str, shapes: str, index: list[int],
