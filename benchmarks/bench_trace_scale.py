@@ -11,6 +11,7 @@ child process; wall time, CPU time (user + sys) and peak RSS are that child's (o
 
     python benchmarks/bench_trace_scale.py [EVENTS] [--rounds N] [--no-hta]
         [--also-src DIR]   # time another checkout's roofwise too (its src/ on PYTHONPATH)
+        [--keep PATH]      # keep the generated trace at PATH (reused when it is there)
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ def write_trace(path: Path, events: int, seed: int = 21) -> int:
     return w.events
 
 
+def count_events(path: Path) -> int:
+    """The events of a kept trace (one a line, as `write_trace` writes them)."""
+    with gzip.open(path, "rt") as lines:
+        return sum(1 for line in lines if line.startswith("{\"ph\""))
+
+
 def run_child(command: list[str], env: dict[str, str] | None = None) -> dict:
     """Wall, CPU (user + sys) and peak RSS of `command` as one child process."""
     start = time.perf_counter()
@@ -150,13 +157,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-hta", action="store_true")
     parser.add_argument("--also-src", action="append", default=[])
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="write the trace here and keep it; reuse it if it exists")
     args = parser.parse_args()
     roofwise = str(Path(sys.executable).with_name("roofwise"))
     here_src = str(Path(__file__).resolve().parent.parent / "src")
     with tempfile.TemporaryDirectory() as folder:
-        trace = Path(folder) / "rank0" / "generated.pt.trace.json.gz"
-        trace.parent.mkdir()
-        made = write_trace(trace, args.events)
+        trace = (args.keep if args.keep is not None
+                 else Path(folder) / "rank0" / "generated.pt.trace.json.gz")
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        made = (count_events(trace) if args.keep is not None and trace.exists()
+                else write_trace(trace, args.events))
         contenders: list[tuple[str, list[str], dict[str, str] | None]] = [
             ("roofwise analyze --json (this checkout)", [roofwise, "analyze", str(trace),
                                                          "--json"],

@@ -7,8 +7,8 @@ are the verdicts `roofwise analyze` gives the records `--records-out` writes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,16 @@ from roofwise.base.errors import InputError
 from roofwise.output.analysis import Analysis, analyze
 from roofwise.profiles.load import match_device
 from roofwise.profiles.machine import Machine
-from roofwise.records.read import columns_from_valid
+from roofwise.records.read import LazyRows, RecordColumns, columns_from_valid
 from roofwise.traces.aten import TRACE_DTYPES
-from roofwise.traces.build import TraceOp, TraceOps, TraceSummary, build_ops
+from roofwise.traces.build import (
+    OpTable,
+    TraceOp,
+    TraceOps,
+    TraceSummary,
+    build_ops,
+    call_record,
+)
 from roofwise.traces.collectives import CollectiveJudged, judge_collective
 from roofwise.traces.reader import read_trace
 from roofwise.verdicts.rules import VERDICTS
@@ -32,8 +39,9 @@ from roofwise.verdicts.rules import VERDICTS
 class TraceAnalysis:
     path: str
     ops: tuple[TraceOp, ...]
+    table: OpTable  # the ops as columns
     summary: TraceSummary
-    records: tuple[dict[str, Any], ...]  # one per priced op, in op order
+    records: Sequence[Mapping[str, Any]]  # one per priced op, in op order (built when read)
     record_of_op: np.ndarray  # per op, its index into records (-1: unpriced)
     analysis: Analysis | None  # None when no op could be priced
     # per communication op (by index into ops), its bound on the interconnect and verdict
@@ -66,28 +74,102 @@ def skipped_text(summary: TraceSummary) -> str:
 def judge_ops(path: str, built: TraceOps, machines: Mapping[str, Machine],
               machine: Machine | None = None, regime: str | None = None,
               mix: str | None = None) -> TraceAnalysis:
-    records: list[dict[str, Any]] = []
-    record_of_op = np.full(len(built.ops), -1, dtype=np.int64)
-    shared: dict[int, dict[str, Any]] = {}
-    for i, op in enumerate(built.ops):
-        record = op.record(shared)
-        if record is not None:
-            record_of_op[i] = len(records)
-            records.append(record)
-    analysis = (analyze(columns_from_valid(records), machines, machine, regime, mix)
-                if records else None)
-    return TraceAnalysis(path, built.ops, built.summary, tuple(records), record_of_op, analysis,
-                         judge_collectives(built.ops, machines, machine))
+    table = built.table
+    priced_at = np.flatnonzero(table.priced)  # the ops that are records, in op order
+    record_of_op = np.full(len(table), -1, dtype=np.int64)
+    record_of_op[priced_at] = np.arange(len(priced_at))
+    records = trace_records(built, priced_at)
+    analysis = (analyze(records.columns(), machines, machine, regime, mix)
+                if len(priced_at) else None)
+    return TraceAnalysis(path, built.ops, table, built.summary, records.rows(), record_of_op,
+                         analysis, judge_collectives(built.ops, table, machines, machine))
 
 
-def judge_collectives(ops: tuple[TraceOp, ...], machines: Mapping[str, Machine],
+@dataclass(frozen=True)
+class TraceRecords:
+    """The priced ops' records as their prices' fields (one dict per distinct price, not per
+    call) and each call's own time, launches and device: a million calls' records without a
+    million dicts, built as dicts only where one is asked for (`--records-out`)."""
+
+    templates: tuple[dict[str, Any], ...]  # per distinct price, in first-call order
+    template: np.ndarray  # int64, per record: its price's template
+    time_s: np.ndarray  # float64, per record
+    kernels: np.ndarray  # int64, per record
+    device: np.ndarray  # int64, per record: index into device_names
+    device_names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.template.shape[0])
+
+    def fetch(self, positions: np.ndarray) -> list[dict[str, Any]]:
+        """The records at `positions`, as `TraceOp.record` makes them."""
+        return [call_record(self.templates[t], time_s, kernels, self.device_names[d])
+                for t, time_s, kernels, d in zip(self.template[positions].tolist(),
+                                                  self.time_s[positions].tolist(),
+                                                  self.kernels[positions].tolist(),
+                                                  self.device[positions].tolist(),
+                                                  strict=True)]
+
+    def rows(self) -> LazyRows:
+        return LazyRows(self.fetch, np.arange(len(self)))
+
+    def columns(self) -> RecordColumns:
+        """What `columns_from_valid` makes of the records, from the templates' columns."""
+        n = len(self)
+        own = {"time_s": 0.0, "kernels": 1}  # contract fields every call sets for itself
+        base = columns_from_valid([{**t, **own} for t in self.templates], keep_rows=False)
+        device = np.array(self.device_names, dtype=object)[self.device]
+        device_codes, device_names = _first_seen_codes(self.device, self.device_names)
+        timing = base.timing[self.template]
+        if n and timing.size and (timing == timing[0]).all():
+            timing = np.broadcast_to(timing[:1], (n,))  # as `columns_from_valid` holds it
+        head = self.fetch(np.arange(min(n, 1000)))
+        return replace(base.take(self.template), time_s=self.time_s.astype(np.float64),
+                       kernels=self.kernels.astype(np.float64), device=device,
+                       device_codes=device_codes, device_names=device_names, timing=timing,
+                       line=np.arange(1, n + 1, dtype=np.int64), rows=self.rows(),
+                       fields=tuple(dict.fromkeys(k for r in head for k in r)))
+
+
+def trace_records(built: TraceOps, priced_at: np.ndarray) -> TraceRecords:
+    """The records of the ops at `priced_at`: one template per distinct signature (a priced
+    op's price is its signature's), made from its first call."""
+    table = built.table
+    signature = table.signature[priced_at]
+    _, first, inverse = np.unique(signature, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # templates in first-call order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    templates = []
+    for k in first[order].tolist():
+        common = built.ops[int(priced_at[k])].common_fields()
+        assert common is not None  # a priced op has a ledger
+        templates.append(common)
+    return TraceRecords(tuple(templates), rank[inverse.reshape(-1)].astype(np.int64),
+                        table.time_s[priced_at], table.kernels[priced_at],
+                        table.device[priced_at], table.device_names)
+
+
+def _first_seen_codes(codes: np.ndarray, names: tuple[str, ...]
+                      ) -> tuple[np.ndarray, tuple[str, ...]]:
+    """`categorize` of names[codes] (codes into the names in first-seen order), per distinct
+    code rather than per row."""
+    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return (rank[inverse.reshape(-1)].astype(np.int32),
+            tuple(names[int(distinct[k])] for k in order.tolist()))
+
+
+def judge_collectives(ops: tuple[TraceOp, ...], table: OpTable,
+                      machines: Mapping[str, Machine],
                       machine: Machine | None = None) -> dict[int, CollectiveJudged]:
     """Each communication op against its device's interconnect (`machine` overrides)."""
     found: dict[int, CollectiveJudged] = {}
     chosen: dict[str, tuple[Machine | None, str]] = {}
-    for i, op in enumerate(ops):
-        if not op.communication:
-            continue
+    for i in np.flatnonzero(table.communication).tolist():
+        op = ops[i]
         if op.device not in chosen:
             match = match_device(op.device or None, machines.values())
             chosen[op.device] = ((machine, "") if machine is not None
@@ -167,10 +249,8 @@ def groups(result: TraceAnalysis) -> list[Group]:
     verdict = (analysis.judged.verdict.astype(np.int64) if analysis is not None
                else np.zeros(0, np.int64))
     gpu_time = result.summary.gpu_time_s
-    keys: dict[tuple[str, str], int] = {}
-    group_of_op = np.fromiter((keys.setdefault((op.op, _group_shapes(op)), len(keys))
-                               for op in result.ops), np.int64, len(result.ops))
-    time_of_op = np.fromiter((op.time_s for op in result.ops), np.float64, len(result.ops))
+    keys, group_of_op = _group_keys(result.ops, result.table)
+    time_of_op = result.table.time_s
     members = np.split(np.argsort(group_of_op, kind="stable"),
                        np.cumsum(np.bincount(group_of_op, minlength=len(keys)))[:-1]
                        ) if keys else []
@@ -201,6 +281,24 @@ def groups(result: TraceAnalysis) -> list[Group]:
     return sorted(found, key=lambda g: (g.time_lost_s is None,
                                         -(g.time_lost_s if g.time_lost_s is not None
                                           else g.time_s)))
+
+
+def _group_keys(ops: tuple[TraceOp, ...], table: OpTable
+                ) -> tuple[dict[tuple[str, str], int], np.ndarray]:
+    """Each op's group (op, shapes) as a code into the keys, in first-call order. An op that
+    is no collective is keyed by its signature alone, so the keys are made once per distinct
+    signature (and once per collective call: its message may differ call by call)."""
+    n_signatures = int(table.signature.max()) + 1 if len(table) else 0
+    comm_at = np.flatnonzero(table.communication)
+    proto = table.signature.copy()  # calls that surely share a key share a proto
+    proto[comm_at] = n_signatures + np.arange(len(comm_at))
+    _, first, inverse = np.unique(proto, return_index=True, return_inverse=True)
+    keys: dict[tuple[str, str], int] = {}
+    key_of_proto = np.empty(len(first), dtype=np.int64)
+    for k in np.argsort(first, kind="stable").tolist():  # protos in first-call order
+        op = ops[int(first[k])]
+        key_of_proto[k] = keys.setdefault((op.op, _group_shapes(op)), len(keys))
+    return keys, key_of_proto[inverse.reshape(-1)]
 
 
 def _running_sum(values: np.ndarray) -> float:

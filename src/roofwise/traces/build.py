@@ -51,27 +51,50 @@ class TraceOp:
         return {"shapes": [list(s) if isinstance(s, (list, tuple)) else s for s in self.shapes],
                 "dtypes": list(self.dtypes)}
 
-    def record(self, shared: dict[int, dict[str, Any]] | None = None) -> dict[str, Any] | None:
-        """The benchmark record, or None when the op could not be priced.
+    def record(self) -> dict[str, Any] | None:
+        """The benchmark record, or None when the op could not be priced."""
+        common = self.common_fields()
+        return None if common is None else call_record(common, self.time_s, self.kernels,
+                                                       self.device)
 
-        `shared` keeps, per price (one per distinct op and shapes), the fields all its calls
-        have in common, so a trace of a million calls builds each ledger's record once."""
+    def common_fields(self) -> dict[str, Any] | None:
+        """The record's fields every call of this op and shapes shares (its ledger's), or None
+        when the op could not be priced: a trace's calls build them once per price."""
         ledger = self.price.ledger
         if ledger is None:
             return None
-        cache = shared if shared is not None else {}
-        common = cache.get(id(self.price))
-        if common is None:
-            common = ledger.to_record()
-            common.update(op=self.op, workload=self.workload, timing="kernel",
-                          priced_by=self.price.source)
-            if self.price.reason:
-                common["note"] = self.price.reason
-            cache[id(self.price)] = common
-        record = {**common, "time_s": self.time_s, "kernels": self.kernels}
-        if self.device:
-            record["device"] = self.device
-        return record
+        common = ledger.to_record()
+        common.update(op=self.op, workload=self.workload, timing="kernel",
+                      priced_by=self.price.source)
+        if self.price.reason:
+            common["note"] = self.price.reason
+        return common
+
+
+def call_record(common: dict[str, Any], time_s: float, kernels: int,
+                device: str) -> dict[str, Any]:
+    """One call's record: the fields its price fixes, then its own time, launches, device."""
+    record = {**common, "time_s": time_s, "kernels": kernels}
+    if device:
+        record["device"] = device
+    return record
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """TraceOps.ops as columns, one entry per op (a few bytes each), so that judging and
+    grouping a million calls loop over distinct prices and shapes, never over calls."""
+
+    signature: np.ndarray  # int64: the op's signature (index into the reader's signatures)
+    time_s: np.ndarray  # float64: summed kernel durations
+    kernels: np.ndarray  # int64
+    device: np.ndarray  # int64: index into device_names
+    device_names: tuple[str, ...]  # '' where deviceProperties names none
+    priced: np.ndarray  # bool: has a ledger (is a record)
+    communication: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return int(self.signature.shape[0])
 
 
 @dataclass(frozen=True)
@@ -112,6 +135,7 @@ class TraceSummary:
 class TraceOps:
     ops: tuple[TraceOp, ...]
     summary: TraceSummary
+    table: OpTable  # the same ops as columns
 
 
 def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True,
@@ -152,7 +176,8 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         if launched[k] and comm[k]:
             recorded.setdefault(int(op_of[k]), events.comms[k])
     prices: dict[int, OpPrice] = {}
-    devices = _device_names(events, gpu.device[first_kernel])
+    device_of, device_names = _device_codes(events, gpu.device[first_kernel])
+    devices = [device_names[i] for i in device_of.tolist()]
     collective = unpriced("communication: priced on the interconnect, not the roofline")
     result: list[TraceOp] = []
     signature_of = ops.signature[ops_with_kernels].tolist()
@@ -193,7 +218,11 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         devices=tuple(sorted(set(events.device_names.values()))),
         skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
         timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank)
-    return TraceOps(tuple(result), summary)
+    table = OpTable(ops.signature[ops_with_kernels].astype(np.int64),
+                    time_by_op[ops_with_kernels], count_by_op[ops_with_kernels].astype(np.int64),
+                    device_of, device_names, np.array(priced, dtype=bool),
+                    comm_by_op[ops_with_kernels] > 0)
+    return TraceOps(tuple(result), summary, table)
 
 
 def _timeline(gpu: GpuColumns, dur_s: np.ndarray, kernel: np.ndarray,
@@ -220,16 +249,21 @@ def _nested_attention(events: TraceEvents, launching: np.ndarray) -> dict[int, s
     return {int(at[i]): why for i, why in found.items()}
 
 
-def _device_names(events: TraceEvents, ids: np.ndarray) -> list[str]:
-    """The name deviceProperties gives each device id ('' where it names none), looked up once
-    per distinct id."""
+def _device_codes(events: TraceEvents, ids: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The name deviceProperties gives each device id ('' where it names none), as codes into
+    the distinct names; looked up once per distinct id."""
     if ids.dtype != object:
         distinct, where = np.unique(ids, return_inverse=True)
         names = [events.device_names.get(id_value(distinct, i), "")
                  for i in range(len(distinct))]
-        return [names[i] for i in where.tolist()]
-    found: dict[Any, str] = {}
-    return [found.setdefault(d, events.device_names.get(d, "")) for d in ids.tolist()]
+    else:
+        index: dict[Any, int] = {}
+        where = np.fromiter((index.setdefault(d, len(index)) for d in ids.tolist()), np.int64,
+                            len(ids))
+        names = [events.device_names.get(d, "") for d in index]
+    code: dict[str, int] = {}
+    of_id = np.array([code.setdefault(name, len(code)) for name in names], dtype=np.int64)
+    return of_id[where.reshape(-1)].astype(np.int64), tuple(code)
 
 
 def _price(sig: Signature, allow_tf32: bool, replay: bool) -> OpPrice:
