@@ -119,7 +119,9 @@ class TraceRecords:
         own = {"time_s": 0.0, "kernels": 1}  # contract fields every call sets for itself
         base = columns_from_valid([{**t, **own} for t in self.templates], keep_rows=False)
         device = np.array(self.device_names, dtype=object)[self.device]
-        device_codes, device_names = _first_seen_codes(self.device, self.device_names)
+        device_codes, first = _first_seen(self.device)
+        device_codes = device_codes.astype(np.int32)  # as `categorize` codes them
+        device_names = tuple(self.device_names[int(d)] for d in self.device[first].tolist())
         timing = base.timing[self.template]
         if n and timing.size and (timing == timing[0]).all():
             timing = np.broadcast_to(timing[:1], (n,))  # as `columns_from_valid` holds it
@@ -135,31 +137,25 @@ def trace_records(built: TraceOps, priced_at: np.ndarray) -> TraceRecords:
     """The records of the ops at `priced_at`: one template per distinct signature (a priced
     op's price is its signature's), made from its first call."""
     table = built.table
-    signature = table.signature[priced_at]
-    _, first, inverse = np.unique(signature, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # templates in first-call order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
+    template, first = _first_seen(table.signature[priced_at])  # in first-call order
     templates = []
-    for k in first[order].tolist():
+    for k in first.tolist():
         common = built.ops[int(priced_at[k])].common_fields()
         assert common is not None  # a priced op has a ledger
         templates.append(common)
-    return TraceRecords(tuple(templates), rank[inverse.reshape(-1)].astype(np.int64),
+    return TraceRecords(tuple(templates), template,
                         table.time_s[priced_at], table.kernels[priced_at],
                         table.device[priced_at], table.device_names)
 
 
-def _first_seen_codes(codes: np.ndarray, names: tuple[str, ...]
-                      ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """`categorize` of names[codes] (codes into the names in first-seen order), per distinct
-    code rather than per row."""
-    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+def _first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each value as a code numbering the distinct values in first-seen order, and the
+    position of each code's first value (what `categorize` gives, by numpy)."""
+    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    return (rank[inverse.reshape(-1)].astype(np.int32),
-            tuple(names[int(distinct[k])] for k in order.tolist()))
+    return rank[inverse.reshape(-1)].astype(np.int64), first[order]
 
 
 def judge_collectives(ops: tuple[TraceOp, ...], table: OpTable,
@@ -292,13 +288,11 @@ def _group_keys(ops: tuple[TraceOp, ...], table: OpTable
     comm_at = np.flatnonzero(table.communication)
     proto = table.signature.copy()  # calls that surely share a key share a proto
     proto[comm_at] = n_signatures + np.arange(len(comm_at))
-    _, first, inverse = np.unique(proto, return_index=True, return_inverse=True)
+    proto_of_op, first = _first_seen(proto)  # protos in first-call order
     keys: dict[tuple[str, str], int] = {}
-    key_of_proto = np.empty(len(first), dtype=np.int64)
-    for k in np.argsort(first, kind="stable").tolist():  # protos in first-call order
-        op = ops[int(first[k])]
-        key_of_proto[k] = keys.setdefault((op.op, _group_shapes(op)), len(keys))
-    return keys, key_of_proto[inverse.reshape(-1)]
+    key_of_proto = np.array([keys.setdefault((ops[i].op, _group_shapes(ops[i])), len(keys))
+                             for i in first.tolist()], dtype=np.int64)
+    return keys, key_of_proto[proto_of_op]
 
 
 def _running_sum(values: np.ndarray) -> float:
@@ -309,9 +303,9 @@ def _running_sum(values: np.ndarray) -> float:
 def _verdict_counts(codes: np.ndarray, unpriced: int) -> dict[str, int]:
     """Calls per verdict, in the order the verdicts first appear, then the unpriced calls
     as blanks (no ledger: blank, as any row that cannot be priced, with its reason)."""
-    distinct, first, count = np.unique(codes, return_index=True, return_counts=True)
-    order = np.argsort(first)
-    verdicts = {VERDICTS[int(distinct[k])]: int(count[k]) for k in order.tolist()}
+    code, first = _first_seen(codes)
+    verdicts = {VERDICTS[int(v)]: int(n) for v, n in zip(
+        codes[first].tolist(), np.bincount(code, minlength=len(first)).tolist(), strict=True)}
     if unpriced:
         verdicts["blank"] = verdicts.get("blank", 0) + unpriced
     return verdicts
