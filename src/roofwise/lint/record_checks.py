@@ -122,8 +122,9 @@ def found(rows: np.ndarray | Sequence[int], severity: str | Texts, reason: str |
     n = len(rows)
 
     def each(text: str | Texts) -> Texts:
-        return strings("", [text]).new_from_index(0, n) if isinstance(text, str) and n else (
-            [] if isinstance(text, str) else text)
+        if not isinstance(text, str):
+            return text
+        return strings("", [text]).new_from_index(0, n) if n else []
 
     return Found(np.asarray(rows, dtype=np.int64), each(severity), each(reason),
                  each(fix))
