@@ -23,7 +23,7 @@ from roofwise.base.text import encodable
 from roofwise.base.text_columns import null_texts, strings
 from roofwise.explain import reason_text
 from roofwise.explain.facts import floor_facts
-from roofwise.pricing.core import equal_to, pipes_near_binding
+from roofwise.pricing.core import pipes_near_binding
 from roofwise.pricing.reasons import IMPOSSIBLE_REASONS, Reason
 from roofwise.records.read import categorize
 from roofwise.verdicts.mismatch import mismatches
@@ -58,8 +58,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     no_machine = (flags & int(Reason.NO_MACHINE)) != 0
     second_pipe = (flags & int(Reason.SECOND_PIPE)) != 0
     templated = ~no_machine
-    machine_name = analysis.machine_name
-    on_machine = {name: equal_to(machine_name, name) for name in analysis.machines}
+    on_machine = {name: analysis.on_machine(name) for name in analysis.machines}
     memory = np.asarray(priced.bound_memory, dtype=bool)
     columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
     texts: list[tuple[np.ndarray, pl.Expr]] = []  # (rows, their sentence), in saying order
@@ -285,7 +284,7 @@ class _FloorTexts:
             self._floor_s = np.zeros(0)
             return
         # a row's floor is set by its machine, timing, kernel count and overlapped launches
-        keys = np.stack([categorize(analysis.machine_name[rows])[0],
+        keys = np.stack([analysis.machine_index[rows].astype(np.int64),
                          categorize(cols.timing[rows])[0],
                          cols.kernel_counts()[rows].astype(np.int64),
                          (flags[rows] & int(Reason.FLOOR_OVERLAPPED)) != 0], axis=1)
@@ -343,9 +342,8 @@ def anomaly_texts(analysis: Verdicts, at: np.ndarray) -> pl.Series:
     """The anomaly sentence of the rows `at` (null elsewhere): `reason_text`'s template, each
     machine's rows at once."""
     column = null_texts(len(analysis))
-    machine_name = analysis.machine_name[at]
     for name, machine in analysis.machines.items():
-        mine = np.flatnonzero(equal_to(machine_name, name))
+        mine = np.flatnonzero(analysis.on_machine(name)[at])
         if len(mine):
             column = column.scatter(at[mine], above_envelope_whats(analysis, machine, at[mine])
                                     + f": {reason_text.RECOUNT_ADVICE}")

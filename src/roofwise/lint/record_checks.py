@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from roofwise.base import fmt
-from roofwise.base.text_columns import null_texts, strings
+from roofwise.base.text_columns import coded, null_texts, strings
 from roofwise.explain.facts import floor_facts
 from roofwise.explain.reason_columns import above_envelope_whats
 from roofwise.explain.reason_text import (
@@ -168,7 +168,7 @@ class RowCase:
         a = self.analysis
         out = []
         for name, machine in a.machines.items():
-            mine = equal_to(a.machine_name, name)
+            mine = a.on_machine(name)
             if mine.any():
                 out.append((machine, mine))
         return out
@@ -229,40 +229,50 @@ class RowCase:
 def check_rows_m1(case: RowCase) -> Found:
     """A SOL that rests on a datasheet ceiling: an uncalibrated unit, or memory without a
     measured mix, taking at least DATASHEET_MARGIN of it (a warning); any work on a unit
-    whose theoretical rate is a sparse peak (an error)."""
-    priced = case.analysis.priced
+    whose theoretical rate is a sparse peak (an error). One part per unit (and one for
+    memory) over every machine's rows, each sentence's machine-given head gathered by the
+    row's machine: a file of many cards costs what a file of one does."""
+    a = case.analysis
+    priced = a.priced
     sol = priced.sol_time_s
+    machines = list(a.machines.values())
+    at = np.maximum(a.machine_index, 0)  # a row of no machine is blank: never judged
+    judged = a.judged.verdict != BLANK
     parts: list[Found] = []
-    for machine, mine in case.priced_rows:
-        for key in priced.unit_ops:
-            unit = machine.unit(key)
-            if unit is None:
-                continue
-            sparse = sparse_reason(unit)
-            if sparse is not None:
-                rows = np.flatnonzero(mine & (priced.unit_ops[key] > 0))
-                parts.append(found(rows, ERROR, sparse, SPARSE_FIX))
-                continue
-            times = priced.unit_time_s.get(key)
-            if unit.calibrated or unit.theoretical_ops_per_s is None or times is None:
-                continue
-            rows = np.flatnonzero(mine & (priced.unit_ops[key] > 0)
+    for key in priced.unit_ops:
+        working = judged & (priced.unit_ops[key] > 0)
+        units = [m.unit(key) for m in machines]
+        sparse = [None if u is None else sparse_reason(u) for u in units]
+        if any(sparse):
+            rows = np.flatnonzero(working & _by_machine(at, [bool(t) for t in sparse]))
+            parts.append(found(rows, ERROR, coded("reason", at[rows], [t or "" for t in sparse]),
+                               SPARSE_FIX))
+        times = priced.unit_time_s.get(key)
+        heads = ["" if u is None or t or u.calibrated or u.theoretical_ops_per_s is None
+                 else (f"{key} on {m.name} is the datasheet rate "
+                       f"{fmt.tera_rate(u.theoretical_ops_per_s, u.key)} (uncalibrated); its "
+                       "time ") for m, u, t in zip(machines, units, sparse, strict=True)]
+        if times is not None and any(heads):
+            rows = np.flatnonzero(working & _by_machine(at, [bool(h) for h in heads])
                                   & (times >= DATASHEET_MARGIN * sol))
-            rate = fmt.tera_rate(unit.theoretical_ops_per_s, unit.key)
-            parts.append(found(rows, WARNING, (
-                f"{key} on {machine.name} is the datasheet rate {rate} (uncalibrated); its "
-                "time " + _share_of_sol(times, sol, rows)),
-                uncalibrated_unit_fix(key)))
-        level = machine.dram
-        if level.theoretical_bytes_per_s is not None and not level.calibration_by_mix:
-            memory = priced.memory_time_s
-            rows = np.flatnonzero(mine & (memory >= DATASHEET_MARGIN * sol))
-            parts.append(found(rows, WARNING, (
-                f"{machine.name} {level.name} {level.theoretical_bytes_per_s / 1e9:.0f} GB/s "
-                "is the datasheet figure (no measured mix); memory time "
-                + _share_of_sol(memory, sol, rows)),
-                uncalibrated_memory_fix(level.name)))
+            parts.append(found(rows, WARNING, coded("reason", at[rows], heads)
+                               + _share_of_sol(times, sol, rows), uncalibrated_unit_fix(key)))
+    heads = ["" if m.dram.theoretical_bytes_per_s is None or m.dram.calibration_by_mix
+             else (f"{m.name} {m.dram.name} {m.dram.theoretical_bytes_per_s / 1e9:.0f} GB/s "
+                   "is the datasheet figure (no measured mix); memory time ") for m in machines]
+    if any(heads):
+        memory = priced.memory_time_s
+        rows = np.flatnonzero(judged & _by_machine(at, [bool(h) for h in heads])
+                              & (memory >= DATASHEET_MARGIN * sol))
+        fixes = [uncalibrated_memory_fix(m.dram.name) for m in machines]
+        parts.append(found(rows, WARNING, coded("reason", at[rows], heads)
+                           + _share_of_sol(memory, sol, rows), coded("fix", at[rows], fixes)))
     return joined(parts)
+
+
+def _by_machine(machine_index: np.ndarray, of_machine: list[bool]) -> np.ndarray:
+    """Per row, its machine's flag."""
+    return np.array(of_machine, dtype=bool)[machine_index]
 
 
 def _share_of_sol(time_s: np.ndarray, sol_s: np.ndarray, rows: np.ndarray) -> pl.Series:

@@ -42,7 +42,7 @@ def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]
     memory = a.priced.bound_memory
     binding = a.priced.binding_unit
     for name, machine in a.machines.items():
-        mine = readable & equal_to(a.machine_name, name)
+        mine = readable & a.on_machine(name)
         for is_memory in (True, False):
             rows = mine & (memory == is_memory)
             # memory is one ceiling; a unit's is stale only with rows above it, so its key

@@ -53,7 +53,7 @@ from roofwise.base import fmt, paths
 from roofwise.base.errors import InputError
 from roofwise.base.text import for_mpl, printable, shown
 from roofwise.output.analysis import Analysis
-from roofwise.pricing.core import AUTO_MIX, equal_to
+from roofwise.pricing.core import AUTO_MIX
 from roofwise.profiles.machine import Machine
 from roofwise.records.write import atomic_writer
 from roofwise.render.labels import LABEL_GAP, obstacle_boxes, overlap_area, place_roof_labels
@@ -206,7 +206,7 @@ def _used_units(analyses: Sequence[tuple[str, Analysis]], name: str,
     """Units the rows priced on `name` use: their roofs and any unit split with work on it."""
     used: set[str] = set()
     for _, analysis in analyses:
-        mine = equal_to(analysis.machine_name, name)
+        mine = analysis.on_machine(name)
         codes, names = analysis.columns.roof_categories()  # codes: no string sort of 1M roofs
         used.update(str(names[int(c)]) for c in np.unique(codes[mine]))
         for key, ops in analysis.priced.unit_ops.items():
@@ -220,7 +220,7 @@ def _series(analyses: Sequence[tuple[str, Analysis]]) -> list[_Series]:
     for label, analysis in analyses:
         plotted = analysis.judged.verdict != BLANK
         found = [(name, rows) for name in analysis.machines if len(rows := np.flatnonzero(
-            plotted & equal_to(analysis.machine_name, name)))]
+            plotted & analysis.on_machine(name)))]
         for name, rows in sorted(found, key=lambda pair: int(pair[1][0])):  # first seen first
             pairs.append((label, name, analysis, rows))
     several_runs = len({p[0] for p in pairs}) > 1
@@ -454,7 +454,7 @@ def _floor_spans(analyses: Sequence[tuple[str, Analysis]], name: str,
         floor_s = analysis.judged.floor_s
         if floor_s is None:
             continue
-        rows = np.flatnonzero(equal_to(analysis.machine_name, name)
+        rows = np.flatnonzero(analysis.on_machine(name)
                               & (analysis.judged.verdict != BLANK)
                               & (analysis.priced.sol_time_s < floor_s))
         if not len(rows):

@@ -31,6 +31,7 @@ V = TypeVar("V", bound="Verdicts")  # `take` keeps the class it is called on
 class Verdicts:
     columns: RecordColumns
     machine_name: np.ndarray  # object: profile per row, "" where none matched
+    machine_index: np.ndarray  # int32: the row's profile as a position in `machines`, -1 none
     machines: Mapping[str, Machine]
     priced: Priced
     judged: Judged
@@ -47,7 +48,8 @@ class Verdicts:
         million rows, linted and rendered without touching the rest."""
         index = np.asarray(index, dtype=np.int64)
         return replace(self, columns=self.columns.take(index),
-                       machine_name=self.machine_name[index], priced=_taken(self.priced, index),
+                       machine_name=self.machine_name[index],
+                       machine_index=self.machine_index[index], priced=_taken(self.priced, index),
                        judged=_taken(self.judged, index),
                        no_machine_reason=self.no_machine_reason[index])
 
@@ -55,6 +57,12 @@ class Verdicts:
         counts = ", ".join(f"{n} {name}" for name, n in self.counts().items() if n)
         machines = ", ".join(self.machines) or "no profile"
         return f"<{type(self).__name__} {len(self)} records on {machines}: {counts}>"
+
+    def on_machine(self, name: str) -> np.ndarray:
+        """The rows judged on profile `name`, as a bool mask: an integer compare per row, not
+        a string compare."""
+        position = list(self.machines).index(name) if name in self.machines else -2
+        return self.machine_index == position
 
     def verdict_name(self, i: int) -> str:
         return VERDICTS[int(self.judged.verdict[i])]
@@ -115,8 +123,8 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
     labels = np.array([m.name for m in used] + [""], dtype=object)
     names = uniform(used[0].name, n) if len(used) == 1 and not len(unmatched) else labels[
         row_machine]
-    return Verdicts(columns, names, {m.name: m for m in used}, priced_all, judged_all, why,
-                    regime, mix)
+    return Verdicts(columns, names, row_machine, {m.name: m for m in used}, priced_all,
+                    judged_all, why, regime, mix)
 
 
 def _match_rows(columns: RecordColumns, machines: Mapping[str, Machine]

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from roofwise.pricing.core import equal_to, uniform
+from roofwise.pricing.core import uniform
 from roofwise.profiles.load import builtin_machines, match_device
 from roofwise.profiles.machine import Machine
 from roofwise.verdicts.analysis import Verdicts as Analysis
@@ -34,20 +34,32 @@ def device_mismatch(device: str, machine: Machine) -> str:
             f"judged on {machine.name}")
 
 
-def mismatches(analysis: Analysis) -> np.ndarray:
-    """Per row, the mismatch sentence or "" (object array): one look-up per (device, profile)
-    pair present, then vectorised assignment."""
+def mismatch_codes(analysis: Analysis) -> tuple[np.ndarray, list[str]]:
+    """Per row, an index into the sentences (0: "", no mismatch), and the sentences: one
+    look-up per (device, profile) pair present, integer work per row."""
     codes, names = analysis.columns.device_categories()
-    out: np.ndarray | None = None
-    for profile, machine in analysis.machines.items():
-        on_profile = equal_to(analysis.machine_name, profile)
-        for code in np.flatnonzero(np.bincount(codes[on_profile], minlength=len(names))):
-            text = device_mismatch(str(names[int(code)] or ""), machine)
-            if text:
-                if out is None:
-                    out = np.full(len(analysis), "", dtype=object)
-                out[on_profile & (codes == code)] = text
-    return uniform("", len(analysis)) if out is None else out
+    pair = analysis.machine_index.astype(np.int64) * (len(names) + 1) + codes
+    present, inverse = np.unique(pair, return_inverse=True)
+    profiles = list(analysis.machines.values())
+    texts = [""]
+    of_pair = np.zeros(len(present), dtype=np.int64)
+    for k, value in enumerate(present.tolist()):
+        at, code = divmod(value, len(names) + 1)
+        if at < 0:  # no profile matched the row
+            continue
+        text = device_mismatch(str(names[code] or ""), profiles[at])
+        if text:
+            of_pair[k] = len(texts)
+            texts.append(text)
+    return of_pair[inverse.reshape(-1)], texts
+
+
+def mismatches(analysis: Analysis) -> np.ndarray:
+    """Per row, the mismatch sentence or "" (object array)."""
+    index, texts = mismatch_codes(analysis)
+    if len(texts) == 1:
+        return uniform("", len(analysis))
+    return np.array(texts, dtype=object)[index]
 
 
 def mismatch_row(analysis: Analysis, i: int) -> str:
@@ -65,7 +77,7 @@ def mismatch_summary(analysis: Analysis) -> str | None:
 def mismatch_counts(analysis: Analysis) -> dict[str, int]:
     """Rows judged on a profile their device does not name, by device (a batch's share of a
     stream's total)."""
-    hit = mismatches(analysis) != ""
+    hit = mismatch_codes(analysis)[0] != 0
     if not hit.any():
         return {}
     devices, counts = np.unique(analysis.columns.device[hit].astype(str), return_counts=True)
