@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from isal import isal_zlib
 
 from roofwise.cli import main
 from roofwise.traces import reader
@@ -290,3 +291,26 @@ def test_unpriced_time_is_never_a_negative_rounding():
     summary = TraceSummary(**{**fields, "kernel_time_s": 0.1 + 0.2, "priced_time_s": 0.3,
                               "communication_time_s": 0.0, "devices": (), "skipped": ()})
     assert 0.1 + 0.2 - 0.3 > 0 and summary.unpriced_time_s == 0.0
+
+
+def test_a_broken_deflate_block_past_the_sniff_is_one_line(capsys, tmp_path):
+    """A gzipped trace whose deflate stream breaks after the first MiB (the sniff reads it
+    whole; the reader meets the bad block, and ISA-L, which inflates it, says so in an error
+    of its own): one line naming the file, exit 2."""
+    events = [dict(e, ts=e["ts"] + 1000 * k) for k in range(6000) for e in base_events()]
+    data = bytearray(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    for at in range(len(data) * 3 // 4, len(data)):  # the first flip that breaks a block
+        data[at] ^= 0xFF
+        try:
+            isal_zlib.decompressobj(31).decompress(bytes(data))
+        except isal_zlib.error as exc:
+            if "Invalid deflate" in str(exc):  # not a checksum: gzip's own check says that
+                break
+        data[at] ^= 0xFF
+    else:
+        pytest.fail("no byte flip broke the deflate stream")
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(bytes(data))
+    code, out, err = analyze_json(capsys, path)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"roofwise: error: {path}: unreadable trace")

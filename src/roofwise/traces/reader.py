@@ -14,7 +14,6 @@ microseconds here; the records built from them are in seconds.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import math
@@ -29,6 +28,7 @@ from typing import IO, Any, NamedTuple, cast, overload
 
 import msgspec
 import numpy as np
+from isal import igzip, isal_zlib
 
 from roofwise.base.errors import InputError
 from roofwise.traces.collectives import kernel_message
@@ -387,10 +387,20 @@ def _external_id(args: dict[str, Any]) -> Any:
     return args.get("external id") if found is None else found
 
 
+# A file that cannot be read, or a gzip stream that cannot be inflated: ISA-L's error (a bad
+# block) or zlib's (the gzip module's for the same; isal's stub types its class as an
+# instance, hence the cast), a truncated stream, a bad CRC or length.
+UNREADABLE_BYTES: tuple[type[Exception], ...] = (
+    OSError, EOFError, cast(type[Exception], isal_zlib.error), zlib.error)
+UNREADABLE_TRACE: tuple[type[Exception], ...] = (ValueError, msgspec.DecodeError,
+                                                 *UNREADABLE_BYTES)
+
+
 @contextmanager
 def _open_bytes(path: Path, wrap: Callable[[IO[bytes]], IO[bytes]] | None = None
                 ) -> Iterator[IO[bytes]]:
-    """The file's bytes, decompressed when it starts with gzip's magic number."""
+    """The file's bytes, decompressed when it starts with gzip's magic number (by ISA-L,
+    several times faster than zlib at inflating, with the same CRC and length checks)."""
     with path.open("rb") as plain:
         raw: IO[bytes] = plain if wrap is None else wrap(plain)
         head = raw.read(2)
@@ -398,7 +408,7 @@ def _open_bytes(path: Path, wrap: Callable[[IO[bytes]], IO[bytes]] | None = None
         if head != GZIP_MAGIC:
             yield raw
             return
-        with gzip.GzipFile(fileobj=raw) as unzipped:
+        with igzip.GzipFile(fileobj=raw) as unzipped:
             yield unzipped  # type: ignore[misc]
 
 
@@ -407,7 +417,7 @@ def _head_text(path: Path) -> str:
     try:
         with _open_bytes(path) as handle:
             head = handle.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
+    except UNREADABLE_BYTES:
         return ""
     return head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
 
@@ -444,7 +454,7 @@ def read_trace(path: str | Path, progress: Callable[[int], None] | None = None,
     wrap = _counting(progress) if progress is not None else None
     try:
         with _open_bytes(target, wrap) as handle:
-            gzipped = isinstance(handle, gzip.GzipFile)
+            gzipped = isinstance(handle, igzip.GzipFile)
             limit = max(MIN_INFLATED_BYTES, MAX_GZIP_RATIO * size) if gzipped else None
             guarded = _Guard(handle, str(target), limit)
             _Scanner(io.BufferedReader(guarded, READ_BYTES), sink).document()
@@ -456,7 +466,7 @@ def read_trace(path: str | Path, progress: Callable[[int], None] | None = None,
     except RecursionError:
         raise InputError(str(target), f"nesting deeper than {MAX_DEPTH} levels; expected a "
                                       "Kineto / Chrome trace") from None
-    except (ValueError, OSError, EOFError, zlib.error, msgspec.DecodeError) as exc:
+    except UNREADABLE_TRACE as exc:
         raise InputError(str(target), f"unreadable trace ({_first_line(exc)}); expected "
                                       "complete Kineto / Chrome trace JSON") from None
 
