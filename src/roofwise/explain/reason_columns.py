@@ -20,7 +20,7 @@ import polars as pl
 
 from roofwise.base import fmt
 from roofwise.base.text import encodable
-from roofwise.base.text_columns import null_texts, strings
+from roofwise.base.text_columns import coded, null_texts, strings
 from roofwise.explain import reason_text
 from roofwise.explain.facts import floor_facts
 from roofwise.pricing.core import pipes_near_binding
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from roofwise.profiles.machine import Machine
     from roofwise.verdicts.analysis import Verdicts
 
-_UNIT_SEPARATOR = "\x1f"  # ASCII unit separator: in no sentence (names are sanitised)
 
 
 def reason_lists(analysis: Verdicts) -> list[list[str]]:
@@ -126,8 +125,8 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         for name, m in analysis.machines.items():
             theory = m.dram.theoretical_bytes_per_s or math.nan
             mine = np.flatnonzero(over & on_machine[name])
-            clauses = reason_text.beyond_caches_clauses(cols.bytes[mine], _cache_facts(m))
-            beyond = column(f"beyond:{name}", scattered(n, mine, clauses))
+            beyond = column(f"beyond:{name}", _beyond_caches(n, mine, cols.bytes[mine],
+                                                              _cache_facts(m)))
             when(over & on_machine[name], pl.format(
                 "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
                 "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
@@ -157,8 +156,11 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
                     rate = ops / cols.time_s
                     rows = over_rate & on_machine[name] & (cols.time_s > 0) & (
                         rate > unit.theoretical_ops_per_s)
-                sentences(rows, [reason_text.above_rate_sentence(key, r, peak) for r in
-                                 fmt.tera_rate_each(rate[rows], key)])
+                if rows.any():
+                    at = np.flatnonzero(rows)
+                    before, after = reason_text.above_rate_sentence(key, "\0", peak).split("\0")
+                    when(rows, pl.lit(before) + column(f"rate:{name}:{key}", scattered(
+                        n, at, fmt.tera_rate_each(rate[at], key))) + pl.lit(after))
     floors = _FloorTexts(analysis, has(Reason.BELOW_LATENCY_FLOOR) | has(Reason.FLOOR_SPLIT)
                          | (templated & reading & _finite(judged.net_efficiency, n)))
     sentences(has(Reason.BELOW_LATENCY_FLOOR), floors.latency_bound(
@@ -222,33 +224,40 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
 def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.Series:
     """Each row's sentences as a list, in `texts` order.
 
-    Each template is filled for its own rows only (not evaluated over every row and masked).
-    Most rows say one sentence, which becomes a one-item list at no cost; where some rows say
-    several, theirs are joined on a separator no sentence holds and every row split on it
-    (an engine-side list build, several times faster than concatenating lists)."""
+    Each template is filled for its own rows only (not evaluated over every row and masked);
+    the sentences, one row of a long frame each, are gathered into lists by the engine (a
+    grouping that keeps the order they were said in), and a row that says none gets []."""
     n = frame.height
-    said = np.zeros(n, dtype=np.int16)
-    joined = null_texts(n)
-    for rows, template in texts:
+    rows: list[np.ndarray] = []
+    said: list[pl.Series] = []
+    for at, template in texts:
         roots = list(dict.fromkeys(template.meta.root_names())) or frame.columns[:1]
-        values = frame.select(roots)[rows].select(template.alias("t")).to_series()
-        if len(values) != len(rows):  # a literal: one value for every row
-            values = values.new_from_index(0, len(rows))
-        again = np.flatnonzero(said[rows] > 0)
-        if len(again):
-            values = values.scatter(again, joined.gather(rows[again]) + _UNIT_SEPARATOR
-                                    + values.gather(again))
-        joined = joined.scatter(rows, values)
-        said[rows] += 1
-    if (said > 1).any():
-        lists = joined.str.split(_UNIT_SEPARATOR)
-    else:
-        lists = joined.reshape((-1, 1)).cast(pl.List(pl.String))
-    if (said == 0).any():
-        lists = pl.select(pl.when(pl.lit(pl.Series(said == 0)))
-                          .then(pl.lit([], dtype=pl.List(pl.String)))
-                          .otherwise(pl.lit(lists))).to_series()
-    return lists.alias("reasons")
+        values = frame.select(roots)[at].select(template.alias("t")).to_series()
+        if len(values) != len(at):  # a literal: one value for every row
+            values = values.new_from_index(0, len(at))
+        rows.append(at)
+        said.append(values)
+    if not rows:
+        return pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
+    grouped = pl.DataFrame({"i": pl.Series(np.concatenate(rows), dtype=pl.Int64),
+                            "t": pl.concat(said)}).group_by("i", maintain_order=True).agg("t")
+    return (pl.DataFrame({"i": pl.Series(np.arange(n), dtype=pl.Int64)})
+            .join(grouped, on="i", how="left", maintain_order="left")
+            .select(pl.col("t").fill_null(pl.lit([], dtype=pl.List(pl.String))))
+            .to_series().alias("reasons"))
+
+
+def _beyond_caches(n: int, at: np.ndarray, working_set_bytes: np.ndarray,
+                   caches: list[reason_text.CacheFacts]) -> pl.Series:
+    """`reason_text.beyond_caches_around`'s clause of the rows `at` (null elsewhere; "" on a
+    machine without cache levels), its texts gathered around each size's."""
+    if not caches:
+        return scattered(n, at, [""] * len(at))
+    codes, around = reason_text.beyond_caches_around(working_set_bytes, caches)
+    clauses = (coded("before", codes, [before for before, _ in around])
+               + strings("size", fmt.nbytes_each(working_set_bytes))
+               + coded("after", codes, [after for _, after in around]))
+    return null_texts(n).scatter(at, clauses) if len(at) else null_texts(n)
 
 
 def _cache_facts(machine: Machine) -> list[reason_text.CacheFacts]:

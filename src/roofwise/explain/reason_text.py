@@ -238,30 +238,29 @@ class CacheFacts:
 CALIBRATE_CACHE_ADVICE = "`roofwise calibrate` measures it"
 
 
-def beyond_caches_clauses(working_set_bytes: np.ndarray, caches: Sequence[CacheFacts]
-                          ) -> list[str]:
-    """Why no cache saved each above-DRAM row: too big for every cache, or faster than the
-    theoretical bandwidth of each it fits in ("" for a machine without cache levels). Rows
-    share a few texts around their size: one per set of caches they fit in."""
+def beyond_caches_around(working_set_bytes: np.ndarray, caches: Sequence[CacheFacts]
+                         ) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Why no cache saved each above-DRAM row (`caches` not empty): too big for every cache,
+    or faster than the theoretical bandwidth of each it fits in. Rows share a few texts around
+    their size, one per set of caches they fit in: each row's code into the (before, after)
+    texts that go around `fmt.nbytes` of its size."""
     sizes = np.asarray(working_set_bytes, dtype=np.float64)
-    if not caches:
-        return [""] * len(sizes)
     fits = sizes[:, None] <= np.array([c.capacity_bytes for c in caches])[None, :]
     codes = fits @ (1 << np.arange(len(caches)))
-    around: dict[int, tuple[str, str]] = {}
-    for code in np.unique(codes).tolist():
+    distinct, index = np.unique(codes, return_inverse=True)
+    around: list[tuple[str, str]] = []
+    for code in distinct.tolist():
         fitting = [c for k, c in enumerate(caches) if code >> k & 1]
         if not fitting:
             largest = caches[-1]
-            around[code] = (", and its ", f" of reads and writes is larger than the "
-                                          f"{fmt.nbytes(largest.capacity_bytes)} {largest.name}")
+            around.append((", and its ", f" of reads and writes is larger than the "
+                                         f"{fmt.nbytes(largest.capacity_bytes)} {largest.name}"))
         else:
             named = ", ".join(f"{c.name} theoretical "
                               f"{(c.theoretical_bytes_per_s or 0.0) / 1e9:.0f} GB/s"
                               for c in fitting)
-            around[code] = (f", and {named}, where its ", " would fit")
-    return [around[code][0] + text + around[code][1]
-            for code, text in zip(codes.tolist(), fmt.nbytes_each(sizes), strict=True)]
+            around.append((f", and {named}, where its ", " would fit"))
+    return index.reshape(-1), around
 
 
 def cache_resident_sentence(rate_bytes_per_s: float, dram_name: str,
