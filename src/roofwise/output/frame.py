@@ -216,7 +216,7 @@ def _lines_of(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: in
               lint: Lint | None) -> pl.Series:
     """`json_lines` of a verdict frame already built: a field a row lacks is left out."""
     frame, fragments, _ = _fragments(frame, inputs, json_text, n, lint)
-    return _joined(frame, fragments)
+    return _separators_escaped(_joined(frame, fragments).to_frame()).to_series()
 
 
 def _fragments(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: int,
@@ -253,13 +253,21 @@ def _fragments(frame: pl.DataFrame, inputs: list[str], json_text: set[str], n: i
 _LINE_BREAKS_JSON_KEEPS = ("\x85", "\u2028", "\u2029")
 
 
-def _separators_escaped(piece: pl.Expr) -> pl.Expr:
+def _separators_escaped(pieces: pl.DataFrame) -> pl.DataFrame:
     """JSON text with U+0085, U+2028 and U+2029 (raw only inside strings) written `\\u2028`,
     as json.dumps writes them: a line break inside a line would break a reader that splits on
-    it."""
-    for sep in _LINE_BREAKS_JSON_KEEPS:
-        piece = piece.str.replace_all(sep, f"\\u{ord(sep):04x}", literal=True)
-    return piece
+    it. Only a column with a character beyond ASCII can hold one (told apart by byte and
+    character counts, a tenth of the cost of the replacements), and only those are edited."""
+    wide = pieces.select((pl.col(c).str.len_bytes() != pl.col(c).str.len_chars()).any()
+                         for c in pieces.columns).row(0)
+    edited = []
+    for name, beyond_ascii in zip(pieces.columns, wide, strict=True):
+        if beyond_ascii:
+            piece = pl.col(name)
+            for sep in _LINE_BREAKS_JSON_KEEPS:
+                piece = piece.str.replace_all(sep, f"\\u{ord(sep):04x}", literal=True)
+            edited.append(piece)
+    return pieces.with_columns(edited) if edited else pieces
 
 
 def _has_separators(frame: pl.DataFrame) -> bool:
@@ -280,8 +288,7 @@ def _has_separators(frame: pl.DataFrame) -> bool:
 def _joined(frame: pl.DataFrame, fragments: list[pl.Expr]) -> pl.Series:
     """The lines of `_fragments`' pieces; a piece that is null (a field the row lacks) is left
     out. The streaming engine builds them a morsel at a time on every core, in row order."""
-    line = _separators_escaped(
-        pl.lit("{") + pl.concat_str(fragments, separator=",", ignore_nulls=True))
+    line = pl.lit("{") + pl.concat_str(fragments, separator=",", ignore_nulls=True)
     return frame.lazy().select(line.alias("line")).collect(engine="streaming").to_series()
 
 
@@ -395,12 +402,13 @@ def _write_pieces(frame: pl.DataFrame, fragments: list[pl.Expr], complete: bool,
     separator is the comma between fields), which spares a copy of every line; else they are
     joined first (`_joined`), leaving out the missing ones."""
     if complete:
-        pieces = frame.lazy().select(_separators_escaped(pl.lit("{") + fragments[0]).alias("p0"),
-                                     *(_separators_escaped(piece).alias(f"p{k}")
+        pieces = frame.lazy().select((pl.lit("{") + fragments[0]).alias("p0"),
+                                     *(piece.alias(f"p{k}")
                                        for k, piece in enumerate(fragments[1:], 1))
                                      ).collect(engine="streaming")
     else:
         pieces = _joined(frame, fragments).to_frame()
+    pieces = _separators_escaped(pieces)
     _write_target(out, lambda target: pieces.write_csv(
         target, include_header=False, quote_style="never", line_terminator="\n"))
 
