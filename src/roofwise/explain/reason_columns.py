@@ -83,6 +83,13 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
             columns[name] = values
         return pl.col(name)
 
+    machines = list(analysis.machines.values())
+    row_machine = np.maximum(analysis.machine_index, 0)  # a row of no machine says no reading
+
+    def by_machine(name: str, texts: list[str]) -> pl.Expr:
+        """A text per machine, as a column: each row's machine's."""
+        return column(name, coded(name, row_machine, texts))
+
     def sentences(mask: np.ndarray, values: list[str]) -> None:
         """One sentence per row of `mask`, already written, in row order."""
         if mask.any():
@@ -181,21 +188,22 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         net = scattered(n, beside, floors.net_beside(beside))
         percent = column("percent", percent_texts(judged.efficiency, at, n))
         beside_text = column("net", net.fill_null(""))
-        for name, m in analysis.machines.items():
-            when(rows_with(Reason.NONE, name, reading & memory), pl.format(
-                "{} of SOL{}; memory-bound on {} {} mix", percent, beside_text,
-                pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
-            when(rows_with(Reason.NONE, name, reading & ~memory & ~second_pipe), pl.format(
-                "{} of SOL{}; compute-bound on {}", percent, beside_text,
-                column("binding", strings("binding", priced.binding_unit))))
-            # a second pipe near the binding one is named beside it (rare rows, per row)
-            pair = rows_with(Reason.NONE, name, reading & ~memory & second_pipe)
-            at_pair = np.flatnonzero(pair)
-            labels = column(f"pipes:{name}", scattered(n, at_pair, [reason_text.bound_label(
-                False, pipes_near_binding(priced, i), str(priced.binding_unit[i]))
-                for i in at_pair.tolist()]))
-            when(pair, pl.format("{} of SOL{}; compute-bound on {}", percent, beside_text,
-                                 labels))
+        # one template per reading over every machine's rows: what differs by machine (the
+        # memory level's name) is a column gathered by the row's machine
+        when(rows_with(Reason.NONE, None, reading & memory), lambda: pl.format(
+            "{} of SOL{}; memory-bound on {} {} mix", percent, beside_text,
+            by_machine("dram", [m.dram.name for m in machines]),
+            column("mix", strings("mix", priced.mix))))
+        when(rows_with(Reason.NONE, None, reading & ~memory & ~second_pipe), lambda: pl.format(
+            "{} of SOL{}; compute-bound on {}", percent, beside_text,
+            column("binding", strings("binding", priced.binding_unit))))
+        # a second pipe near the binding one is named beside it (rare rows, per row)
+        pair = rows_with(Reason.NONE, None, reading & ~memory & second_pipe)
+        at_pair = np.flatnonzero(pair)
+        labels = column("pipes", scattered(n, at_pair, [reason_text.bound_label(
+            False, pipes_near_binding(priced, i), str(priced.binding_unit[i]))
+            for i in at_pair.tolist()]))
+        when(pair, pl.format("{} of SOL{}; compute-bound on {}", percent, beside_text, labels))
     split = has(Reason.FLOOR_SPLIT) if judged.net_efficiency is not None else np.zeros(n, bool)
     sentences(split, floors.floor_split(np.flatnonzero(split)))
     if priced.serial_sol_time_s is not None and judged.serial_efficiency is not None:
@@ -205,9 +213,9 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
             pipes_near_binding(priced, i), float(priced.sol_time_s[i]), float(serial_sol[i]),
             float(judged.efficiency[i]), float(serial_eff[i]))
             for i in np.flatnonzero(band).tolist()])
+    when(rows_with(Reason.UNCALIBRATED_MEMORY), lambda: by_machine("uncalibrated", [
+        f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)" for m in machines]))
     for name, m in analysis.machines.items():
-        when(rows_with(Reason.UNCALIBRATED_MEMORY, name), pl.lit(
-            f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)"))
         raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(
                    key if unit.key == key else f"{key} (on {unit.key} here)"))
                for key, ops in priced.unit_ops.items()
