@@ -12,8 +12,12 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from html import escape
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # polars loads when a whole column is formatted, not for one number
+    import polars as pl
 
 _TIME_STEPS = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
 _SI_STEPS = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
@@ -164,27 +168,27 @@ def workload(value: object) -> str:
 
 
 # Whole columns: the same text as the functions above, one string per value. The common case
-# (finite, in range) is decided by numpy and formatted in one comprehension; the rest go
-# through the scalar function, so every text is exactly what it writes.
+# (finite, in range) is decided by numpy and written by the engine; the rest go through the
+# scalar function, so every text is exactly what it writes. Each `*_column` gives an engine
+# column (what the sentence builders join), each `*_each` the same texts as a list.
 
 
 ENGINE_FROM_VALUES = 4096  # below, a format per value costs less than starting a query
 
 
-def decimals_each(values: object, digits: int, suffixes: Sequence[str] = ("",),
-                  which: np.ndarray | None = None) -> list[str]:
+def decimals_column(values: object, digits: int, suffixes: Sequence[str] = ("",),
+                    which: np.ndarray | None = None) -> pl.Series:
     """`f"{v:.{digits}f}{suffixes[which]}"` of every value (`which`: each value's suffix, the
     first if None). Many values are written by the engine, in one query, from each value
     rounded to an integer count of its last place: several times faster than a format per
     value. Python's format rounds the exact binary value, so a value within a hair of a tie,
     or too large (or not finite) for the count to be exact, is formatted by Python itself."""
+    import polars as pl  # deferred: a sentence or two never needs the engine
+
     v = np.asarray(values, dtype=np.float64)
     picks = np.zeros(len(v), np.int64) if which is None else np.asarray(which, np.int64)
     if len(v) < ENGINE_FROM_VALUES:
-        return [f"{a:.{digits}f}{suffixes[k]}" for a, k in zip(v.tolist(), picks.tolist(),
-                                                                strict=True)]
-    import polars as pl  # deferred: a sentence or two never needs the engine
-
+        return pl.Series(_decimals_listed(v, digits, suffixes, picks), dtype=pl.String)
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = np.abs(v) * 10.0 ** digits
         python = ~(scaled < 1e9) | (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
@@ -196,23 +200,40 @@ def decimals_each(values: object, digits: int, suffixes: Sequence[str] = ("",),
             digits)
     sign = pl.lit(pl.Series(["", "-"]).gather(np.signbit(v).astype(np.int64)))
     ends = pl.lit(pl.Series(list(suffixes)).gather(picks))
-    out: list[str] = pl.select(sign + text + ends).to_series().to_list()
-    for k in np.flatnonzero(python).tolist():
-        out[k] = f"{v[k]:.{digits}f}{suffixes[int(picks[k])]}"
-    return out
+    out = pl.select(sign + text + ends).to_series()
+    at = np.flatnonzero(python)
+    return out.scatter(at, _decimals_listed(v[at], digits, suffixes, picks[at])) if len(
+        at) else out
 
 
-def _each(values: object, common: np.ndarray, fast: Callable[[np.ndarray], list[str]],
-          scalar: Callable[[float], str]) -> list[str]:
+def _decimals_listed(v: np.ndarray, digits: int, suffixes: Sequence[str],
+                     picks: np.ndarray) -> list[str]:
+    return [f"{a:.{digits}f}{suffixes[k]}" for a, k in zip(v.tolist(), picks.tolist(),
+                                                           strict=True)]
+
+
+def decimals_each(values: object, digits: int, suffixes: Sequence[str] = ("",),
+                  which: np.ndarray | None = None) -> list[str]:
+    """`decimals_column`'s texts as a list."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) < ENGINE_FROM_VALUES:
+        picks = np.zeros(len(v), np.int64) if which is None else np.asarray(which, np.int64)
+        return _decimals_listed(v, digits, suffixes, picks)
+    return decimals_column(v, digits, suffixes, which).to_list()
+
+
+def _each(values: object, common: np.ndarray, fast: Callable[[np.ndarray], pl.Series],
+          scalar: Callable[[float], str]) -> pl.Series:
     x = np.asarray(values, dtype=np.float64)
     out = fast(np.where(common, x, 0.0))
-    for k in np.flatnonzero(~common).tolist():
-        out[k] = scalar(float(x[k]))
-    return out
+    rest = np.flatnonzero(~common)
+    return out.scatter(rest, [scalar(float(x[k])) for k in rest.tolist()]) if len(
+        rest) else out
 
 
-def _scaled_each(values: object, unit: str, steps: tuple[tuple[float, str], ...],
-                 digits: int, scalar: Callable[[float], str], tiny: bool = False) -> list[str]:
+def _scaled_column(values: object, unit: str, steps: tuple[tuple[float, str], ...],
+                   digits: int, scalar: Callable[[float], str], tiny: bool = False
+                   ) -> pl.Series:
     """`_scaled(v, unit, steps, digits, tiny)` of every value (`scalar` writes the rest)."""
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
@@ -221,63 +242,88 @@ def _scaled_each(values: object, unit: str, steps: tuple[tuple[float, str], ...]
         if tiny:
             common &= ~((size > 0) & (size < steps[-1][0] * _SCIENTIFIC_BELOW))
 
-    def fast(v: np.ndarray) -> list[str]:
+    def fast(v: np.ndarray) -> pl.Series:
         size = np.abs(v)
         step = np.select([size >= s for s, _ in steps[:-1]], np.arange(len(steps) - 1),
                          len(steps) - 1)
         scales = np.array([s for s, _ in steps])[step]
-        return decimals_each(v / scales, digits, [f" {p}{unit}" for _, p in steps],
-                         step.astype(np.int64))
+        return decimals_column(v / scales, digits, [f" {p}{unit}" for _, p in steps],
+                               step.astype(np.int64))
 
     return _each(x, common, fast, scalar)
 
 
-def seconds_each(values: object) -> list[str]:
+def seconds_column(values: object) -> pl.Series:
     """`seconds(v)` (3 decimals) of every value."""
-    return _scaled_each(values, "s", _TIME_STEPS, 3, seconds, tiny=True)
+    return _scaled_column(values, "s", _TIME_STEPS, 3, seconds, tiny=True)
+
+
+def seconds_each(values: object) -> list[str]:
+    return seconds_column(values).to_list()
+
+
+def nbytes_column(values: object) -> pl.Series:
+    """`nbytes(v)` (2 decimals) of every value."""
+    return _scaled_column(values, "B", _SI_STEPS, 2, nbytes)
 
 
 def nbytes_each(values: object) -> list[str]:
-    """`nbytes(v)` (2 decimals) of every value."""
-    return _scaled_each(values, "B", _SI_STEPS, 2, nbytes)
+    return nbytes_column(values).to_list()
 
 
 def exact_each(values: object) -> list[str]:
     """`exact(v)` of every value."""
+    import polars as pl  # deferred, as in decimals_column
+
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         common = np.isfinite(x) & (np.abs(x) < EXACT_UP_TO)
-    return _each(x, common, lambda v: [f"{a:,.0f}" for a in v.tolist()], exact)
+    return _each(x, common, lambda v: pl.Series([f"{a:,.0f}" for a in v.tolist()],
+                                                dtype=pl.String), exact).to_list()
 
 
-def percent_each(values: object) -> list[str]:
+def percent_column(values: object) -> pl.Series:
     """`percent(v)` (one decimal) of every value."""
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         hundred = np.abs(x * 100)
         common = np.isfinite(x) & (np.abs(x) < PERCENT_SCIENTIFIC_ABOVE) & ~(
             (hundred > 0) & (hundred < 0.05))
-    return _each(x, common, lambda v: decimals_each(v * 100, 1, ("%",)), percent)
+    return _each(x, common, lambda v: decimals_column(v * 100, 1, ("%",)), percent)
 
 
-def fixed_each(values: object, spec: str, unit: str) -> list[str]:
+def percent_each(values: object) -> list[str]:
+    return percent_column(values).to_list()
+
+
+def fixed_column(values: object, spec: str, unit: str) -> pl.Series:
     """`fixed(v, spec, unit)` of every value."""
+    import polars as pl  # deferred, as in decimals_column
+
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         common = np.isfinite(x) & (np.abs(x) < 1e6)
     digits = _FIXED_SPEC.fullmatch(spec)
-    fast = ((lambda v: decimals_each(v, int(digits[1]), (f" {unit}",))) if digits else
-            (lambda v: [f"{a:{spec}} {unit}" for a in v.tolist()]))
+    fast = ((lambda v: decimals_column(v, int(digits[1]), (f" {unit}",))) if digits else
+            (lambda v: pl.Series([f"{a:{spec}} {unit}" for a in v.tolist()], dtype=pl.String)))
     return _each(x, common, fast, lambda v: fixed(v, spec, unit))
 
 
-_FIXED_SPEC = re.compile(r"\.(\d)f")  # `.2f`: what `decimals_each` writes
+def fixed_each(values: object, spec: str, unit: str) -> list[str]:
+    return fixed_column(values, spec, unit).to_list()
+
+
+_FIXED_SPEC = re.compile(r"\.(\d)f")  # `.2f`: what `decimals_column` writes
+
+
+def tera_rate_column(values: object, unit_key: str, spec: str = ".2f") -> pl.Series:
+    """`tera_rate(v, unit_key, spec)` of every value."""
+    return fixed_column(np.asarray(values, dtype=np.float64) / 1e12, spec,
+                        f"T{op_name(unit_key)}/s")
 
 
 def tera_rate_each(values: object, unit_key: str, spec: str = ".2f") -> list[str]:
-    """`tera_rate(v, unit_key, spec)` of every value."""
-    return fixed_each(np.asarray(values, dtype=np.float64) / 1e12, spec,
-                      f"T{op_name(unit_key)}/s")
+    return tera_rate_column(values, unit_key, spec).to_list()
 
 
 def html_pairs(rows: list[tuple[str, str]]) -> str:

@@ -127,7 +127,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
     if over.any():
         at = np.flatnonzero(over)
-        achieved = column("achieved", scattered(n, at, fmt.fixed_each(
+        achieved = column("achieved", scattered(n, at, fmt.fixed_column(
             judged.achieved_bytes_per_s[at] / 1e9, ".1f", "GB/s")))
         for name, m in analysis.machines.items():
             theory = m.dram.theoretical_bytes_per_s or math.nan
@@ -167,7 +167,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
                     at = np.flatnonzero(rows)
                     before, after = reason_text.above_rate_sentence(key, "\0", peak).split("\0")
                     when(rows, pl.lit(before) + column(f"rate:{name}:{key}", scattered(
-                        n, at, fmt.tera_rate_each(rate[at], key))) + pl.lit(after))
+                        n, at, fmt.tera_rate_column(rate[at], key))) + pl.lit(after))
     floors = _FloorTexts(analysis, has(Reason.BELOW_LATENCY_FLOOR) | has(Reason.FLOOR_SPLIT)
                          | (templated & reading & _finite(judged.net_efficiency, n)))
     sentences(has(Reason.BELOW_LATENCY_FLOOR), floors.latency_bound(
@@ -263,7 +263,7 @@ def _beyond_caches(n: int, at: np.ndarray, working_set_bytes: np.ndarray,
         return scattered(n, at, [""] * len(at))
     codes, around = reason_text.beyond_caches_around(working_set_bytes, caches)
     clauses = (coded("before", codes, [before for before, _ in around])
-               + strings("size", fmt.nbytes_each(working_set_bytes))
+               + fmt.nbytes_column(working_set_bytes)
                + coded("after", codes, [after for _, after in around]))
     return null_texts(n).scatter(at, clauses) if len(at) else null_texts(n)
 
@@ -281,10 +281,13 @@ def _finite(values: np.ndarray | None, n: int) -> np.ndarray:
     return np.zeros(n, dtype=bool) if values is None else np.isfinite(values)
 
 
-def scattered(n: int, at: np.ndarray, values: list[str]) -> pl.Series:
+def scattered(n: int, at: np.ndarray, values: list[str] | pl.Series) -> pl.Series:
     """A text column of `n` rows: `values` at the rows `at`, null elsewhere."""
     column = null_texts(n)
-    return column.scatter(at, pl.Series(values, dtype=pl.String)) if len(at) else column
+    if not len(at):
+        return column
+    return column.scatter(at, values if isinstance(values, pl.Series) else pl.Series(
+        values, dtype=pl.String))
 
 
 class _FloorTexts:
@@ -384,7 +387,7 @@ def above_envelope_whats(a: Verdicts, machine: Machine, rows: np.ndarray) -> pl.
         implied = done / time_s / theoretical
     known = ~np.isnan(theoretical) & (time_s > 0) & np.isfinite(implied)
     efficiency = a.judged.envelope_efficiency[rows]
-    shown = strings("shown", fmt.percent_each(efficiency))
+    shown = fmt.percent_column(efficiency)
     if not np.isfinite(efficiency).all():
         shown = shown.scatter(np.flatnonzero(~np.isfinite(efficiency)), reason_text.UNBOUNDED)
     around = [reason_text.implied_around(c.name, c.fraction) for c in ceilings]
@@ -394,7 +397,7 @@ def above_envelope_whats(a: Verdicts, machine: Machine, rows: np.ndarray) -> pl.
         picked = key[at]
         implied_texts = implied_texts.scatter(at, (
             strings("head", [h for h, _ in around]).gather(picked)
-            + strings("digits", fmt.decimals_each(implied[at], 4))
+            + fmt.decimals_column(implied[at], 4)
             + strings("tail", [t for _, t in around]).gather(picked)))
     return pl.select(pl.format(reason_text.above_envelope_sentence("{}", "{}"),
                                pl.lit(shown), pl.lit(implied_texts))).to_series()

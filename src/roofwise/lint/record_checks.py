@@ -279,8 +279,8 @@ def _share_of_sol(time_s: np.ndarray, sol_s: np.ndarray, rows: np.ndarray) -> pl
     """`2.000 us is 95% of SOL` of each row `rows`: a part's time and its share of the SOL."""
     with np.errstate(divide="ignore", invalid="ignore"):
         share = time_s[rows] / sol_s[rows] * 100  # as format's `%` takes it: x100, then `f`
-    return (strings("t", fmt.seconds_each(time_s[rows])) + " is "
-            + strings("s", fmt.decimals_each(share, 0, ("%",))) + " of SOL")
+    return (fmt.seconds_column(time_s[rows]) + " is "
+            + fmt.decimals_column(share, 0, ("%",)) + " of SOL")
 
 
 # ---------------------------------------------------------------------------- M2
@@ -582,8 +582,8 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
         at = np.flatnonzero(achieved > theory)
         say(at, _above_bandwidth_whats(
             strings("b", nbytes_text_each(cols.bytes[rows[at]])),
-            strings("t", fmt.seconds_each(time_s[at])),
-            strings("r", fmt.fixed_each(achieved[at] / 1e9, ".1f", "GB/s")),
+            fmt.seconds_column(time_s[at]),
+            fmt.fixed_column(achieved[at] / 1e9, ".1f", "GB/s"),
             machine.dram.name, theory))
     for key in priced.unit_ops:
         unit = machine.unit(key)
@@ -593,16 +593,16 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
             rate = priced.unit_ops[key][rows] / time_s
         at = np.flatnonzero((time_s > 0) & (rate > unit.theoretical_ops_per_s))
         peak = fmt.tera_rate(unit.theoretical_ops_per_s, key)
-        say(at, f"{key} at " + strings("r", fmt.tera_rate_each(rate[at], key))
+        say(at, f"{key} at " + fmt.tera_rate_column(rate[at], key)
             + f", above its theoretical {peak}")
     anomaly = judged.verdict[rows] == ANOMALY
     at = np.flatnonzero(anomaly)
     say(at, above_envelope_whats(a, machine, rows[at]))
     bare = np.flatnonzero(~anomaly & ~said)
-    say(bare, "efficiency " + strings("e", fmt.percent_each(
-        judged.envelope_efficiency[rows[bare]])) + " of the envelope ceiling is above 105% "
-        "(SOL " + strings("s", fmt.seconds_each(priced.envelope_sol_time_s[rows[bare]]))
-        + ", measured " + strings("t", fmt.seconds_each(time_s[bare])) + ")")
+    say(bare, "efficiency " + fmt.percent_column(
+        judged.envelope_efficiency[rows[bare]]) + " of the envelope ceiling is above 105% "
+        "(SOL " + fmt.seconds_column(priced.envelope_sol_time_s[rows[bare]])
+        + ", measured " + fmt.seconds_column(time_s[bare]) + ")")
     reason = pl.DataFrame(parts).select(pl.concat_str(pl.all(), separator="; ",
                                                       ignore_nulls=True)).to_series()
     warned = anomaly.astype(np.int64)

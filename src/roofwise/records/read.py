@@ -113,6 +113,22 @@ class RecordColumns:
             return self.device_codes, self.device_names
         return categorize(self.device)
 
+    def priced_at(self, index: np.ndarray) -> RecordColumns:
+        """Rows `index` of what pricing and judging read (the numbers, roof, timing, unit
+        split, kernels): one card's share of a file of several, without copying the text
+        columns, the extras and the rows that only the writers read (blank here)."""
+        blank = np.broadcast_to(np.array("", dtype=object), (len(index),))
+        return RecordColumns(
+            op=blank, flops=self.flops[index], bytes=self.bytes[index], roof=self.roof[index],
+            time_s=self.time_s[index], timing=self.timing[index], device=blank,
+            read_bytes=self.read_bytes[index], write_bytes=self.write_bytes[index],
+            time_p10_s=self.time_p10_s[index], time_p90_s=self.time_p90_s[index],
+            flops_by_unit={u: v[index] for u, v in self.flops_by_unit.items()},
+            has_unit_split=self.has_unit_split[index], line=self.line[index],
+            roof_codes=None if self.roof_codes is None else self.roof_codes[index],
+            roof_names=self.roof_names,
+            kernels=None if self.kernels is None else self.kernels[index])
+
     def take(self, index: np.ndarray) -> RecordColumns:
         picked = np.arange(len(self))[index]
         if isinstance(self.rows, LazyRows):

@@ -108,7 +108,7 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
     for k, chosen in enumerate(used):
         whole = len(used) == 1 and not (row_machine < 0).any()
         index = np.arange(n) if whole else np.flatnonzero(row_machine == k)
-        sub = columns.take(index) if len(index) != n else columns
+        sub = columns.priced_at(index) if len(index) != n else columns
         priced = price_columns(chosen, sub.flops, sub.bytes, sub.roof, sub.flops_by_unit,
                                sub.has_unit_split, regime, mix, sub.read_bytes, sub.write_bytes,
                                sub.roof_categories())
