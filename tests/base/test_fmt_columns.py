@@ -56,5 +56,19 @@ def test_long_columns_match_too(xs):
     assert fmt.seconds_each(column) == [fmt.seconds(x) for x in xs]
     assert fmt.percent_each(column) == [fmt.percent(x) for x in xs]
     assert fmt.fixed_each(column, ".1f", "GB/s") == [fmt.fixed(x, ".1f", "GB/s") for x in xs]
+    assert fmt.exact_each(column) == [fmt.exact(x) for x in xs]
+    assert fmt.nbytes_each(column) == [fmt.nbytes(x) for x in xs]
     for digits in (0, 1, 4):
         assert fmt.decimals_each(column, digits, ("%",)) == [f"{x:.{digits}f}%" for x in xs]
+
+
+def test_long_integer_columns_group_their_digits_as_python_does():
+    """Counts written by the engine in groups of three: every group size, ties rounded half to
+    even, negatives and values that round to zero keep their sign, as `f"{v:,.0f}"` does."""
+    ties = [0.5, 1.5, 2.5, -0.5, -0.4, 999.5, 1000.5, 999_999.5]
+    sizes = [float(10 ** k + 7) for k in range(18)] + [float(10 ** k - 1) for k in range(1, 18)]
+    xs = (ties + sizes + [-x for x in sizes] + EDGES) * 60
+    assert len(xs) >= fmt.ENGINE_FROM_VALUES
+    column = np.array(xs, dtype=np.float64)
+    assert fmt.exact_each(column) == [fmt.exact(x) for x in xs]
+    assert fmt.exact_column(column).to_list()[:3] == ["0", "2", "2"]

@@ -20,7 +20,7 @@ import pytest
 
 from roofwise.explain.reason_text import CeilingFacts, above_envelope_what
 from roofwise.lint import ROW_CHECKS, lint_columns, lint_findings, lint_rows
-from roofwise.lint.findings import nbytes_text, nbytes_text_each
+from roofwise.lint.findings import nbytes_text, nbytes_text_column
 from roofwise.ops import attention_decode, gemm, qk_norm_rope_quant, qk_norm_rope_quant_stages
 from roofwise.ops.attention import attention
 from roofwise.output.analysis import Analysis, analyze
@@ -274,9 +274,11 @@ def test_a_lone_surrogate_in_a_unit_name_is_written_escaped() -> None:
     assert lint_findings(analysis)[0][0].reason.startswith("unit tpu.\udc80 is not on h200")
 
 
-def test_nbytes_text_each_matches_its_scalar() -> None:
+def test_nbytes_text_column_matches_its_scalar() -> None:
     values = [0.0, 17_056.0, 67_764_736.0, 1e19, math.nan, -4.5, 1e18 - 128]
-    assert nbytes_text_each(np.array(values)) == [nbytes_text(v) for v in values]
+    for copies in (1, 1000):  # by Python, then by the engine
+        column = nbytes_text_column(np.array(values * copies)).to_list()
+        assert column == [nbytes_text(v) for v in values] * copies
 
 
 def test_equal_to_compares_a_uniform_column_once() -> None:

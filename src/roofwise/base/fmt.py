@@ -271,15 +271,35 @@ def nbytes_each(values: object) -> list[str]:
     return nbytes_column(values).to_list()
 
 
-def exact_each(values: object) -> list[str]:
-    """`exact(v)` of every value."""
-    import polars as pl  # deferred, as in decimals_column
-
+def exact_column(values: object) -> pl.Series:
+    """`exact(v)` of every value: the integer's digits in groups of three by the engine
+    (rounded by numpy, half to even on the binary value, as Python's format rounds)."""
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         common = np.isfinite(x) & (np.abs(x) < EXACT_UP_TO)
-    return _each(x, common, lambda v: pl.Series([f"{a:,.0f}" for a in v.tolist()],
-                                                dtype=pl.String), exact).to_list()
+    return _each(x, common, _grouped_integers, exact)
+
+
+def _grouped_integers(v: np.ndarray) -> pl.Series:
+    import polars as pl  # deferred, as in decimals_column
+
+    if len(v) < ENGINE_FROM_VALUES:
+        return pl.Series([f"{a:,.0f}" for a in v.tolist()], dtype=pl.String)
+    whole = pl.lit(pl.Series(np.abs(np.round(v)).astype(np.int64)))
+    groups = []
+    for power in range(6, -1, -1):  # below 1e18: at most seven groups of three digits
+        above = whole // 1000 ** power
+        digits = (above % 1000).cast(pl.String)
+        group = pl.when(above >= 1000).then(digits.str.zfill(3)).otherwise(digits)
+        groups.append(pl.when(above > 0).then(group) if power else group)  # null: left out
+    sign = pl.lit(pl.Series(["", "-"]).gather(np.signbit(v).astype(np.int64)))
+    return pl.select(sign + pl.concat_str(groups, separator=",", ignore_nulls=True)
+                     ).to_series()
+
+
+def exact_each(values: object) -> list[str]:
+    """`exact(v)` of every value."""
+    return exact_column(values).to_list()
 
 
 def percent_column(values: object) -> pl.Series:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from roofwise.base import fmt
+
+if TYPE_CHECKING:
+    import polars as pl
 
 ERROR = "error"
 WARNING = "warning"
@@ -72,9 +76,9 @@ def nbytes_text(value: float) -> str:
     return f"{fmt.exact(value)} B"
 
 
-def nbytes_text_each(values: object) -> list[str]:
+def nbytes_text_column(values: object) -> pl.Series:
     """`nbytes_text(v)` of every value."""
-    return [f"{text} B" for text in fmt.exact_each(values)]
+    return fmt.exact_column(values) + " B"
 
 
 def ops_text(value: float) -> str:

@@ -45,7 +45,7 @@ from roofwise.lint.findings import (
     is_matrix_unit,
     is_sfu_unit,
     nbytes_text,
-    nbytes_text_each,
+    nbytes_text_column,
     ops_text,
 )
 from roofwise.lint.judgments import (
@@ -581,7 +581,7 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
         achieved = judged.achieved_bytes_per_s[rows]
         at = np.flatnonzero(achieved > theory)
         say(at, _above_bandwidth_whats(
-            strings("b", nbytes_text_each(cols.bytes[rows[at]])),
+            nbytes_text_column(cols.bytes[rows[at]]),
             fmt.seconds_column(time_s[at]),
             fmt.fixed_column(achieved[at] / 1e9, ".1f", "GB/s"),
             machine.dram.name, theory))

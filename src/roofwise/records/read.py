@@ -225,11 +225,19 @@ def _json_or_text(text: str) -> Any:
 
 
 def categorize(values: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Integer codes and the distinct names they index, in first-seen order."""
-    index: dict[str, int] = {}
-    codes = np.fromiter((index.setdefault(str(v), len(index)) for v in values), np.int32,
-                        len(values))
-    return codes, tuple(index)
+    """Integer codes and the distinct names they index, in first-seen order. Text (what the
+    columns hold) is looked up in C, a dict built from the distinct values; anything else
+    goes through `str` one value at a time."""
+    listed = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    distinct = dict.fromkeys(listed)
+    if all(type(v) is str for v in distinct):
+        index = {v: k for k, v in enumerate(distinct)}
+        return (np.fromiter(map(index.__getitem__, listed), np.int32, len(listed)),
+                tuple(index))
+    named: dict[str, int] = {}
+    codes = np.fromiter((named.setdefault(str(v), len(named)) for v in listed), np.int32,
+                        len(listed))
+    return codes, tuple(named)
 
 
 @dataclass(frozen=True)
