@@ -215,11 +215,7 @@ def _decimals_listed(v: np.ndarray, digits: int, suffixes: Sequence[str],
 def decimals_each(values: object, digits: int, suffixes: Sequence[str] = ("",),
                   which: np.ndarray | None = None) -> list[str]:
     """`decimals_column`'s texts as a list."""
-    v = np.asarray(values, dtype=np.float64)
-    if len(v) < ENGINE_FROM_VALUES:
-        picks = np.zeros(len(v), np.int64) if which is None else np.asarray(which, np.int64)
-        return _decimals_listed(v, digits, suffixes, picks)
-    return decimals_column(v, digits, suffixes, which).to_list()
+    return decimals_column(values, digits, suffixes, which).to_list()
 
 
 def _each(values: object, common: np.ndarray, fast: Callable[[np.ndarray], pl.Series],

@@ -26,7 +26,7 @@ from roofwise.explain.facts import floor_facts
 from roofwise.pricing.core import pipes_near_binding
 from roofwise.pricing.reasons import IMPOSSIBLE_REASONS, Reason
 from roofwise.records.read import categorize
-from roofwise.verdicts.mismatch import mismatches
+from roofwise.verdicts.mismatch import mismatch_codes
 from roofwise.verdicts.rules import AT_CEILING, BELOW, CACHE_RESIDENT
 
 if TYPE_CHECKING:
@@ -84,11 +84,10 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         return pl.col(name)
 
     machines = list(analysis.machines.values())
-    row_machine = np.maximum(analysis.machine_index, 0)  # a row of no machine says no reading
 
     def by_machine(name: str, texts: list[str]) -> pl.Expr:
         """A text per machine, as a column: each row's machine's."""
-        return column(name, coded(name, row_machine, texts))
+        return column(name, coded(name, analysis.machine_index_or_first, texts))
 
     def sentences(mask: np.ndarray, values: list[str]) -> None:
         """One sentence per row of `mask`, already written, in row order."""
@@ -98,8 +97,9 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
 
     sentences(no_machine, [str(reason) or "no machine profile"
                            for reason in analysis.no_machine_reason[no_machine].tolist()])
-    mismatch = mismatches(analysis)
-    when(templated & (mismatch != ""), lambda: column("mismatch", strings("mismatch", mismatch)))
+    mismatch, mismatch_texts = mismatch_codes(analysis)
+    when(templated & (mismatch != 0), lambda: column("mismatch", coded(
+        "mismatch", mismatch, mismatch_texts)))
     def unknown_roof(m: Machine) -> pl.Expr:
         return pl.format("unknown roof {} on {}; units: {}", _repr_text(column(
             "roof", strings("roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units)))

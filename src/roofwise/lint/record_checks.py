@@ -236,7 +236,7 @@ def check_rows_m1(case: RowCase) -> Found:
     priced = a.priced
     sol = priced.sol_time_s
     machines = list(a.machines.values())
-    at = np.maximum(a.machine_index, 0)  # a row of no machine is blank: never judged
+    row_machine = a.machine_index_or_first
     judged = a.judged.verdict != BLANK
     parts: list[Found] = []
     for key in priced.unit_ops:
@@ -244,29 +244,30 @@ def check_rows_m1(case: RowCase) -> Found:
         units = [m.unit(key) for m in machines]
         sparse = [None if u is None else sparse_reason(u) for u in units]
         if any(sparse):
-            rows = np.flatnonzero(working & _by_machine(at, [bool(t) for t in sparse]))
-            parts.append(found(rows, ERROR, coded("reason", at[rows], [t or "" for t in sparse]),
-                               SPARSE_FIX))
+            rows = np.flatnonzero(working & _by_machine(row_machine, [bool(t) for t in sparse]))
+            parts.append(found(rows, ERROR, coded("reason", row_machine[rows],
+                                                  [t or "" for t in sparse]), SPARSE_FIX))
         times = priced.unit_time_s.get(key)
         heads = ["" if u is None or t or u.calibrated or u.theoretical_ops_per_s is None
                  else (f"{key} on {m.name} is the datasheet rate "
                        f"{fmt.tera_rate(u.theoretical_ops_per_s, u.key)} (uncalibrated); its "
                        "time ") for m, u, t in zip(machines, units, sparse, strict=True)]
         if times is not None and any(heads):
-            rows = np.flatnonzero(working & _by_machine(at, [bool(h) for h in heads])
+            rows = np.flatnonzero(working & _by_machine(row_machine, [bool(h) for h in heads])
                                   & (times >= DATASHEET_MARGIN * sol))
-            parts.append(found(rows, WARNING, coded("reason", at[rows], heads)
+            parts.append(found(rows, WARNING, coded("reason", row_machine[rows], heads)
                                + _share_of_sol(times, sol, rows), uncalibrated_unit_fix(key)))
     heads = ["" if m.dram.theoretical_bytes_per_s is None or m.dram.calibration_by_mix
              else (f"{m.name} {m.dram.name} {m.dram.theoretical_bytes_per_s / 1e9:.0f} GB/s "
                    "is the datasheet figure (no measured mix); memory time ") for m in machines]
     if any(heads):
         memory = priced.memory_time_s
-        rows = np.flatnonzero(judged & _by_machine(at, [bool(h) for h in heads])
+        rows = np.flatnonzero(judged & _by_machine(row_machine, [bool(h) for h in heads])
                               & (memory >= DATASHEET_MARGIN * sol))
         fixes = [uncalibrated_memory_fix(m.dram.name) for m in machines]
-        parts.append(found(rows, WARNING, coded("reason", at[rows], heads)
-                           + _share_of_sol(memory, sol, rows), coded("fix", at[rows], fixes)))
+        parts.append(found(rows, WARNING, coded("reason", row_machine[rows], heads)
+                           + _share_of_sol(memory, sol, rows),
+                           coded("fix", row_machine[rows], fixes)))
     return joined(parts)
 
 

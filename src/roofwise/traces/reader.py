@@ -18,7 +18,6 @@ import io
 import json
 import math
 import re
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -387,11 +386,11 @@ def _external_id(args: dict[str, Any]) -> Any:
     return args.get("external id") if found is None else found
 
 
-# A file that cannot be read, or a gzip stream that cannot be inflated: ISA-L's error (a bad
-# block) or zlib's (the gzip module's for the same; isal's stub types its class as an
-# instance, hence the cast), a truncated stream, a bad CRC or length.
-UNREADABLE_BYTES: tuple[type[Exception], ...] = (
-    OSError, EOFError, cast(type[Exception], isal_zlib.error), zlib.error)
+# A file that cannot be read, or a gzip stream that cannot be inflated: a bad CRC or length
+# (OSError), a truncated stream (EOFError), a bad block (ISA-L's own error, not zlib's; its
+# stub types the class as an instance, hence the cast).
+UNREADABLE_BYTES: tuple[type[Exception], ...] = (OSError, EOFError,
+                                                 cast(type[Exception], isal_zlib.error))
 UNREADABLE_TRACE: tuple[type[Exception], ...] = (ValueError, msgspec.DecodeError,
                                                  *UNREADABLE_BYTES)
 

@@ -64,6 +64,12 @@ class Verdicts:
         position = list(self.machines).index(name) if name in self.machines else -2
         return self.machine_index == position
 
+    @property
+    def machine_index_or_first(self) -> np.ndarray:
+        """`machine_index` with a row of no profile at 0: what a table of one value per
+        machine is gathered by (such a row is blank, and says nothing it reads)."""
+        return np.maximum(self.machine_index, 0)
+
     def verdict_name(self, i: int) -> str:
         return VERDICTS[int(self.judged.verdict[i])]
 

@@ -11,7 +11,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from roofwise.pricing.core import uniform
 from roofwise.profiles.load import builtin_machines, match_device
 from roofwise.profiles.machine import Machine
 from roofwise.verdicts.analysis import Verdicts as Analysis
@@ -52,14 +51,6 @@ def mismatch_codes(analysis: Analysis) -> tuple[np.ndarray, list[str]]:
             of_pair[k] = len(texts)
             texts.append(text)
     return of_pair[inverse.reshape(-1)], texts
-
-
-def mismatches(analysis: Analysis) -> np.ndarray:
-    """Per row, the mismatch sentence or "" (object array)."""
-    index, texts = mismatch_codes(analysis)
-    if len(texts) == 1:
-        return uniform("", len(analysis))
-    return np.array(texts, dtype=object)[index]
 
 
 def mismatch_row(analysis: Analysis, i: int) -> str:
