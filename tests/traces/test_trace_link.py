@@ -84,7 +84,7 @@ def test_ac2g_flow_links_a_kernel_without_correlation(tmp_path):
 def test_kernels_no_op_launched_are_counted_as_unpriced(tmp_path):
     events = [launch(20, corr=1, tid=99), kernel(100, 9, corr=1), kernel(200, 1)]
     built = build_ops(read_trace(write(tmp_path, events)))
-    assert built.ops == ()
+    assert list(built.ops) == []
     assert built.summary.unattributed_time_s == pytest.approx(10e-6)
     assert built.summary.unpriced_time_s == pytest.approx(10e-6)
 

@@ -123,6 +123,30 @@ def test_string_and_mixed_ids_link_as_python_compares_them(tmp_path):
     assert [g.correlation for g in read.gpu] == [10_000, 10_001, 10_002.0, 10_003]
 
 
+@pytest.mark.parametrize("odd_at", [0, 150, 299])
+def test_columns_grown_over_many_runs_keep_each_id_as_the_file_gives_it(tmp_path, monkeypatch,
+                                                                        odd_at):
+    # many small runs into columns that start tiny and grow; one op's id is a string, in the
+    # first run, a middle one or the last, so the id column turns from ints to objects there
+    monkeypatch.setattr(reader, "READ_BYTES", 512)
+    monkeypatch.setattr(reader, "RUN_WINDOW", 16)
+    monkeypatch.setattr(reader._Growing, "FIRST", 3)
+    ev = events(300)
+    for e in ev:
+        a = e.get("args", {})
+        if a.get("External id") == odd_at:
+            a["External id"] = str(odd_at)
+    doc = {"traceEvents": ev}
+    read = read_trace(write(tmp_path, doc))
+    ids = [str(i) if i == odd_at else i for i in range(300)]
+    assert [o.external_id for o in read.ops] == ids
+    assert [g.correlation for g in read.gpu] == [10_000 + i for i in range(300)]
+    assert [o.ts_us for o in read.ops] == [100.0 * i for i in range(300)]
+    assert read.op_columns.external_id.dtype == object
+    assert read.gpu_columns.correlation.dtype == np.int64
+    assert launching_ops(read).tolist() == recount(doc)["op_of"] == list(range(300))
+
+
 def test_ids_a_trace_does_not_give_stay_none(tmp_path):
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0,
            "dur": 10},
@@ -170,3 +194,20 @@ def test_every_real_fixture_keeps_what_json_load_finds(tmp_path):
                                     and e.get("ph") == "X")
         built = build_ops(read, replay=False)
         assert built.summary.kernels == sum(1 for e in ev if e.get("cat") == "kernel")
+
+
+def test_ops_are_columns_and_one_price_per_distinct_signature(tmp_path):
+    # 2,000 ops of 7 names and 5 shapes, i % 7 and i % 5: 35 distinct signatures, each priced
+    # once; each op read back from the columns is the op the file recorded
+    built = build_ops(read_trace(write(tmp_path, {"traceEvents": events(2000)})), replay=False)
+    assert len(built.ops) == 2000 and len(built.prices) == 35 and not built.own
+    assert len({(o.op, o.shapes) for o in built.ops}) == 35
+    for i in (0, 1, 34, 35, 1999):
+        op = built.ops[i]
+        assert (op.op, op.shapes[0], op.kernels) == (f"aten::op{i % 7}", (i % 5 + 1, 3), 1)
+        assert op.time_s == pytest.approx((1 + i % 4) * 1e-6, rel=1e-12)
+        assert op.price is built.prices[int(built.table.signature[i])]
+    assert built.ops[-1] == built.ops[1999] and len(built.ops[10:13]) == 3
+    assert built.table.priced.tolist() == [o.price.priced for o in built.ops]
+    with pytest.raises(IndexError):
+        built.ops[2000]

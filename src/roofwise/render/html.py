@@ -532,10 +532,11 @@ def _profiles(machines: Iterable[Machine]) -> str:
 def trace_report_html(result: TraceAnalysis, title: str, source: str,
                       references: Sequence[Reference] = ()) -> str:
     """The records report of a trace's priced ops, its grouped view and summary first."""
-    if result.analysis is None:
+    analysis = result.analysis()
+    if analysis is None:
         raise InputError(source, "no op in the trace could be priced; nothing to report "
                                  f"({summary_lines(result)[0]})")
-    return report_html(result.analysis, title, source, references,
+    return report_html(analysis, title, source, references,
                        before_chart=trace_groups_html(result))
 
 

@@ -34,18 +34,60 @@ from roofwise.traces.collectives import CollectiveJudged, judge_collective
 from roofwise.traces.reader import read_trace
 from roofwise.verdicts.rules import VERDICTS
 
+JUDGED_AT_ONCE = 32768  # records judged per slice: what judging a trace holds at a time
+
+
+@dataclass(frozen=True)
+class CallVerdicts:
+    """What a trace's groups read of its judged records, one entry per record: its bound and
+    its verdict. Judged a slice of records at a time, so that a million calls never hold a
+    million rows of prices and readings at once."""
+
+    sol_time_s: np.ndarray  # float64
+    verdict: np.ndarray  # int8 codes into VERDICTS
+    machines: tuple[str, ...]  # the profiles the records were judged on, sorted
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How a trace's records are judged (`analysis.analyze`'s arguments)."""
+
+    machines: Mapping[str, Machine]
+    machine: Machine | None = None  # overrides the devices the trace names
+    regime: str | None = None
+    mix: str | None = None
+
+    def of(self, columns: RecordColumns) -> Analysis:
+        return analyze(columns, self.machines, self.machine, self.regime, self.mix)
+
 
 @dataclass(frozen=True)
 class TraceAnalysis:
     path: str
-    ops: tuple[TraceOp, ...]
+    ops: Sequence[TraceOp]  # made from the table when read
     table: OpTable  # the ops as columns
     summary: TraceSummary
-    records: Sequence[Mapping[str, Any]]  # one per priced op, in op order (built when read)
-    record_of_op: np.ndarray  # per op, its index into records (-1: unpriced)
-    analysis: Analysis | None  # None when no op could be priced
+    priced: TraceRecords  # one record per priced op, in op order
+    record_of_op: np.ndarray  # per op, its index into the records (-1: unpriced)
+    verdicts: CallVerdicts | None  # None when no op could be priced
+    judging: Judging
     # per communication op (by index into ops), its bound on the interconnect and verdict
     collectives: Mapping[int, CollectiveJudged] = field(default_factory=dict)
+
+    @property
+    def records(self) -> Sequence[Mapping[str, Any]]:
+        """The records, each built when read (`--records-out`)."""
+        return self.priced.rows()
+
+    def analysis(self) -> Analysis | None:
+        """Every record judged at once, as `roofwise analyze` judges the records file (the
+        report's rows); None when no op could be priced."""
+        return self.judging.of(self.priced.columns()) if len(self.priced) else None
+
+    def reasons(self, record: int) -> list[str]:
+        """Why record `record` got its verdict (judged on its own: a row's verdict is its
+        own, whatever rows are judged beside it)."""
+        return self.judging.of(self.priced.columns(np.array([record]))).reasons(0)
 
 
 def analyze_trace(path: str | Path, machines: Mapping[str, Machine],
@@ -63,7 +105,7 @@ def analyze_trace(path: str | Path, machines: Mapping[str, Machine],
                                                f"{skipped_text(built.summary)})"
                                                if skipped else "")
                          + "; expected a profile of GPU activity")
-    return judge_ops(str(path), built, machines, machine, regime, mix)
+    return judge_ops(str(path), built, Judging(machines, machine, regime, mix))
 
 
 def skipped_text(summary: TraceSummary) -> str:
@@ -71,18 +113,31 @@ def skipped_text(summary: TraceSummary) -> str:
     return "; ".join(f"{n:,} x {why}" for why, n in summary.skipped)
 
 
-def judge_ops(path: str, built: TraceOps, machines: Mapping[str, Machine],
-              machine: Machine | None = None, regime: str | None = None,
-              mix: str | None = None) -> TraceAnalysis:
+def judge_ops(path: str, built: TraceOps, judging: Judging) -> TraceAnalysis:
     table = built.table
     priced_at = np.flatnonzero(table.priced)  # the ops that are records, in op order
     record_of_op = np.full(len(table), -1, dtype=np.int64)
     record_of_op[priced_at] = np.arange(len(priced_at))
     records = trace_records(built, priced_at)
-    analysis = (analyze(records.columns(), machines, machine, regime, mix)
-                if len(priced_at) else None)
-    return TraceAnalysis(path, built.ops, table, built.summary, records.rows(), record_of_op,
-                         analysis, judge_collectives(built.ops, table, machines, machine))
+    return TraceAnalysis(path, built.ops, table, built.summary, records, record_of_op,
+                         call_verdicts(records, judging) if len(priced_at) else None, judging,
+                         judge_collectives(built.ops, table, judging.machines,
+                                           judging.machine))
+
+
+def call_verdicts(records: TraceRecords, judging: Judging) -> CallVerdicts:
+    """Each record's bound and verdict, judged JUDGED_AT_ONCE records at a time."""
+    n = len(records)
+    sol = np.empty(n, dtype=np.float64)
+    verdict = np.empty(n, dtype=np.int8)
+    machines: set[str] = set()
+    for start in range(0, n, JUDGED_AT_ONCE):
+        at = np.arange(start, min(n, start + JUDGED_AT_ONCE))
+        judged = judging.of(records.columns(at))
+        sol[at] = judged.priced.sol_time_s
+        verdict[at] = judged.judged.verdict
+        machines.update(judged.machines)
+    return CallVerdicts(sol, verdict, tuple(sorted(machines)))
 
 
 @dataclass(frozen=True)
@@ -113,23 +168,26 @@ class TraceRecords:
     def rows(self) -> LazyRows:
         return LazyRows(self.fetch, np.arange(len(self)))
 
-    def columns(self) -> RecordColumns:
-        """What `columns_from_valid` makes of the records, from the templates' columns."""
-        n = len(self)
+    def columns(self, at: np.ndarray | None = None) -> RecordColumns:
+        """What `columns_from_valid` makes of the records (those `at`, else all), from the
+        templates' columns."""
+        at = np.arange(len(self)) if at is None else at
+        n = len(at)
         own = {"time_s": 0.0, "kernels": 1}  # contract fields every call sets for itself
         base = columns_from_valid([{**t, **own} for t in self.templates], keep_rows=False)
-        device = np.array(self.device_names, dtype=object)[self.device]
-        device_codes, first = _first_seen(self.device)
+        template, device_of = self.template[at], self.device[at]
+        device = np.array(self.device_names, dtype=object)[device_of]
+        device_codes, first = _first_seen(device_of)
         device_codes = device_codes.astype(np.int32)  # as `categorize` codes them
-        device_names = tuple(self.device_names[int(d)] for d in self.device[first].tolist())
-        timing = base.timing[self.template]
+        device_names = tuple(self.device_names[int(d)] for d in device_of[first].tolist())
+        timing = base.timing[template]
         if n and timing.size and (timing == timing[0]).all():
             timing = np.broadcast_to(timing[:1], (n,))  # as `columns_from_valid` holds it
-        head = self.fetch(np.arange(min(n, 1000)))
-        return replace(base.take(self.template), time_s=self.time_s.astype(np.float64),
-                       kernels=self.kernels.astype(np.float64), device=device,
+        head = self.fetch(np.arange(min(len(self), 1000)))
+        return replace(base.take(template), time_s=self.time_s[at].astype(np.float64),
+                       kernels=self.kernels[at].astype(np.float64), device=device,
                        device_codes=device_codes, device_names=device_names, timing=timing,
-                       line=np.arange(1, n + 1, dtype=np.int64), rows=self.rows(),
+                       line=at.astype(np.int64) + 1, rows=LazyRows(self.fetch, at),
                        fields=tuple(dict.fromkeys(k for r in head for k in r)))
 
 
@@ -158,7 +216,7 @@ def _first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse.reshape(-1)].astype(np.int64), first[order]
 
 
-def judge_collectives(ops: tuple[TraceOp, ...], table: OpTable,
+def judge_collectives(ops: Sequence[TraceOp], table: OpTable,
                       machines: Mapping[str, Machine],
                       machine: Machine | None = None) -> dict[int, CollectiveJudged]:
     """Each communication op against its device's interconnect (`machine` overrides)."""
@@ -240,10 +298,9 @@ def groups(result: TraceAnalysis) -> list[Group]:
     """Grouped by op and shapes, sorted by time lost (unpriced groups last, by time). The
     calls of a group are gathered by numpy; its sums are taken in call order (a running sum,
     as a person adding them up would), so a total never depends on how calls were grouped."""
-    analysis = result.analysis
-    sol = analysis.priced.sol_time_s if analysis is not None else np.zeros(0)
-    verdict = (analysis.judged.verdict.astype(np.int64) if analysis is not None
-               else np.zeros(0, np.int64))
+    judged = result.verdicts
+    sol = judged.sol_time_s if judged is not None else np.zeros(0)
+    verdict = judged.verdict.astype(np.int64) if judged is not None else np.zeros(0, np.int64)
     gpu_time = result.summary.gpu_time_s
     keys, group_of_op = _group_keys(result.ops, result.table)
     time_of_op = result.table.time_s
@@ -267,8 +324,8 @@ def groups(result: TraceAnalysis) -> list[Group]:
                                            gpu_time, spread))
             continue
         verdicts = _verdict_counts(verdict[rows], unpriced)
-        if len(rows) and not reason and len(sols) < len(rows) and analysis is not None:
-            reason = "; ".join(analysis.reasons(int(rows[0])))  # why it is blank
+        if len(rows) and not reason and len(sols) < len(rows):
+            reason = "; ".join(result.reasons(int(rows[0])))  # why it is blank
         found.append(Group(name, shapes, len(index), total,
                            _running_sum(sols) if len(sols) and len(sols) == len(index)
                            else None,
@@ -279,7 +336,7 @@ def groups(result: TraceAnalysis) -> list[Group]:
                                           else g.time_s)))
 
 
-def _group_keys(ops: tuple[TraceOp, ...], table: OpTable
+def _group_keys(ops: Sequence[TraceOp], table: OpTable
                 ) -> tuple[dict[tuple[str, str], int], np.ndarray]:
     """Each op's group (op, shapes) as a code into the keys, in first-call order. An op that
     is no collective is keyed by its signature alone, so the keys are made once per distinct
@@ -355,7 +412,7 @@ def summary_lines(result: TraceAnalysis) -> list[str]:
         return f"{fmt.seconds(value)} ({fmt.percent(value / kernel) if kernel else '-'})"
 
     devices = ", ".join(s.devices) or "none named (use --machine)"
-    machines = ", ".join(sorted(result.analysis.machines)) if result.analysis else "-"
+    machines = ", ".join(result.verdicts.machines) if result.verdicts else "-"
     return [
         f"kernel time {fmt.seconds(kernel)} in {s.kernels} kernels from {s.ops} ops "
         f"({s.priced_ops} priced); device(s): {devices}; profile(s): {machines}",

@@ -10,9 +10,9 @@ the trace is either priced or said to be unpriced.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -133,17 +133,57 @@ class TraceSummary:
 
 @dataclass(frozen=True)
 class TraceOps:
-    ops: tuple[TraceOp, ...]
+    """The ops that launched kernels: their columns (`table`) and what is shared by many
+    (each distinct signature's price, the reader's signatures), with the few ops priced on
+    their own (collectives, nested attention) kept by position. Memory is one table entry per
+    op and one price per distinct signature; `ops` makes an op's TraceOp when it is read."""
+
     summary: TraceSummary
-    table: OpTable  # the same ops as columns
+    table: OpTable
+    signatures: Sequence[Signature]
+    prices: Mapping[int, OpPrice]  # signature -> its price
+    own: Mapping[int, tuple[OpPrice, Message | None]]  # op position -> its own price
+
+    @property
+    def ops(self) -> Sequence[TraceOp]:
+        return _OpRows(self)
+
+    def op(self, n: int) -> TraceOp:
+        table = self.table
+        sig = self.signatures[int(table.signature[n])]
+        price, message = self.own.get(n) or (self.prices[int(table.signature[n])], None)
+        return TraceOp(sig.name, sig.dims, sig.types, table.device_names[int(table.device[n])],
+                       float(table.time_s[n]), int(table.kernels[n]), price,
+                       bool(table.communication[n]), message)
 
 
-def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True,
-              progress: Callable[[int, int], None] | None = None) -> TraceOps:
-    """One TraceOp per host op that launched kernels, and the summary of device time.
+class _OpRows(Sequence[TraceOp]):
+    def __init__(self, built: TraceOps) -> None:
+        self._built, self._n = built, len(built.table)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> TraceOp: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[TraceOp]: ...
+
+    def __getitem__(self, i: int | slice) -> TraceOp | list[TraceOp]:
+        if isinstance(i, slice):
+            return [self._built.op(k) for k in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return self._built.op(i % self._n)
+
+
+def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True) -> TraceOps:
+    """The host ops that launched kernels, and the summary of device time.
 
     Sums are taken over the reader's columns at once; each distinct op signature is priced
-    once and each distinct device named once, however many calls share them."""
+    once and each distinct device named once, however many calls share them: no Python
+    object is made per op."""
     op_of = launching_ops(events)
     gpu, ops = events.gpu_columns, events.op_columns
     assert gpu is not None and ops is not None
@@ -164,65 +204,70 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     count_by_op = np.bincount(op_of[launched], minlength=n_ops)
     comm_by_op = np.bincount(op_of[launched & comm], minlength=n_ops)
     first_kernel = launched_at[first]  # each op's first kernel, in file order
-    # each communication op's first comm kernel's name, and the recorded message of its first
-    # comm kernel that records one (the comms table holds only those few kernels)
-    comm_at = np.flatnonzero(launched & comm)
+    device_of, device_names = _device_codes(events, gpu.device[first_kernel])
+    signature_of = ops.signature[ops_with_kernels].astype(np.int64)
+    times = time_by_op[ops_with_kernels]
+    communicating = comm_by_op[ops_with_kernels] > 0
+    own = _collectives(events, op_of, launched & comm, ops_with_kernels, communicating)
+    for n, why in _nested_attention(events, ops_with_kernels).items():
+        own.setdefault(n, (unpriced(why), None))  # a collective stays one
+    # every other op is priced by its signature, once, in the order the signatures first
+    # appear among those ops
+    shared = np.ones(len(ops_with_kernels), dtype=bool)
+    shared[list(own)] = False
+    distinct, at = np.unique(signature_of[shared], return_index=True)
+    prices: dict[int, OpPrice] = {}
+    for s in distinct[np.argsort(at, kind="stable")].tolist():
+        prices[s] = _price(events.signatures[s], allow_tf32, replay)
+    priced_by_signature = np.zeros(len(events.signatures), dtype=bool)
+    for s, price in prices.items():
+        priced_by_signature[s] = price.priced
+    priced = priced_by_signature[signature_of] & shared
+    summary = TraceSummary(
+        kernel_time_s=float(dur_s[kernel].sum()),
+        # left to right, in op order (as `sum()` of the floats)
+        priced_time_s=float(np.cumsum(times[priced])[-1]) if priced.any() else 0.0,
+        communication_time_s=float(dur_s[comm].sum()),
+        memcpy_time_s=float(dur_s[gpu.kind == KINDS.index("memcpy")].sum()),
+        memset_time_s=float(dur_s[gpu.kind == KINDS.index("memset")].sum()),
+        unattributed_time_s=float(dur_s[kernel & ~comm & (op_of == NO_OP)].sum()),
+        kernels=int(kernel.sum()), ops=len(ops_with_kernels),
+        priced_ops=int(priced.sum()),
+        devices=tuple(sorted(set(events.device_names.values()))),
+        skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
+        timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank)
+    table = OpTable(signature_of, times, count_by_op[ops_with_kernels].astype(np.int64),
+                    device_of, device_names, priced, communicating)
+    return TraceOps(summary, table, events.signatures, prices, own)
+
+
+def _collectives(events: TraceEvents, op_of: np.ndarray, launched_comm: np.ndarray,
+                 ops_with_kernels: np.ndarray, communicating: np.ndarray
+                 ) -> dict[int, tuple[OpPrice, Message | None]]:
+    """Per communication op (by position in `ops_with_kernels`), its price (none: it is
+    priced on the interconnect) and message: the one its signature records, else its first
+    comm kernel's recorded one (the comms table holds only those few kernels)."""
+    gpu = events.gpu_columns
+    assert gpu is not None
+    comm_at = np.flatnonzero(launched_comm)
     comm_ops, first_comm = np.unique(op_of[comm_at], return_index=True)
     comm_kernel = dict(zip(comm_ops.tolist(), (events.names[i] for i in
                                                gpu.name[comm_at[first_comm]].tolist()),
                            strict=True))
     recorded: dict[int, tuple[Any, ...]] = {}
     for k in sorted(events.comms):
-        if launched[k] and comm[k]:
+        if launched_comm[k]:
             recorded.setdefault(int(op_of[k]), events.comms[k])
-    prices: dict[int, OpPrice] = {}
-    device_of, device_names = _device_codes(events, gpu.device[first_kernel])
-    devices = [device_names[i] for i in device_of.tolist()]
     collective = unpriced("communication: priced on the interconnect, not the roofline")
-    result: list[TraceOp] = []
-    signature_of = ops.signature[ops_with_kernels].tolist()
-    times = time_by_op[ops_with_kernels].tolist()
-    counts = count_by_op[ops_with_kernels].tolist()
-    communicating = (comm_by_op[ops_with_kernels] > 0).tolist()
-    carried = _nested_attention(events, ops_with_kernels)
-    priced: list[bool] = []
-    for n in range(len(ops_with_kernels)):
-        sig = events.signatures[signature_of[n]]
-        message = None
-        if communicating[n]:
-            price = collective
-            index = int(ops_with_kernels[n])
-            message = message_of(sig.name, sig.dims, sig.types, recorded.get(index),
-                                 comm_kernel.get(index, ""))
-        elif n in carried:
-            price = unpriced(carried[n])
-        else:
-            price = prices.get(signature_of[n])  # type: ignore[assignment]
-            if price is None:
-                price = prices[signature_of[n]] = _price(sig, allow_tf32, replay)
-        priced.append(price.priced)
-        result.append(TraceOp(sig.name, sig.dims, sig.types, devices[n], times[n], counts[n],
-                              price, communicating[n], message))
-        if progress is not None and n % 256 == 0:
-            progress(n, len(ops_with_kernels))
-    priced_time = sum(t for t, p in zip(times, priced, strict=True) if p)
-    summary = TraceSummary(
-        kernel_time_s=float(dur_s[kernel].sum()),
-        priced_time_s=float(priced_time),
-        communication_time_s=float(dur_s[comm].sum()),
-        memcpy_time_s=float(dur_s[gpu.kind == KINDS.index("memcpy")].sum()),
-        memset_time_s=float(dur_s[gpu.kind == KINDS.index("memset")].sum()),
-        unattributed_time_s=float(dur_s[kernel & ~comm & (op_of == NO_OP)].sum()),
-        kernels=int(kernel.sum()), ops=len(result),
-        priced_ops=sum(priced),
-        devices=tuple(sorted(set(events.device_names.values()))),
-        skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
-        timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank)
-    table = OpTable(ops.signature[ops_with_kernels].astype(np.int64),
-                    time_by_op[ops_with_kernels], count_by_op[ops_with_kernels].astype(np.int64),
-                    device_of, device_names, np.array(priced, dtype=bool),
-                    comm_by_op[ops_with_kernels] > 0)
-    return TraceOps(tuple(result), summary, table)
+    ops = events.op_columns
+    assert ops is not None
+    found: dict[int, tuple[OpPrice, Message | None]] = {}
+    for n in np.flatnonzero(communicating).tolist():
+        index = int(ops_with_kernels[n])
+        sig = events.signatures[int(ops.signature[index])]
+        found[n] = (collective, message_of(sig.name, sig.dims, sig.types, recorded.get(index),
+                                           comm_kernel.get(index, "")))
+    return found
 
 
 def _timeline(gpu: GpuColumns, dur_s: np.ndarray, kernel: np.ndarray,

@@ -7,7 +7,7 @@ decodes in C against the few fields pricing reads (everything else is skipped un
 holding anything the fast schema does not fit is decoded again with `json` and judged event by
 event (`_keep`), so that a malformed event is skipped and counted, never guessed at. What is
 kept is columns of numbers (times, thread codes, ids) and one shared table of each distinct
-name and op signature: memory grows by ~40 bytes per event kept, and each distinct op,
+name and op signature: memory grows by ~30 bytes per event kept, and each distinct op,
 kernel name and shape list is held once. Durations and timestamps stay in the trace's
 microseconds here; the records built from them are in seconds.
 """
@@ -132,13 +132,14 @@ _DTYPES = {"thread": np.int32, "signature": np.int32, "name": np.int32, "kind": 
 
 
 class _Pending:
-    """One kind's columns: Python lists for the run being read, numpy arrays for the runs
-    before it (so that a run's lists are all that is ever held as Python objects)."""
+    """One kind's columns: Python lists for the run being read, one growing array per column
+    for the runs before it (so that a run's lists are all that is ever held as Python
+    objects)."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
         self.lists: tuple[list[Any], ...] = tuple([] for _ in names)
-        self.done: list[tuple[np.ndarray, ...]] = []
+        self.done = tuple(_Growing() for _ in names)
         self.flushed = 0
 
     def __len__(self) -> int:
@@ -147,16 +148,59 @@ class _Pending:
     def flush(self) -> None:
         if self.lists[0]:
             self.flushed += len(self.lists[0])
-            self.done.append(tuple(_column(n, v) for n, v in zip(self.names, self.lists,
-                                                                  strict=True)))
+            for name, values, done in zip(self.names, self.lists, self.done, strict=True):
+                done.append(_column(name, values))
             for values in self.lists:
                 values.clear()
 
     def arrays(self) -> list[np.ndarray]:
         self.flush()
-        if not self.done:
+        if not self.flushed:
             return [_column(n, []) for n in self.names]
-        return [_concat([d[i] for d in self.done]) for i in range(len(self.names))]
+        return [done.whole() for done in self.done]
+
+
+class _Growing:
+    """A column's runs in one array that grows in place (realloc), never a list of run-sized
+    arrays: those, freed once joined, would leave holes all through the heap that the process
+    cannot give back, doubling what a read holds."""
+
+    FIRST = 1 << 16  # entries: a first array big enough to be mapped, not carved from the heap
+
+    def __init__(self) -> None:
+        self.array: np.ndarray | None = None
+        self.size = 0
+
+    def append(self, part: np.ndarray) -> None:
+        if self.array is None:
+            self.array = np.empty(max(self.FIRST, len(part)), dtype=part.dtype)
+        elif (part.dtype == object) != (self.array.dtype == object):  # ids that are not ints
+            if part.dtype != object:
+                part = _as_objects(part)
+            else:
+                self.array = _as_objects(self.array[:self.size])
+        end = self.size + len(part)
+        if end > len(self.array):
+            self._grow(max(end, 2 * len(self.array)))
+        self.array[self.size:end] = part
+        self.size = end
+
+    def _grow(self, capacity: int) -> None:
+        assert self.array is not None
+        if self.array.dtype == object:  # a rare column; copied, its references kept
+            grown = np.empty(capacity, dtype=object)
+            grown[:self.size] = self.array[:self.size]
+            self.array = grown
+        else:  # no view of it is ever taken while it grows, hence no reference check
+            self.array.resize(capacity, refcheck=False)
+
+    def whole(self) -> np.ndarray:
+        assert self.array is not None
+        if self.array.dtype == object:
+            return self.array[:self.size].copy()
+        self.array.resize(self.size, refcheck=False)
+        found, self.array = self.array, None
+        return found
 
 
 def _column(name: str, values: list[Any]) -> np.ndarray:
@@ -192,12 +236,6 @@ class _Box:
 
 
 NONE_ID_BOX: Any = _Box()
-
-
-def _concat(parts: list[np.ndarray]) -> np.ndarray:
-    if any(p.dtype == object for p in parts) and not all(p.dtype == object for p in parts):
-        parts = [p if p.dtype == object else _as_objects(p) for p in parts]
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 def _as_objects(column: np.ndarray) -> np.ndarray:
