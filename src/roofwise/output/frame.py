@@ -339,11 +339,14 @@ def write_json_lines(analysis: Analysis, out: TextIO,
     json_writer(analysis, lint)(out)
 
 
-def json_writer(analysis: Analysis, lint: Lint | None = None) -> Write:
+def json_writer(analysis: Analysis, lint: Lint | Callable[[], Lint] | None = None) -> Write:
     """The --json lines, built. Where every record has every field and none is JSON text
     (CSV, Parquet), the engine's NDJSON writer writes the frame itself; otherwise each line is
-    built from its fields (`json_lines`) so that a field a record lacks is left out."""
+    built from its fields (`json_lines`) so that a field a record lacks is left out. `lint`
+    may be a function giving the findings (a `Future.result`): it is asked for once the
+    verdict frame is built, so that the findings can be made meanwhile on another thread."""
     frame, inputs, json_text = _verdicts_once(analysis)
+    lint = lint() if callable(lint) else lint
     if json_text or any(frame[c].null_count() for c in inputs) or _has_separators(frame):
         # the lines are encoded by the engine when written (on the writer's thread, so that
         # the next batch is judged meanwhile)
