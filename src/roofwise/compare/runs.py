@@ -30,16 +30,15 @@ import math
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import Any
 
 import numpy as np
 
 from roofwise.base import fmt
+from roofwise.base.built import Built
 from roofwise.base.errors import InputError
 from roofwise.output.analysis import Analysis
 from roofwise.verdicts.rules import BLANK, IMPOSSIBLE, LATENCY_BOUND, NO_EFFICIENCY, VERDICTS
-
-T = TypeVar("T")
 
 REGRESSION, INCOMPARABLE, IMPROVEMENT, UNCHANGED, ONLY_BASE, ONLY_NEW = (
     "regression", "incomparable", "improvement", "unchanged", "only_base", "only_new")
@@ -143,34 +142,7 @@ class _Run:
         return (str(self.op[i]), str(self.workload[i]), str(self.device[i]))
 
 
-class _Built(Sequence[T]):
-    """A sequence whose items are built only when looked at (`_at`): a million rows cost
-    their columns, not a million objects."""
-
-    def _at(self, k: int) -> T:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, k: int) -> T: ...
-
-    @overload
-    def __getitem__(self, k: slice) -> list[T]: ...
-
-    def __getitem__(self, k: int | slice) -> T | list[T]:
-        if isinstance(k, slice):
-            return [self._at(j) for j in range(*k.indices(len(self)))]
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        return self._at(k)
-
-    def __iter__(self) -> Iterator[T]:
-        for k in range(len(self)):
-            yield self._at(k)
-
-
-class Changes(_Built[Change]):
+class Changes(Built[Change]):
     """The pairs in display order; each `Change` is built when it is looked at."""
 
     def __init__(self, base: _Run, new: _Run, base_index: np.ndarray, new_index: np.ndarray,
@@ -226,7 +198,7 @@ class Changes(_Built[Change]):
             yield template % values
 
 
-class Duplicates(_Built[Duplicate]):
+class Duplicates(Built[Duplicate]):
     """The keys repeated within a file, base's then new's, in file order; each `Duplicate` is
     built when it is looked at (a million repeated keys cost arrays, not a million objects).
     Each part is (side, run, the repeated rows, the line of each one's first row)."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
+from roofwise.base.built import BuiltRows
 from roofwise.traces.aten import OpPrice, make_call, unpriced
 from roofwise.traces.attention import is_attention, nested_attention
 from roofwise.traces.collectives import (
@@ -146,7 +147,7 @@ class TraceOps:
 
     @property
     def ops(self) -> Sequence[TraceOp]:
-        return _OpRows(self)
+        return BuiltRows(len(self.table), self.op)
 
     def op(self, n: int) -> TraceOp:
         table = self.table
@@ -155,27 +156,6 @@ class TraceOps:
         return TraceOp(sig.name, sig.dims, sig.types, table.device_names[int(table.device[n])],
                        float(table.time_s[n]), int(table.kernels[n]), price,
                        bool(table.communication[n]), message)
-
-
-class _OpRows(Sequence[TraceOp]):
-    def __init__(self, built: TraceOps) -> None:
-        self._built, self._n = built, len(built.table)
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, i: int) -> TraceOp: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[TraceOp]: ...
-
-    def __getitem__(self, i: int | slice) -> TraceOp | list[TraceOp]:
-        if isinstance(i, slice):
-            return [self._built.op(k) for k in range(*i.indices(self._n))]
-        if not -self._n <= i < self._n:
-            raise IndexError(i)
-        return self._built.op(i % self._n)
 
 
 def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True) -> TraceOps:

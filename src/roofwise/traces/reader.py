@@ -14,6 +14,7 @@ microseconds here; the records built from them are in seconds.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -23,12 +24,13 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, NamedTuple, cast, overload
+from typing import IO, Any, NamedTuple, cast
 
 import msgspec
 import numpy as np
 from isal import igzip, isal_zlib
 
+from roofwise.base.built import BuiltRows
 from roofwise.base.errors import InputError
 from roofwise.traces.collectives import kernel_message
 
@@ -277,35 +279,13 @@ class TraceEvents:
 
     @property
     def ops(self) -> Sequence[CpuOp]:
-        return _Rows(self, _op_row, 0 if self.op_columns is None else
-                     len(self.op_columns.ts_us))
+        return BuiltRows(0 if self.op_columns is None else len(self.op_columns.ts_us),
+                         functools.partial(_op_row, self))
 
     @property
     def gpu(self) -> Sequence[GpuEvent]:
-        return _Rows(self, _gpu_row, 0 if self.gpu_columns is None else
-                     len(self.gpu_columns.ts_us))
-
-
-class _Rows(Sequence[Any]):
-    def __init__(self, events: TraceEvents, row: Callable[[TraceEvents, int], Any],
-                 n: int) -> None:
-        self._events, self._row, self._n = events, row, n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, i: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Any]: ...
-
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [self._row(self._events, k) for k in range(*i.indices(self._n))]
-        if not -self._n <= i < self._n:
-            raise IndexError(i)
-        return self._row(self._events, i % self._n)
+        return BuiltRows(0 if self.gpu_columns is None else len(self.gpu_columns.ts_us),
+                         functools.partial(_gpu_row, self))
 
 
 def _op_row(events: TraceEvents, i: int) -> CpuOp:
