@@ -182,6 +182,7 @@ def test_empty_record_file_is_one_line(capsys, tmp_path):
     one_line_error(capsys, "analyze", str(path), expect=(str(path), "no records"))
 
 
+@pytest.mark.filterwarnings("error")  # a warning, on any thread, fails the command
 def test_overflowing_record_warns_nobody(capsys, tmp_path):
     path = tmp_path / "big.jsonl"
     path.write_text(json.dumps({"op": "x", "flops": 1e308, "bytes": 1e308,

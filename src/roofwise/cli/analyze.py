@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -195,10 +196,11 @@ def _prepare(analysis: Analysis, as_json: bool, first: bool, references: list[Le
     header) they go under, and the fields that header lacks (left out of the CSV)."""
     if as_json:
         # the findings are made beside the verdict frame: both are mostly the engine's work,
-        # which lets go of the interpreter, so a second core shortens the batch
+        # which lets go of the interpreter, so a second core shortens the batch. The thread
+        # runs in this one's context, so numpy's error state (no warnings) is the command's.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            lint = pool.submit(lint_columns, analysis, references, path=path,
-                               machine_level=True)
+            lint = pool.submit(contextvars.copy_context().run, lint_columns, analysis,
+                               references, path=path, machine_level=True)
             return columns, json_writer(analysis, lint.result), []
     written, write, left_out = csv_writer(analysis, header=first, columns=columns)
     return written, write, left_out
