@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -168,13 +168,24 @@ class TraceRecords:
     def rows(self) -> LazyRows:
         return LazyRows(self.fetch, np.arange(len(self)))
 
+    @cached_property
+    def _template_columns(self) -> RecordColumns:
+        """The templates as columns: made once, however many slices are judged."""
+        own = {"time_s": 0.0, "kernels": 1}  # contract fields every call sets for itself
+        return columns_from_valid([{**t, **own} for t in self.templates], keep_rows=False)
+
+    @cached_property
+    def _fields(self) -> tuple[str, ...]:
+        """The records' fields, in the order the first thousand name them."""
+        head = self.fetch(np.arange(min(len(self), 1000)))
+        return tuple(dict.fromkeys(k for r in head for k in r))
+
     def columns(self, at: np.ndarray | None = None) -> RecordColumns:
         """What `columns_from_valid` makes of the records (those `at`, else all), from the
         templates' columns."""
         at = np.arange(len(self)) if at is None else at
         n = len(at)
-        own = {"time_s": 0.0, "kernels": 1}  # contract fields every call sets for itself
-        base = columns_from_valid([{**t, **own} for t in self.templates], keep_rows=False)
+        base = self._template_columns
         template, device_of = self.template[at], self.device[at]
         device = np.array(self.device_names, dtype=object)[device_of]
         device_codes, first = _first_seen(device_of)
@@ -183,12 +194,11 @@ class TraceRecords:
         timing = base.timing[template]
         if n and timing.size and (timing == timing[0]).all():
             timing = np.broadcast_to(timing[:1], (n,))  # as `columns_from_valid` holds it
-        head = self.fetch(np.arange(min(len(self), 1000)))
         return replace(base.take(template), time_s=self.time_s[at].astype(np.float64),
                        kernels=self.kernels[at].astype(np.float64), device=device,
                        device_codes=device_codes, device_names=device_names, timing=timing,
                        line=at.astype(np.int64) + 1, rows=LazyRows(self.fetch, at),
-                       fields=tuple(dict.fromkeys(k for r in head for k in r)))
+                       fields=self._fields)
 
 
 def trace_records(built: TraceOps, priced_at: np.ndarray) -> TraceRecords:
