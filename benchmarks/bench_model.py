@@ -6,7 +6,12 @@ config, the capture on fake tensors, pricing, JSON to /dev/null), median of `--r
 - one projection: `roofwise model CONFIG -m h200 --phase decode --context 4096 --json`;
 - a sweep of 9 batch sizes: the same with `--sweep batch=1,2,4,...,256`;
 - the ratio of the two (issue 22's goal: a sweep under 2x one projection, one projection
-  under 2.5 s), with the machine's load average beside them.
+  under 2.5 s), with the machine's load average beside them;
+
+each first with no capture store (`ROOFWISE_NO_CACHE=1`: every step captured, as the first
+run of a config does), then again on a warm store in a fresh folder (the steps read back, as
+every later run of the same steps does, on any card, regime or output format): the single
+projection is timed on the warm store on another card (b200) than the one that stored it.
 
 Each figure is given as wall time and as the CPU time of the process (user + system, from
 its resource usage): on a shared, loaded machine the wall time moves with the load, the CPU
@@ -25,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,11 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 BATCHES = "1,2,4,8,16,32,64,128,256"
 
 
-def timed(argv: list[str], runs: int, src: str | None) -> tuple[float, float]:
-    """Median (wall, CPU) seconds of `runs` runs of a whole `roofwise` process."""
+def timed(argv: list[str], runs: int, src: str | None,
+          store: str | None = None) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of `runs` runs of a whole `roofwise` process, with the
+    capture store in folder `store` (None: off)."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
+    env.pop("ROOFWISE_NO_CACHE", None)
+    if store is None:
+        env["ROOFWISE_NO_CACHE"] = "1"
+    else:
+        env["ROOFWISE_CACHE_DIR"] = store
     walls, cpus = [], []
     for _ in range(runs):
         started = time.perf_counter()
@@ -63,14 +76,22 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.config}; "
           f"median of {args.runs} runs")
     for src in args.src or [None]:
+        sweep = [*base, "--sweep", f"batch={BATCHES}"]
         one_wall, one_cpu = timed(base, args.runs, src)
-        sweep_wall, sweep_cpu = timed([*base, "--sweep", f"batch={BATCHES}"], args.runs, src)
+        sweep_wall, sweep_cpu = timed(sweep, args.runs, src)
+        with tempfile.TemporaryDirectory() as store:
+            timed(sweep, 1, src, store)  # fills the store with every step below
+            warm_wall, warm_cpu = timed([*base[:3], "b200", *base[4:]], args.runs, src, store)
+            warm_sweep_wall, warm_sweep_cpu = timed(sweep, args.runs, src, store)
         print(f"{src or 'installed roofwise'}:")
         print(f"  one projection      CPU {one_cpu:6.2f} s, wall {one_wall:6.2f} s "
               "(goal under 2.5 s)")
         print(f"  sweep of 9 batches  CPU {sweep_cpu:6.2f} s = {sweep_cpu / one_cpu:.2f} x one "
               f"projection, wall {sweep_wall:6.2f} s = {sweep_wall / one_wall:.2f} x "
               "(goal under 2x)")
+        print(f"  stored steps: one projection (another card) CPU {warm_cpu:6.2f} s, wall "
+              f"{warm_wall:6.2f} s; sweep of 9 CPU {warm_sweep_cpu:6.2f} s, wall "
+              f"{warm_sweep_wall:6.2f} s")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,11 @@ import pytest
 from roofwise.profiles.load import builtin_machines
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# `roofwise model` keeps its captures under ~/.cache by default: the suite (and every process
+# it starts) captures each step afresh and writes nothing there; the store's own tests turn it
+# on in a folder of their own (tests/models/test_capture_store.py).
+os.environ["ROOFWISE_NO_CACHE"] = "1"
 
 
 @pytest.fixture(scope="session")

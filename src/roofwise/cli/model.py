@@ -69,6 +69,9 @@ from roofwise.render.layout import Column, fit_table
               help="Serving figures of a request shape at each --batch: TTFT, TPOT, "
                    "throughput, tokens/s per GPU, memory fit, launch floors (speed-of-light "
                    "bounds).")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Capture every step again instead of reading the captures kept from "
+                   "earlier runs ($ROOFWISE_CACHE_DIR, else ~/.cache/roofwise).")
 @click.option("--allow-long-context", "allow_long", is_flag=True,
               help="Project past the config's max_position_embeddings (refused otherwise).")
 @click.option("--limit", default=40, show_default=True, type=click.IntRange(min=0),
@@ -77,7 +80,8 @@ def model_command(config_path: str, machine_name: str, phase: str | None, batche
                   seq: int | None, context: int, tp: int, dtype: str, kv_dtype: str | None,
                   weights: str | None, mla: str, regime: str | None, unfused: bool,
                   sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
-                  serve_text: str | None, allow_long: bool, limit: int) -> None:
+                  serve_text: str | None, no_cache: bool, allow_long: bool,
+                  limit: int) -> None:
     """Project one prefill or decode step of a transformers model on a machine: every op
     priced, per layer type and in total, and whether it fits in the card's memory; or, with
     --serve, a request shape's serving figures."""
@@ -90,11 +94,12 @@ def model_command(config_path: str, machine_name: str, phase: str | None, batche
     with _no_stdin():
         if serve_text is not None:
             _serve(config_path, machine_name, serve_text, sizes, tp, dtype, kv_dtype, regime,
-                   unfused, allow_long, as_json, mla, weights)
+                   unfused, allow_long, as_json, mla, weights, no_cache)
             return
         assert phase is not None
         _model(config_path, machine_name, phase, sizes[0], seq, context, tp, dtype, kv_dtype,
-               regime, unfused, sweeps, as_json, records_out, limit, allow_long, mla, weights)
+               regime, unfused, sweeps, as_json, records_out, limit, allow_long, mla, weights,
+               no_cache)
 
 
 def parse_batches(text: str) -> list[int]:
@@ -124,8 +129,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
            context: int, tp: int, dtype: str, kv_dtype: str | None, regime: str | None,
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
            limit: int, allow_long: bool = False, mla: str = "absorbed",
-           weights: str | None = None) -> None:
-    from roofwise.models.config import load_config, shard  # deferred: transformers
+           weights: str | None = None, no_cache: bool = False) -> None:
+    from roofwise.models.stored import load_sharded, store_from_environment
 
     if regime is not None and regime not in REGIMES:  # before the profile says "no rates"
         raise InputError("--regime", f"expected one of {', '.join(REGIMES)}, got {regime!r}")
@@ -143,9 +148,10 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
     if tp > 1 and machine.interconnect is None:
         note(f"roofwise: profile {machine.name} has no interconnect: the all-reduces of "
              f"--tp {tp} stay unpriced")
-    config = shard(load_config(config_path), tp)
+    store = store_from_environment(no_cache)
+    config = load_sharded(config_path, tp, store)
     options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp,
-                   allow_long_context=allow_long, mla=mla, weights=weights)
+                   allow_long_context=allow_long, mla=mla, weights=weights, store=store)
     if sweeps:
         _sweep(config, machine, dict(batch=batch, seq=seq, context=context), sweeps, options,
                as_json)
@@ -172,7 +178,7 @@ def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
                               StepOptions(options["dtype"], options["kv_dtype"],
                                           options["fused"], options["tp"], regime,
                                           options["allow_long_context"], options["mla"],
-                                          options["weights"]))
+                                          options["weights"], options["store"]))
     if projection.step_time_s <= 0:
         raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
                                                       "(its rates are gaps: it prices in "
@@ -283,7 +289,7 @@ def _sweep(config: Any, machine: Machine, base: dict[str, int], texts: tuple[str
     points = sweep.grid(base, sweep.parse_sweeps(texts))
     step_options = StepOptions(options["dtype"], options["kv_dtype"], options["fused"],
                                options["tp"], None, options["allow_long_context"],
-                               options["mla"], options["weights"])
+                               options["mla"], options["weights"], options["store"])
     keys = list(dict.fromkeys((p["batch"], p["seq"], p["context"]) for p in points))
     # one capture per point, the model built once for all of them, priced under each regime
     captures = dict(zip(keys, captures_for(config, [Step(options["phase"], *k) for k in keys],
@@ -350,17 +356,18 @@ def _point(value: int | None) -> str:
 def _serve(config_path: str, machine_name: str, request_text: str, batches: list[int],
            tp: int, dtype: str, kv_dtype: str | None, regime: str | None, unfused: bool,
            allow_long: bool, as_json: bool, mla: str = "absorbed",
-           weights: str | None = None) -> None:
-    from roofwise.models.config import load_config, shard  # deferred: transformers
+           weights: str | None = None, no_cache: bool = False) -> None:
     from roofwise.models.serve import SERVE_NOTES, StepOptions, parse_request, serve
+    from roofwise.models.stored import load_sharded, store_from_environment
 
     machine = load_machine_arg(machine_name)
     assert machine is not None
     request = parse_request(request_text)
-    config = shard(load_config(config_path), tp)
+    store = store_from_environment(no_cache)
+    config = load_sharded(config_path, tp, store)
     serving = serve(config, machine, request, batches,
                     StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long, mla,
-                                weights))
+                                weights, store))
     if as_json:
         for point in serving.points:
             _echo(point.as_json())

@@ -9,6 +9,7 @@ size, norms, router and MLA latent projections stay whole on every device.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import warnings
@@ -66,17 +67,62 @@ MAX_DEPTH = 32  # configs nest 3 or 4 levels (text_config, rope_parameters)
 
 
 @dataclass(frozen=True)
+class DecoderSizes:
+    """The sizes of the priced decoder (one shard's) that are read after its capture: the
+    memory fit's activation estimate and the position limit. Plain values, so that a stored
+    capture (models/stored.py) brings them back without transformers."""
+
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int | None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    qk_nope_head_dim: int = 0  # multi-head latent attention's head parts; 0 without MLA
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    intermediate_size: int | tuple[int, ...] | None = None  # a tuple: one per layer
+    moe_intermediate_size: int | None = None
+    num_experts_per_tok: int | None = None
+    n_shared_experts: int = 0
+    vocab_size: int = 0
+    max_position_embeddings: int | None = None
+
+
+def sizes_of(hf: Any) -> DecoderSizes:
+    """`hf`'s sizes as transformers resolves them (aliases such as GPT-2's `n_embd` read
+    through the config's attribute map)."""
+
+    def whole(name: str) -> int | None:
+        value = getattr(hf, name, None)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    inter = getattr(hf, "intermediate_size", None)
+    return DecoderSizes(
+        int(hf.num_hidden_layers), int(hf.hidden_size), whole("num_attention_heads"),
+        whole("num_key_value_heads"), whole("head_dim"), whole("qk_nope_head_dim") or 0,
+        whole("qk_rope_head_dim") or 0, whole("v_head_dim") or 0,
+        tuple(int(v) for v in inter) if isinstance(inter, (list, tuple)) else whole(
+            "intermediate_size"),
+        whole("moe_intermediate_size"), whole("num_experts_per_tok"),
+        whole("n_shared_experts") or 0, whole("vocab_size") or 0,
+        whole("max_position_embeddings"))
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     path: str
     raw: dict[str, Any]
-    hf: Any  # transformers.PretrainedConfig: the decoder that is priced
+    # transformers.PretrainedConfig: the decoder that is priced; None for a config brought
+    # back with its stored captures (`models/stored.py`), loaded again if a step is missing
+    hf: Any
+    sizes: DecoderSizes
     notes: tuple[str, ...] = ()  # what of the config is not priced (a vision tower)
     causal_lm_key: type | None = None  # the config class transformers' causal-LM map knows
     tp: int = 1  # tensor-parallel devices `hf` is one shard of
 
     @property
     def layers(self) -> int:
-        return int(self.hf.num_hidden_layers)
+        return self.sizes.num_hidden_layers
 
 
 def load_config(path: str | Path) -> ModelConfig:
@@ -90,8 +136,10 @@ def load_config(path: str | Path) -> ModelConfig:
     except ImportError:
         raise InputError("roofwise model", "needs transformers: pip install 'roofwise[models]'"
                          ) from None
-    fields = {k: v for k, v in raw.items()
-              if k not in ("model_type", "architectures", *_CODE_KEYS)}
+    # a copy: transformers writes into the nested dicts it is given (rope_scaling gains a
+    # rope_theta), and `raw` stays the file as read (what a stored capture is keyed by)
+    fields = copy.deepcopy({k: v for k, v in raw.items()
+                            if k not in ("model_type", "architectures", *_CODE_KEYS)})
     from transformers.utils import logging as hf_logging
 
     _check_fields(str(target), raw["model_type"], fields)
@@ -106,7 +154,7 @@ def load_config(path: str | Path) -> ModelConfig:
                          f"transformers cannot build the config ({reason_of(exc)})") from None
     hf, key, notes = _decoder(str(target), built)
     _check_built(str(target), hf, _decoder_fields(built, hf, raw))
-    return ModelConfig(str(target), raw, hf, notes, key)
+    return ModelConfig(str(target), raw, hf, sizes_of(hf), notes, key)
 
 
 _FIELD = re.compile(r"(?:for field|Field) '(\w+)'")
@@ -310,12 +358,10 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     narrowed once built (`capture.shard_attention`), from `tp` and the pinned `head_dim`."""
     if tp == 1:
         return config
-    import copy
-
     hf = copy.deepcopy(config.hf)
     heads = getattr(hf, "num_attention_heads", None)
     if not isinstance(heads, int):  # no attention (an SSM): the capture says what it is
-        return replace(config, hf=hf, tp=tp)
+        return replace(config, hf=hf, sizes=sizes_of(hf), tp=tp)
     if not hasattr(hf, "qk_nope_head_dim"):  # MLA sets its own head sizes
         _pin_head_dim(hf, getattr(hf, "head_dim", None) or hf.hidden_size // heads)
     _divide(hf, "num_attention_heads", tp, config.path)
@@ -339,7 +385,7 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     pad = getattr(hf, "pad_token_id", None)
     if isinstance(pad, int) and pad >= getattr(hf, "vocab_size", pad + 1):
         hf.pad_token_id = 0  # its row is on another device's share; which row costs nothing
-    return replace(config, hf=hf, tp=tp)
+    return replace(config, hf=hf, sizes=sizes_of(hf), tp=tp)
 
 
 def _pin_head_dim(hf: Any, value: int) -> None:

@@ -31,8 +31,8 @@ _MAX_POSITIONS = 1 << 40
 
 def position_limit(config: ModelConfig) -> int | None:
     """The config's `max_position_embeddings` (GPT-2's `n_positions`), None if absent."""
-    value = getattr(config.hf, "max_position_embeddings", None)
-    return int(value) if isinstance(value, int) and value > 0 else None
+    value = config.sizes.max_position_embeddings
+    return value if value is not None and value > 0 else None
 
 
 def check_positions(config: ModelConfig, positions: int, allow_long: bool,
@@ -55,30 +55,25 @@ def kv_cache_bytes(kv_layers: tuple[tuple[int, int | None], ...], batch: int,
 
 def activation_peak_bytes(config: ModelConfig, batch: int, seq: int, dtype: str) -> float:
     """The estimate the module docstring describes, for batch x seq new tokens."""
-    hf = config.hf
+    sizes = config.sizes
     tokens = batch * seq
     size = bytes_per_element(dtype)
-    hidden = int(hf.hidden_size)
-    heads = int(hf.num_attention_heads)
-    kv_heads = int(getattr(hf, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(hf, "head_dim", None) or hidden // heads)
-    q_width = heads * int(getattr(hf, "qk_nope_head_dim", 0) + getattr(hf, "qk_rope_head_dim", 0)
-                          or head_dim)
-    attention = q_width + 2 * kv_heads * head_dim + heads * int(getattr(hf, "v_head_dim", 0)
-                                                                 or head_dim)
+    hidden = sizes.hidden_size
+    heads = int(sizes.num_attention_heads or 0)
+    kv_heads = sizes.num_key_value_heads or heads
+    head_dim = sizes.head_dim or (hidden // heads if heads else 0)
+    q_width = heads * ((sizes.qk_nope_head_dim + sizes.qk_rope_head_dim) or head_dim)
+    attention = q_width + 2 * kv_heads * head_dim + heads * (sizes.v_head_dim or head_dim)
     # a per-layer list of MLP widths (Gemma-3n): the widest layer sets the peak
-    inter = getattr(hf, "intermediate_size", 0)
-    inter = max(inter) if isinstance(inter, (list, tuple)) and inter else inter
-    dense = 3 * int(inter or 4 * hidden)
+    inter = sizes.intermediate_size
+    widest_mlp = (max(inter) if inter else 0) if isinstance(inter, tuple) else inter
+    dense = 3 * (widest_mlp or 4 * hidden)
     routed = 0
-    experts_inter = getattr(hf, "moe_intermediate_size", None)
-    top_k = getattr(hf, "num_experts_per_tok", None)
-    if experts_inter and top_k:
-        shared = int(getattr(hf, "n_shared_experts", 0) or 0)
-        routed = 3 * int(experts_inter) * (int(top_k) + shared)
+    if sizes.moe_intermediate_size and sizes.num_experts_per_tok:
+        routed = 3 * sizes.moe_intermediate_size * (sizes.num_experts_per_tok
+                                                    + sizes.n_shared_experts)
     widest = max(attention, dense, routed)
-    vocab = int(getattr(hf, "vocab_size", 0) or 0)
-    return tokens * (2 * hidden + widest) * size + batch * vocab * LOGIT_BYTES
+    return tokens * (2 * hidden + widest) * size + batch * sizes.vocab_size * LOGIT_BYTES
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,14 @@ from roofwise.models.quant import (
     quantized_gemm,
     scheme_from_config,
 )
+from roofwise.models.stored import (
+    NO_STORE,
+    CaptureStore,
+    config_key,
+    load_capture,
+    save_capture,
+    step_key,
+)
 from roofwise.pricing.core import price_ledger
 from roofwise.profiles.machine import Machine
 
@@ -42,6 +50,7 @@ class StepOptions:
     allow_long_context: bool = False
     mla: str = "absorbed"  # multi-head latent attention at decode: absorbed or expanded
     weights: str | None = None  # --weights fp8|int8|int4[:group]; None: the config's scheme
+    store: CaptureStore = NO_STORE  # where captures are kept; no option of the step itself
 
 
 def project_step(config: ModelConfig, machine: Machine, phase: str, batch: int, seq: int,
@@ -75,9 +84,28 @@ def captures_for(config: ModelConfig, steps: Sequence[Any], options: StepOptions
         check_step(step.batch, step.seq, step.context)
         check_positions(config, step.context + step.seq, options.allow_long_context)
     scheme = weight_scheme(config, options)
-    captures = capture_steps(config, steps, options.dtype, options.kv_dtype, options.fused,
-                             options.mla)
+    store = options.store
+    of_config = config_key(config.raw, config.tp)
+    keys = [step_key(of_config, step, options.dtype, options.kv_dtype, options.fused,
+                     options.mla) for step in steps]
+    found = [load_capture(store, key) for key in keys]
+    missing = [i for i, capture in enumerate(found) if capture is None]
+    if missing:
+        made = capture_steps(loaded(config), [steps[i] for i in missing], options.dtype,
+                             options.kv_dtype, options.fused, options.mla)
+        for i, capture in zip(missing, made, strict=True):
+            found[i] = capture
+            save_capture(store, keys[i], capture)
+    captures = [capture for capture in found if capture is not None]
     return captures if scheme is None else [quantize_capture(c, scheme) for c in captures]
+
+
+def loaded(config: ModelConfig) -> ModelConfig:
+    """`config` with its transformers object, loaded again if it came back from the store
+    without one (a step it has not captured yet)."""
+    from roofwise.models.config import load_config, shard  # deferred: transformers
+
+    return config if config.hf is not None else shard(load_config(config.path), config.tp)
 
 
 def step_of(capture: Any, config: ModelConfig, machine: Machine, phase: str, batch: int,
