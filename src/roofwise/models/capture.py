@@ -13,11 +13,14 @@ What a serving stack fuses is priced as the fused kernel from its shapes (operat
   transformers' `repeat_kv` copy, which no fused kernel makes, never runs); a layer's
   `sliding_window` limits each query to its last `window` keys, prefill included;
   transformers' GQA folding of query heads into the query length for a decode step is undone
-  (the heads and tokens are what the kernel sees);
+  (the heads and tokens are what the kernel sees); a chunked layer (Llama-4's local layers)
+  reads the keys from its first query's chunk start and scores each query's own chunk only;
 - RMSNorm and LayerNorm modules: one fused norm kernel;
 - MoE experts (modules holding 3-D `gate_up_proj` and `down_proj`): `ops.moe` with a
   balanced routing (every expert gets tokens*top_k/num_experts, the fewest tokens per
-  expert); the router's own ops are recorded as they run.
+  expert); the router's own ops are recorded as they run. Experts that take every token
+  (Llama-4's dense form) are priced routed with the config's top-k, and their block's copy
+  of each token per expert, scaling and sum, which no serving kernel makes, are not recorded.
 A class that refuses SDPA but calls attention through transformers' attention interface
 (Gemma-2, gpt-oss) is built eager and run through the SDPA path, so that its attention is
 still priced as the fused kernel; one with its attention written inline (BLOOM) runs eager and
@@ -48,7 +51,7 @@ from roofwise.base.errors import InputError
 from roofwise.base.text import shown
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
 from roofwise.models import attention_forms
-from roofwise.models.config import ModelConfig
+from roofwise.models.config import ModelConfig, config_value
 from roofwise.ops.attention import attention, causal_pairs
 from roofwise.ops.moe import moe
 from roofwise.ops.norms import layernorm, rmsnorm
@@ -208,7 +211,7 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
                               for t in (getattr(layer, "keys", None),
                                         getattr(layer, "values", None))
                               if t is not None)
-            kv_layers = _kv_layers(cache, step.batch, getattr(hf, "sliding_window", None))
+            kv_layers = _kv_layers(cache, step.batch, config_value(hf, "sliding_window"))
             captures.append(Capture(
                 ops, weights, math.ceil(kv_elements * bytes_per_element(kv)),
                 step.batch * step.seq, config.layers, int(hf.hidden_size), dtype, kv, kv_layers,
@@ -439,13 +442,16 @@ def _recorder_class() -> Any:
             self.muted = 0
             self.skip_attention = 0  # attention calls an absorbed MLA form already priced
             self.window: int | None = None  # the sliding window of the attention call
+            self.chunk: int | None = None  # its attention chunk (Llama-4's local layers)
             self.positions = 0  # context + seq: the most keys a query of the step can see
             self.where = [""]
             self.captured: list[CapturedOp] = []
+            # modules whose own ops (not their children's) a serving kernel fuses away
+            self.quiet: frozenset[str] = frozenset()
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
-            if self.muted:
+            if self.muted or self.where[-1] in self.quiet:
                 return func(*args, **(kwargs or {}))
             before = len(self.ops)
             out = super().__torch_dispatch__(func, types, args, kwargs)
@@ -542,7 +548,7 @@ class _AttentionMode:
             finally:
                 rec.muted -= 1
         rec.captured.append(_attention_op(rec.where[-1], q, k, v, rec.seq, rec.kv_dtype,
-                                          rec.window, rec.positions))
+                                          rec.window, rec.positions, rec.chunk))
         rec.muted += 1
         try:
             return func(*args, **kwargs)
@@ -574,10 +580,11 @@ def _sdpa_kernels(recorder: Any, fused: bool) -> Iterator[None]:
     def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
         recorder.window = kwargs.get("sliding_window") or getattr(module, "sliding_window",
                                                                   None)
+        recorder.chunk = attention_chunk(module)
         try:
             return original(module, *args, **kwargs)
         finally:
-            recorder.window = None
+            recorder.window = recorder.chunk = None
 
     ALL_ATTENTION_FUNCTIONS["sdpa"] = forward
     sdpa_attention.use_gqa_in_sdpa = lambda *args, **kwargs: True
@@ -591,6 +598,31 @@ def _sdpa_kernels(recorder: Any, fused: bool) -> Iterator[None]:
         sdpa_attention.use_gqa_in_sdpa = gqa
 
 
+def attention_chunk(module: Any) -> int | None:
+    """The chunk of a chunked-attention layer (Llama-4's local layers: a query sees the keys
+    of its own `attention_chunk_size` block up to itself), None for any other layer."""
+    config = getattr(module, "config", None)
+    index = getattr(module, "layer_idx", None)
+    types = getattr(config, "layer_types", None)
+    chunk = getattr(config, "attention_chunk_size", None)
+    if (isinstance(index, int) and isinstance(types, (list, tuple)) and 0 <= index < len(types)
+            and types[index] == "chunked_attention" and isinstance(chunk, int) and chunk > 0):
+        return chunk
+    return None
+
+
+def chunked_pairs(first: int, q_len: int, chunk: int) -> int:
+    """(query, key) pairs of the queries at positions first .. first+q_len-1 when each sees
+    its own chunk's keys up to itself: per chunk touched, an arithmetic series."""
+    pairs = 0
+    last = first + q_len - 1
+    for block in range(first // chunk, last // chunk + 1):
+        start = block * chunk
+        low, high = max(first, start), min(last, start + chunk - 1)
+        pairs += (high - low + 1) * (low - start + 1 + high - start + 1) // 2
+    return pairs
+
+
 def windowed_pairs(q_len: int, kv_len: int, window: int) -> int:
     """(query, key) pairs when the queries are the last q_len of kv_len positions and each
     sees itself and the window - 1 keys before it (transformers' sliding window)."""
@@ -601,27 +633,34 @@ def windowed_pairs(q_len: int, kv_len: int, window: int) -> int:
     return seen(kv_len) - seen(max(kv_len - q_len, 0))
 
 
-def _windowed(ledger: Ledger, pairs: int, full: int, window: int) -> Ledger:
+def _windowed(ledger: Ledger, pairs: int, full: int, window: int,
+              kind: str = "sliding window") -> Ledger:
     """The attention ledger with its per-score work scaled to the window's pairs."""
     ratio = pairs / full
     work = tuple(replace(w, ops=w.ops * ratio)
                  if w.label.startswith(("QK^T", "PV", "softmax")) else w
                  for w in ledger.work)
     return replace(ledger, work=work,
-                   notes=(*ledger.notes, f"sliding window {window}: {pairs} of {full} causal "
+                   notes=(*ledger.notes, f"{kind} {window}: {pairs} of {full} causal "
                                          "pairs per head"))
 
 
 def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
-                  window: int | None = None, positions: int = 0) -> CapturedOp:
+                  window: int | None = None, positions: int = 0,
+                  chunk: int | None = None) -> CapturedOp:
     """The fused kernel from q (b, hq', sq', d), k (b, hk, skv, d), v (b, hk, skv, dv).
 
     transformers folds a decode step's query heads into its query length (sq' = groups*seq);
-    the kernel's heads are hq'*sq'/seq over `seq` queries."""
+    the kernel's heads are hq'*sq'/seq over `seq` queries. A chunked layer's kernel reads the
+    keys from the first query's chunk start on (transformers' cache holds the last chunk's
+    worth of positions, across a chunk boundary too) and scores only each query's own chunk."""
     b, hq_folded, sq_folded, d = (int(x) for x in q.shape)
     hk, skv, dv = int(k.shape[1]), int(k.shape[2]), int(v.shape[3])
     if positions:  # a sliding cache layer hands back its warm-up token too: never more keys
         skv = min(skv, positions)  # than the step's positions
+    first = positions - seq  # the absolute position of the step's first query
+    if chunk is not None and positions and first >= 0:  # the cache may hold fewer than this
+        skv = positions - (first // chunk) * chunk      # across a chunk boundary
     q_heads = hq_folded * sq_folded // seq
     dtype = _torch_dtype_name(q)
     ledger = attention(batch=b, q_len=seq, kv_len=skv, q_heads=q_heads, kv_heads=hk,
@@ -631,6 +670,11 @@ def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
     if window is not None and int(window) < skv:
         full = causal_pairs(seq, skv)
         ledger = _windowed(ledger, windowed_pairs(seq, skv, int(window)), full, int(window))
+    elif chunk is not None and positions and first >= 0:
+        full = causal_pairs(seq, skv)
+        pairs = chunked_pairs(first, seq, chunk)
+        if pairs < full:
+            ledger = _windowed(ledger, pairs, full, chunk, "attention chunk")
     shapes = (f"q {b}x{seq}x{q_heads}x{d}, kv {b}x{skv}x{hk}x{d}"
               + (f" (v {dv})" if dv != d else "") + f" {kv_dtype}")
     return CapturedOp(layer_pattern(where), "attention (fused)", shapes,
@@ -654,8 +698,10 @@ def _narrow_values(ledger: Ledger, b: int, seq: int, skv: int, q_heads: int, hk:
 def _hook_modules(model: Any, recorder: Any, fused: bool) -> list[Any]:
     """Forward hooks: the module path of every op, and the fused modules' ledgers."""
     hooks = []
+    recorder.quiet = frozenset(_dense_moe_blocks(model))
+    top_k = config_value(model.config, "num_experts_per_tok")
     for name, module in model.named_modules():
-        fused_ledger = _fused_module(module, fused)
+        fused_ledger = _fused_module(module, fused, top_k if isinstance(top_k, int) else None)
 
         def enter(mod: Any, args: Any, kwargs: Any, name: str = name,
                   price: Callable[..., CapturedOp | None] | None = fused_ledger) -> None:
@@ -676,9 +722,28 @@ def _hook_modules(model: Any, recorder: Any, fused: bool) -> list[Any]:
     return hooks
 
 
-def _fused_module(module: Any, fused: bool) -> Callable[..., CapturedOp] | None:
+def _dense_moe_blocks(model: Any) -> list[str]:
+    """The MoE blocks whose experts take every token (Llama-4: the block copies its tokens
+    once per expert, scales each copy by its routing score and sums the experts' outputs).
+    Their experts are priced routed (`_experts_op`), as a serving kernel runs them, so the
+    block's own copy, scale and sum, which no serving kernel makes, are not recorded; the
+    router's and the shared expert's ops (children of the block) still are."""
+    import inspect
+
+    found = []
+    for name, module in model.named_modules():
+        for child in module.children():
+            if _is_experts(child) and "top_k_index" not in inspect.signature(
+                    type(child).forward).parameters:
+                found.append(name)
+                break
+    return found
+
+
+def _fused_module(module: Any, fused: bool, top_k: int | None = None
+                  ) -> Callable[..., CapturedOp] | None:
     if _is_experts(module):
-        return lambda layer, args, kwargs: _experts_op(layer, module, args, kwargs)
+        return lambda layer, args, kwargs: _experts_op(layer, module, args, kwargs, top_k)
     if fused and type(module).__name__.endswith("RMSNorm") and hasattr(module, "weight"):
         return lambda layer, args, kwargs: _rmsnorm_op(layer, args, kwargs)
     if fused and type(module).__name__.endswith("LayerNorm") and hasattr(module, "weight"):
@@ -725,14 +790,29 @@ def balanced_counts(tokens: int, top_k: int, experts: int) -> tuple[int, ...]:
 _ROUTER_WORK = ("router GEMM", "router softmax", "top-k selection")
 
 
-def _experts_op(layer: str, module: Any, args: Any, kwargs: Any) -> CapturedOp:
+def _experts_op(layer: str, module: Any, args: Any, kwargs: Any,
+                top_k: int | None = None) -> CapturedOp:
     """The experts of one MoE layer by `ops.moe`, balanced routing, router work left to the
-    router's own recorded ops."""
+    router's own recorded ops.
+
+    Two calling forms: the routed one (the tokens and their `top_k_index`: Mixtral, Qwen-MoE,
+    DeepSeek) and the dense one (Llama-4: every expert handed every token, scaled by its
+    routing score, so the input holds experts x tokens rows); a serving kernel runs each token
+    through its top-k experts only, so the dense form is priced as routed, with the config's
+    `num_experts_per_tok` (`top_k`)."""
     x = _first_tensor(args, kwargs, "hidden_states")
-    top_k_index = args[1] if len(args) > 1 else kwargs["top_k_index"]
-    tokens, hidden = int(x.shape[0]), int(x.shape[-1])
-    top_k = int(top_k_index.shape[-1])
-    experts, _, intermediate = (int(s) for s in module.down_proj.shape)  # (E, hidden, I)
+    hidden = int(x.shape[-1])
+    experts = int(module.down_proj.shape[0])
+    # (E, hidden, I) in transformers' fused experts, (E, I, hidden) in Llama-4's
+    intermediate = next((int(d) for d in module.down_proj.shape[1:] if int(d) != hidden), hidden)
+    top_k_index = args[1] if len(args) > 1 else kwargs.get("top_k_index")
+    if top_k_index is not None:
+        tokens, top_k = int(x.shape[0]), int(top_k_index.shape[-1])
+    elif top_k:
+        tokens = int(x.shape[0]) // experts
+    else:
+        raise InputError(layer, "experts called without their routing (top_k_index) and no "
+                                "num_experts_per_tok in the config; expected one of them")
     dtype = _torch_dtype_name(x)
     ledger = moe(expert_tokens=balanced_counts(tokens, top_k, experts), top_k=top_k,
                  hidden=hidden, intermediate=intermediate, dtype=dtype)

@@ -88,15 +88,45 @@ class DecoderSizes:
     max_position_embeddings: int | None = None
 
 
+def per_layer_names(hf: Any) -> set[str]:
+    """The attributes a heterogeneous config (transformers' per-layer configs: Gemma-4's
+    global layers have other KV heads and head size than its sliding ones) keeps per layer;
+    empty for every other config."""
+    try:
+        names = getattr(hf, "per_layer_attributes", None)
+    except Exception:  # a config class of its own: no per-layer attributes
+        return set()
+    return set(names) if isinstance(names, (set, frozenset, list, tuple)) else set()
+
+
+def config_values(hf: Any, name: str) -> list[Any]:
+    """Every value `name` takes in `hf`, layer by layer where it is kept per layer (each
+    distinct value once, in layer order), else `[hf.name]`; [] when absent. A heterogeneous
+    config refuses to read a per-layer attribute globally, so it is never read that way."""
+    if name in per_layer_names(hf):
+        return list(dict.fromkeys(getattr(layer, name, None) for layer in hf.per_layer_config))
+    value = getattr(hf, name, None)
+    return [] if value is None else [value]
+
+
+def config_value(hf: Any, name: str) -> Any:
+    """`hf.name`, None when absent; for an attribute kept per layer, its largest value (a
+    size read here bounds the step: the widest layer sets an activation peak)."""
+    values = config_values(hf, name)
+    if len(values) > 1 and all(isinstance(v, int) for v in values):
+        return max(values)
+    return values[0] if values else None
+
+
 def sizes_of(hf: Any) -> DecoderSizes:
     """`hf`'s sizes as transformers resolves them (aliases such as GPT-2's `n_embd` read
-    through the config's attribute map)."""
+    through the config's attribute map; a per-layer size, its largest layer's)."""
 
     def whole(name: str) -> int | None:
-        value = getattr(hf, name, None)
+        value = config_value(hf, name)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    inter = getattr(hf, "intermediate_size", None)
+    inter = config_value(hf, "intermediate_size")
     return DecoderSizes(
         int(hf.num_hidden_layers), int(hf.hidden_size), whole("num_attention_heads"),
         whole("num_key_value_heads"), whole("head_dim"), whole("qk_nope_head_dim") or 0,
@@ -329,17 +359,19 @@ def _check_built(path: str, hf: Any, raw: dict[str, Any]) -> None:
     defaults (4,096 and 32 for llama) without a word."""
     aliases = getattr(hf, "attribute_map", {})
     for name in ("hidden_size", "num_hidden_layers"):
-        value = getattr(hf, name, None)
+        value = config_value(hf, name)
         if value is None or (name not in raw and aliases.get(name) not in raw):
             raise InputError(f"{path}: {name}", f"missing; expected {hf.model_type}'s "
                                                 f"{name.replace('_', ' ')} as an integer")
         _size(value, f"{path}: {name}", *SIZE_LIMITS[name])
-    heads = getattr(hf, "num_attention_heads", None)
-    kv = getattr(hf, "num_key_value_heads", None)
-    if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
-        raise InputError(f"{path}: num_key_value_heads",
-                         f"{kv} KV heads do not divide {heads} query heads; expected a divisor")
-    if (isinstance(heads, int) and getattr(hf, "head_dim", None) is None
+    for heads in config_values(hf, "num_attention_heads"):
+        for kv in config_values(hf, "num_key_value_heads"):
+            if isinstance(heads, int) and isinstance(kv, int) and kv > 0 and heads % kv:
+                raise InputError(f"{path}: num_key_value_heads",
+                                 f"{kv} KV heads do not divide {heads} query heads; expected a "
+                                 "divisor")
+    heads = config_value(hf, "num_attention_heads")
+    if (isinstance(heads, int) and config_value(hf, "head_dim") is None
             and hf.hidden_size % heads):
         raise InputError(f"{path}: num_attention_heads",
                          f"{heads} heads do not divide hidden_size {hf.hidden_size} and there "
@@ -358,6 +390,11 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     narrowed once built (`capture.shard_attention`), from `tp` and the pinned `head_dim`."""
     if tp == 1:
         return config
+    per_layer = per_layer_names(config.hf)
+    if per_layer:
+        raise InputError(f"{config.path}: {sorted(per_layer)[0]}",
+                         f"kept per layer ({', '.join(sorted(per_layer))}: a heterogeneous "
+                         f"config); --tp {tp} is not priced for it yet; expected --tp 1")
     hf = copy.deepcopy(config.hf)
     heads = getattr(hf, "num_attention_heads", None)
     if not isinstance(heads, int):  # no attention (an SSM): the capture says what it is
