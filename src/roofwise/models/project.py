@@ -23,7 +23,7 @@ from typing import Any
 from roofwise.base.dtypes import bytes_per_element
 from roofwise.ledgers.ledger import Ledger
 from roofwise.models.capture import Capture, CapturedOp
-from roofwise.pricing.core import LedgerPrice, price_ledger
+from roofwise.pricing.core import LedgerPrice, missing_units, price_ledger
 from roofwise.profiles.machine import Machine
 
 
@@ -191,6 +191,11 @@ def _row(key: tuple[str, str, str], ops: list[CapturedOp], machine: Machine,
             price = price_ledger(first.ledger, machine, regime)
         except Exception as exc:  # a unit the machine lacks: the row stays unpriced, says why
             reason = f"cannot price on {machine.name}: {exc}"
+        lacking = missing_units(first.ledger, machine)
+        if price is not None and lacking:  # its work there would be dropped: blank, not low
+            price = None
+            reason = (f"cannot price on {machine.name}: it has no "
+                      f"{', '.join(dict.fromkeys(unit for unit, _ in lacking))}")
     return Row(*key, count=len(ops), ledger=first.ledger, price=price, reason=reason,
                cache_write=first.cache_write)
 

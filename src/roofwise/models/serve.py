@@ -119,10 +119,13 @@ def step_of(capture: Any, config: ModelConfig, machine: Machine, phase: str, bat
     if scheme is not None:
         projection = replace(projection, weights=scheme.name, notes=(
             *projection.notes, f"weights {scheme.name} (from {scheme.source}): "
-            + ("GEMMs on the fp8 tensor cores, activations quantized per 1x128 group"
-               if scheme.fp8_activations else
+            + (f"GEMMs on the {scheme.activations} tensor cores, activations quantized "
+               f"{scheme.act_groups_label.replace('1x', 'per 1x')}"
+               if scheme.activations is not None else
                f"GEMMs on the {capture.dtype} tensor cores, each weight dequantised once")
-            + "; embeddings, norms, routers and the LM head unquantized"))
+            + "; embeddings, norms, routers and the LM head unquantized"
+            + (f"; {len(scheme.ignore)} module pattern(s) the config leaves unquantized"
+               if scheme.ignore else "")))
     return with_memory(projection, config)
 
 
