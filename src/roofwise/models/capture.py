@@ -204,9 +204,14 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
         weights = int(sum(p.numel() * p.element_size() for p in model.parameters()))
         weight_list = _weights(model)
         captures = []
+        layouts: dict[bool, CacheLayout] = {}  # per MLA form: what a warm-up leaves
         for step in steps:
-            ops, cache, patched = _run_step(config, model, step, kv, fused,
-                                            has_mla and mla == "absorbed")
+            absorb = has_mla and mla == "absorbed" and fused and step.phase == "decode"
+            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb,
+                                            layouts.get(absorb))
+            layout = cache_layout(cache)
+            if layout is not None:
+                layouts.setdefault(absorb, layout)
             kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                               for t in (getattr(layer, "keys", None),
                                         getattr(layer, "values", None))
@@ -220,11 +225,52 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
     return captures
 
 
+# One row per cache layer a warm-up forward updated: (layer index, KV heads, key width, value
+# width, key dtype, value dtype).
+CacheLayout = tuple[tuple[int, int, int, int, Any, Any], ...]
+
+
+def cache_layout(cache: Any) -> CacheLayout | None:
+    """What the warm-up forward left in each layer of `cache`, when every layer is one of
+    transformers' plain static layers (whose state after one update is their shapes and a
+    count); None otherwise (an indexed or linear-attention layer: warm up with a forward)."""
+    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer) not in (StaticLayer, StaticSlidingWindowLayer)
+                         for layer in layers):
+        return None
+    return tuple((i, int(layer.keys.shape[1]), int(layer.keys.shape[-1]),
+                  int(layer.values.shape[-1]), layer.keys.dtype, layer.values.dtype)
+                 for i, layer in enumerate(layers) if layer.is_initialized)
+
+
+def _warm_up(cache: Any, layout: CacheLayout, batch: int) -> bool:
+    """The warm-up forward's effect on a new cache of the same model, without the forward:
+    each layer it updated is updated once with one token of its shapes. False (nothing done)
+    when the cache is not laid out as `layout` was read from."""
+    import torch
+
+    if cache_layout(cache) != ():  # a new cache of plain layers has none updated yet
+        return False
+    for i, heads, width_k, width_v, dtype_k, dtype_v in layout:
+        cache.layers[i].update(torch.zeros((batch, heads, 1, width_k), dtype=dtype_k),
+                               torch.zeros((batch, heads, 1, width_v), dtype=dtype_v))
+    return True
+
+
 def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
-              absorb_mla: bool) -> tuple[tuple[CapturedOp, ...], Any, bool]:
+              absorb_mla: bool, layout: CacheLayout | None = None
+              ) -> tuple[tuple[CapturedOp, ...], Any, bool]:
     """One recorded forward of `step` on a new static cache of context + seq positions: its
     ops, the cache and whether MLA ran absorbed. The model's hooks and patches last for this
-    step only, so that the next step runs on the model as built."""
+    step only, so that the next step runs on the model as built.
+
+    The cache is warmed up first (a one-token update of each layer, muted: transformers
+    attends a cache's first update over the new tokens only, where a step over `context`
+    cached tokens reads them all): by a one-token forward, or, once an earlier step of the
+    same model showed the cache's `layout`, by replaying that update on each layer (the same
+    state, without a second forward per step)."""
     import torch
     from transformers import StaticCache
 
@@ -243,8 +289,9 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
         position = torch.arange(context, context + seq)
         with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
             recorder.muted += 1
-            model(input_ids=ids[:, :1], past_key_values=cache, cache_position=position[:1],
-                  use_cache=True, logits_to_keep=1)
+            if layout is None or not _warm_up(cache, layout, batch):
+                model(input_ids=ids[:, :1], past_key_values=cache,
+                      cache_position=position[:1], use_cache=True, logits_to_keep=1)
             recorder.muted -= 1
         with torch.no_grad(), _AttentionMode(recorder, fused), _sdpa_kernels(recorder, fused), \
                 recorder:
