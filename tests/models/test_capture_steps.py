@@ -26,16 +26,25 @@ STEPS = [Step("prefill", 1, 48, 0), Step("decode", 4, 1, 300), Step("decode", 1,
 
 def reduced(tmp_path, relative):
     config = json.loads((ROOT / relative).read_text())
-    config["num_hidden_layers"] = 2
-    if "sliding_window" in config:  # a window the steps above both fill and stay under
-        config["sliding_window"] = 64
+    text = config.get("text_config", config)  # a multimodal config's decoder
+    layers = text["num_hidden_layers"]
+    text["num_hidden_layers"] = 2
+    for key, value in list(text.items()):  # per-layer lists (layer_types) cut to match
+        if isinstance(value, list) and len(value) == layers:
+            text[key] = value[:2]
+    if "sliding_window" in text:  # a window the steps above both fill and stay under
+        text["sliding_window"] = 64
     path = tmp_path / Path(relative).name
     path.write_text(json.dumps(config))
     return load_config(path)
 
 
-@pytest.mark.parametrize("relative", ["examples/models/deepseek-v2-lite.json",
-                                      "tests/fixtures/configs/serve_phi-3-mini-4k-instruct.json"])
+@pytest.mark.parametrize("relative", [
+    "examples/models/deepseek-v2-lite.json",
+    "tests/fixtures/configs/serve_phi-3-mini-4k-instruct.json",
+    # per-layer KV heads and a global last layer; chunked attention and dense experts
+    "tests/fixtures/configs/gemma-4-26b-a4b.json",
+    "tests/fixtures/configs/llama-4-scout-17b-16e-instruct.json"])
 def test_one_build_for_many_steps_records_what_fresh_builds_do(tmp_path, relative):
     config = reduced(tmp_path, relative)
     together = capture_steps(config, STEPS)
@@ -49,3 +58,23 @@ def test_one_build_for_many_steps_records_what_fresh_builds_do(tmp_path, relativ
     assert together[1].kv_cache_bytes == 4 * together[2].kv_cache_bytes
     mla = "deepseek" in relative
     assert [c.mla for c in together[:2]] == (["expanded", "absorbed"] if mla else [None, None])
+
+
+def test_later_steps_warm_their_cache_up_without_a_forward(tmp_path, monkeypatch):
+    """The replay is what runs (not the forward it stands in for) on a plain static cache:
+    a sweep of three steps runs three recorded forwards and one warm-up forward."""
+    import roofwise.models.capture as capture
+
+    config = reduced(tmp_path, "examples/models/llama-3.2-1b.json")
+    replays = []
+    real = capture._warm_up
+
+    def counted(cache, layout, batch):
+        done = real(cache, layout, batch)
+        replays.append((done, len(layout), batch))
+        return done
+
+    monkeypatch.setattr(capture, "_warm_up", counted)
+    steps = [Step("decode", 1, 1, 100), Step("decode", 4, 1, 100), Step("prefill", 2, 8, 0)]
+    capture_steps(config, steps)
+    assert replays == [(True, 2, 4), (True, 2, 2)]  # both layers, at each step's batch
