@@ -24,20 +24,14 @@ LAYERS = 2
 REFUSED = {
     "MiniMaxAI--MiniMax-M3": "hidden_act",  # 'swigluoai': no activation of transformers'
     "moonshotai--Kimi-K3": "hidden_act",  # 'situ'
-    "Qwen--Qwen3-VL-235B-A22B-Instruct": "no causal-LM model for 'qwen3_vl_moe'",
-    "Qwen--Qwen3-VL-30B-A3B-Instruct": "no causal-LM model for 'qwen3_vl_moe'",
-    "Qwen--Qwen3-VL-2B-Instruct": "no causal-LM model for 'qwen3_vl'",
-    "Qwen--Qwen3-VL-32B-Instruct": "no causal-LM model for 'qwen3_vl'",
-    "Qwen--Qwen3-VL-32B-Thinking": "no causal-LM model for 'qwen3_vl'",
-    "Qwen--Qwen3-VL-4B-Instruct": "no causal-LM model for 'qwen3_vl'",
-    "Qwen--Qwen3-VL-8B-Instruct": "no causal-LM model for 'qwen3_vl'",
     "XiaomiMiMo--MiMo-7B-Base": "Unrecognized model identifier: mimo",  # remote code only
     "moonshotai--Kimi-K2-Instruct": "Unrecognized model identifier: kimi_k2",
     "nvidia--Llama-3_3-Nemotron-Super-49B-v1": "Unrecognized model identifier: nemotron-nas",
     "sgl-project--DeepSeek-V4-Flash-FP8": "Unrecognized model identifier: deepseek_ref",
     "sgl-project--DeepSeek-V4-Pro-FP8": "Unrecognized model identifier: deepseek_ref",
-    "stepfun-ai--Step-3.7-Flash": "no causal-LM model for 'step3p7'",
-    "stepfun-ai--Step-3.7-Flash-FP8": "no causal-LM model for 'step3p7'",
+    # flat, where transformers' step3p7 keeps its decoder's sizes in a text_config
+    "stepfun-ai--Step-3.7-Flash": "hidden_size: missing",
+    "stepfun-ai--Step-3.7-Flash-FP8": "hidden_size: missing",
     # hybrids with a recurrent layer (gated delta net, Mamba-2): no ledger for it yet
     "Qwen--Qwen3.5-122B-A10B": "a recurrence",
     "Qwen--Qwen3.5-27B": "a recurrence",

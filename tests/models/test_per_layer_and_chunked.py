@@ -109,3 +109,30 @@ def test_llama_4_chunked_layers_see_their_own_chunk(capsys, tmp_path, phase, seq
     assert chunked_pairs(first, seq, chunk) == pairs
     assert attention["flops_by_unit"]["tensor_core.bf16"] == pytest.approx(
         2 * 4 * head * heads * pairs, rel=1e-9)
+
+
+def test_qwen3_vl_is_built_whole_and_priced_on_its_text_decoder(capsys, tmp_path):
+    """transformers has no causal LM for Qwen3-VL's text decoder alone: the whole model is
+    built and run on text (its vision tower idle, its weights resident)."""
+    config = json.loads((CONFIGS / "aiconfigurator" / "Qwen--Qwen3-VL-2B-Instruct.json")
+                        .read_text())
+    c = config["text_config"]
+    c["num_hidden_layers"] = LAYERS = 2
+    path = tmp_path / "qwen3-vl.json"
+    path.write_text(json.dumps(config))
+    batch, context = 8, 1024
+    rows, total = project(capsys, path, "--phase", "decode", "--batch", batch, "--context",
+                          context)
+    h, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    hq, hk, d = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    per_layer = h * hq * d + 2 * h * hk * d + hq * d * h + 3 * h * inter
+    linear = 2 * batch * (LAYERS * per_layer + h * vocab)  # the LM head on the last token
+    attention = LAYERS * 4 * d * hq * batch * (context + 1)
+    assert total["flops_by_unit"]["tensor_core.bf16"] == pytest.approx(linear + attention,
+                                                                       rel=1e-6)
+    assert total["kv_cache_bytes"] == LAYERS * 2 * batch * hk * (context + 1) * d * BF16
+    # resident: the text decoder (tied embedding) and the vision tower, which no row reads
+    text = vocab * h + LAYERS * (per_layer + 2 * h + 2 * d) + h  # norms, q/k norms, final
+    assert total["weight_bytes"] > text * BF16
+    assert not [r for r in rows if "visual" in r["layer"]]
+    assert any("built whole (Qwen3VLForConditionalGeneration)" in n for n in total["notes"])

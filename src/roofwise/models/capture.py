@@ -51,7 +51,7 @@ from roofwise.base.errors import InputError
 from roofwise.base.text import shown
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
 from roofwise.models import attention_forms
-from roofwise.models.config import ModelConfig, config_value
+from roofwise.models.config import ModelConfig, config_value, decoder_of
 from roofwise.ops.attention import attention, causal_pairs
 from roofwise.ops.moe import moe
 from roofwise.ops.norms import layernorm, rmsnorm
@@ -216,10 +216,12 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
                               for t in (getattr(layer, "keys", None),
                                         getattr(layer, "values", None))
                               if t is not None)
-            kv_layers = _kv_layers(cache, step.batch, config_value(hf, "sliding_window"))
+            kv_layers = _kv_layers(cache, step.batch,
+                                   config_value(decoder_of(hf), "sliding_window"))
             captures.append(Capture(
                 ops, weights, math.ceil(kv_elements * bytes_per_element(kv)),
-                step.batch * step.seq, config.layers, int(hf.hidden_size), dtype, kv, kv_layers,
+                step.batch * step.seq, config.layers, config.sizes.hidden_size, dtype, kv,
+                kv_layers,
                 weight_list, ("absorbed" if patched else "expanded") if has_mla else None,
                 (*config.notes, attention_note)))
     return captures
@@ -461,10 +463,15 @@ def causal_lm_class(config: ModelConfig) -> Any:
     Never through `AutoModelForCausalLM.from_config`: for a config type without a causal-LM
     class it falls back to the config's `auto_map`, which asks on stdin whether to run (and
     then imports) `modeling_*.py` from the config's folder or the hub."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
+    )
 
-    try:
-        found = MODEL_FOR_CAUSAL_LM_MAPPING[config.causal_lm_key or type(config.hf)]
+    key = config.causal_lm_key or type(config.hf)
+    try:  # a multimodal model built whole when its text decoder has no causal LM of its own
+        found = (MODEL_FOR_CAUSAL_LM_MAPPING[key] if key in MODEL_FOR_CAUSAL_LM_MAPPING
+                 else MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING[key])
     except KeyError:
         raise InputError(f"{config.path}: model_type",
                          f"transformers has no causal-LM model for {config.hf.model_type!r}; "

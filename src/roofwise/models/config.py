@@ -183,8 +183,16 @@ def load_config(path: str | Path) -> ModelConfig:
         raise InputError(f"{target}: {field.group(1) if field else 'model_type'}",
                          f"transformers cannot build the config ({reason_of(exc)})") from None
     hf, key, notes = _decoder(str(target), built)
-    _check_built(str(target), hf, _decoder_fields(built, hf, raw))
-    return ModelConfig(str(target), raw, hf, sizes_of(hf), notes, key)
+    text = decoder_of(hf)
+    _check_built(str(target), text, _decoder_fields(built, text, raw))
+    return ModelConfig(str(target), raw, hf, sizes_of(text), notes, key)
+
+
+def decoder_of(hf: Any) -> Any:
+    """The text decoder's config of the config that is built: itself, or, for a multimodal
+    model built whole (Qwen3-VL), its text config, where the sizes that are priced live."""
+    text = hf.get_text_config(decoder=True)
+    return text if text is not None else hf
 
 
 _FIELD = re.compile(r"(?:for field|Field) '(\w+)'")
@@ -334,7 +342,10 @@ def _decoder(path: str, hf: Any) -> tuple[Any, type, tuple[str, ...]]:
     it, and notes: the config itself when transformers has a causal LM for it, else its text
     decoder (a multimodal config's language model, whose vision tower is then not priced, and
     said so)."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
+    )
 
     text = hf.get_text_config(decoder=True)
     text_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(text), None) if text is not hf else None
@@ -345,6 +356,14 @@ def _decoder(path: str, hf: Any) -> tuple[Any, type, tuple[str, ...]]:
         return hf, type(hf), ()
     elif own is not None and text is not hf and getattr(own, "config_class", None) is type(text):
         key = type(hf)  # mllama: the outer config's entry builds from its text config
+    elif text is not hf and type(hf) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
+        # no causal LM for its text decoder alone (Qwen3-VL): the whole model is built and
+        # run on text, which takes none of its vision tower's work
+        found = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING[type(hf)]
+        whole = getattr(found[0] if isinstance(found, (tuple, list)) else found, "__name__",
+                        "its image-text-to-text class")
+        return hf, type(hf), (f"{hf.model_type}: built whole ({whole}) and run on text: its "
+                              "vision tower does no work in a step, its weights are resident",)
     else:
         raise InputError(f"{path}: model_type",
                          f"transformers has no causal-LM model for {hf.model_type!r}; "
@@ -390,6 +409,10 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     narrowed once built (`capture.shard_attention`), from `tp` and the pinned `head_dim`."""
     if tp == 1:
         return config
+    if decoder_of(config.hf) is not config.hf:
+        raise InputError(f"{config.path}: model_type",
+                         f"a multimodal model built whole ({config.hf.model_type}); --tp {tp} is "
+                         "not priced for it yet; expected --tp 1")
     per_layer = per_layer_names(config.hf)
     if per_layer:
         raise InputError(f"{config.path}: {sorted(per_layer)[0]}",
