@@ -136,3 +136,28 @@ def test_qwen3_vl_is_built_whole_and_priced_on_its_text_decoder(capsys, tmp_path
     assert total["weight_bytes"] > text * BF16
     assert not [r for r in rows if "visual" in r["layer"]]
     assert any("built whole (Qwen3VLForConditionalGeneration)" in n for n in total["notes"])
+
+
+def test_deepseek_v32_under_tensor_parallelism_keeps_its_indexer_whole(capsys, tmp_path):
+    """DeepSeek Sparse Attention's indexer (index_n_heads heads of index_head_dim) is
+    replicated on every device, as serving stacks run it; the attention's heads are split.
+    (Its indexer was cut like an attention block before, and the prefill failed.)"""
+    config = json.loads((CONFIGS / "aiconfigurator" / "deepseek-ai--DeepSeek-V3.2.json")
+                        .read_text())
+    config["num_hidden_layers"] = 2
+    path = tmp_path / "ds32.json"
+    path.write_text(json.dumps(config))
+    tp, seq = 2, 64
+    rows, _ = project(capsys, path, "--phase", "prefill", "--seq", seq, "--tp", tp)
+    q_lora, heads = config["q_lora_rank"], config["num_attention_heads"] // tp
+    q_width = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
+    index_width = config["index_n_heads"] * config["index_head_dim"]
+
+    def mm(layer):
+        (found,) = [r for r in rows if r["layer"] == layer and r["op"] == "aten::mm"]
+        return found["shapes"]
+
+    assert mm("model.layers.*.self_attn.q_b_proj") == (
+        f"[{seq}, {q_lora}] bf16, [{q_lora}, {heads * q_width}] bf16")
+    assert mm("model.layers.*.self_attn.indexer.wq_b") == (
+        f"[{seq}, {q_lora}] bf16, [{q_lora}, {index_width}] bf16")

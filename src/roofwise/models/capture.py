@@ -194,7 +194,10 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
             raise InputError(config.path, f"transformers cannot build a {hf.model_type} model "
                                           f"from it ({reason_of(exc)})") from None
         _refuse_recurrent(config.path, model)
-        if config.tp > 1:
+        # MLA sets its own head sizes (the config's head_dim is its rope part), and a
+        # DeepSeek-V3.2 indexer, replicated on every device as serving stacks run it, would
+        # pass for a block that sized its heads from hidden_size
+        if config.tp > 1 and not hasattr(hf, "qk_nope_head_dim"):
             shard_attention(config.path, model, int(hf.head_dim), config.tp)
         model.eval()
         if run_with != build_with:
