@@ -97,3 +97,23 @@ def test_each_config_projects_or_is_refused_in_one_line(capsys, tmp_path, name):
     total = json.loads(out.splitlines()[-1])
     assert total["op"] == "total" and total["sol_time_s"] > 0
     assert total["weight_bytes"] > 0 and total["kv_cache_bytes"] >= 0
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in REFUSED])
+@pytest.mark.parametrize("how", [("--serve", "input=512,output=64", "--batch", "1,16"),
+                                 ("--phase", "prefill", "--seq", "300", "--tp", "2"),
+                                 ("--phase", "decode", "--context", "2048", "--tp", "8")])
+def test_each_config_serves_and_shards_or_says_why(capsys, tmp_path, name, how):
+    """The serving grid and tensor parallelism on every config that projects: figures, or one
+    line naming what --tp cannot split (a size that does not divide, per-layer sizes, a
+    multimodal model built whole); never a traceback."""
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(cut(json.loads((CORPUS / f"{name}.json").read_text()))))
+    code = main(["model", str(path), "-m", "b200", *how])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if code == 2:
+        assert "--tp" in how and not out and err.count("\n") == 1, err
+        assert "--tp" in err or "does not divide" in err or "replicated" in err, err
+    else:
+        assert code == 0 and out, err
