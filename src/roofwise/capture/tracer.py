@@ -153,7 +153,9 @@ def _output_tensors(result: Any, wrote_an_argument: bool) -> list[torch.Tensor]:
     """The returned tensors: a tensor, or a tuple, list or dict of them. A returned number (or
     any non-tensor) is an error; so is returning nothing unless the function wrote into an
     argument (in place), for a ledger without outputs would be empty."""
-    leaves = tree_flatten(result)[0] if result is not None else []
+    # an output the call was asked not to compute (convolution_backward's output_mask) is None
+    leaves = [leaf for leaf in (tree_flatten(result)[0] if result is not None else [])
+              if leaf is not None]
     stray = [leaf for leaf in leaves if not isinstance(leaf, torch.Tensor)]
     if stray or not (leaves or wrote_an_argument):
         got = type(stray[0] if stray else result).__name__

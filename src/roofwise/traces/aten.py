@@ -16,13 +16,16 @@ The recorded arguments are read by name against the op's schema (`schemas.py`), 
 position: a list that fits none of the op's overloads leaves it unpriced, with the reason.
 
 fp32 contractions are priced on the CUDA cores unless `allow_tf32` (PyTorch's default for
-matmul is no TF32); the trace does not say which the program chose.
+matmul is no TF32), or unless a kernel the op launched is named as a TF32 tensor-core kernel
+(`is_tf32_kernel`: cuBLAS's and CUTLASS's `s1688gemm`, `..._tf32...`): the program chose TF32,
+and the CUDA-core roof would call its possible rate impossible.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -77,7 +80,7 @@ _CONVOLUTIONS = frozenset(("convolution", "_convolution", "conv1d", "conv2d", "c
 # The ops the operator library prices by name (beside the elementwise and reduction classes).
 LIBRARY_OPS = frozenset((
     "mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", *_CONVOLUTIONS,
-    "native_layer_norm_backward", "mse_loss", "mse_loss_backward", "index_select",
+    "native_layer_norm_backward", "mse_loss", "mse_loss_backward", "index_select", "gather",
     "layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "softmax", "_softmax",
     "_safe_softmax", "log_softmax", "_log_softmax", "copy_", "fill_", "zero_", "clone",
     "contiguous"))
@@ -295,6 +298,8 @@ def _library(base: str, b: Bound, allow_tf32: bool) -> OpPrice | None:
         return _mse_loss(base, b)
     if base == "index_select" and x is not None and b.tensor("index") is not None:
         return _index_select(b, x)
+    if base == "gather" and x is not None and b.tensor("index") is not None:
+        return _gather(b, x)
     if base in _LAYER_NORMS and x is not None and x.shape:
         ledger = layernorm(rows=max(1, math.prod(x.shape[:-1])), hidden=x.shape[-1],
                            dtype=_dt(x), weight=b.tensor("weight") is not None,
@@ -425,6 +430,21 @@ def _mse_loss(base: str, b: Bound) -> OpPrice | None:
     return OpPrice(Ledger(base, c.CUDA, tuple(tensors), work), "library", note)
 
 
+def _gather(b: Bound, x_arg: TensorArg) -> OpPrice:
+    """gather(self, dim, index): one element of self per element of the index, whatever the
+    dim: reads the index and that many elements of self (never more than all of self), writes
+    an output of the index's shape. (An index expanded with stride 0 reads less than its
+    shape says: the trace's shapes alone cannot tell, so this is an upper count.)"""
+    index = b.tensor("index")
+    assert index is not None
+    picked = min(math.prod(x_arg.shape), math.prod(index.shape))
+    tensors = (Tensor("index", index.shape, _dt(index), Role.INPUT),
+               Tensor("self_gathered", (picked,), _dt(x_arg), Role.INPUT),
+               Tensor("out", index.shape, _dt(x_arg), Role.OUTPUT))
+    return OpPrice(Ledger("gather", c.CUDA, tensors, ()), "library",
+                   "self counted as read once per gathered element, at most all of self")
+
+
 def _index_select(b: Bound, x_arg: TensorArg) -> OpPrice | None:
     """index_select(self, dim, index): reads the index and the selected slices of self (never
     more than all of self), writes them. The dim comes from Concrete Inputs, or is 0 for a 1-D
@@ -537,3 +557,13 @@ def _movement(b: Bound, base: str) -> OpPrice:
         tensors = (Tensor("src", x.shape, _dt(x), Role.INPUT),
                    Tensor("dst", x.shape, _dt(x), Role.OUTPUT))
     return OpPrice(Ledger(base, c.CUDA, tensors, ()), "class")
+
+
+_TF32_KERNEL = re.compile(r"tf32|s1688gemm|_s1688", re.IGNORECASE)
+
+
+def is_tf32_kernel(name: str) -> bool:
+    """Whether a kernel's name says it ran fp32 inputs on TF32 tensor cores (cuBLAS and
+    CUTLASS: `cutlass_80_tensorop_s1688gemm_...`, `sm80_xmma_gemm_f32f32_tf32f32_...`,
+    `..._tf32...` convolutions); SIMT sgemm kernels (`ampere_sgemm_...`) are not."""
+    return _TF32_KERNEL.search(name) is not None

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from roofwise.base.built import BuiltRows
-from roofwise.traces.aten import OpPrice, make_call, unpriced
+from roofwise.traces.aten import OpPrice, is_tf32_kernel, make_call, unpriced
 from roofwise.traces.attention import is_attention, nested_attention
 from roofwise.traces.collectives import (
     Message,
@@ -196,9 +196,14 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     shared = np.ones(len(ops_with_kernels), dtype=bool)
     shared[list(own)] = False
     distinct, at = np.unique(signature_of[shared], return_index=True)
+    # a signature some of whose calls launched a TF32 tensor-core kernel ran its fp32
+    # contractions on them (the faster roof: a bound must not exceed what that kernel did)
+    tf32_name = np.array([is_tf32_kernel(n) for n in events.names] + [False], dtype=bool)
+    tf32_op = np.bincount(op_of[launched & tf32_name[gpu.name]], minlength=n_ops) > 0
+    tf32_signatures = set(signature_of[tf32_op[ops_with_kernels]].tolist())
     prices: dict[int, OpPrice] = {}
     for s in distinct[np.argsort(at, kind="stable")].tolist():
-        prices[s] = _price(events.signatures[s], allow_tf32, replay)
+        prices[s] = _price(events.signatures[s], allow_tf32 or s in tf32_signatures, replay)
     priced_by_signature = np.zeros(len(events.signatures), dtype=bool)
     for s, price in prices.items():
         priced_by_signature[s] = price.priced
@@ -276,16 +281,23 @@ def _nested_attention(events: TraceEvents, launching: np.ndarray) -> dict[int, s
 
 def _device_codes(events: TraceEvents, ids: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
     """The name deviceProperties gives each device id ('' where it names none), as codes into
-    the distinct names; looked up once per distinct id."""
+    the distinct names; looked up once per distinct id.
+
+    A process that sees some of the host's GPUs (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)
+    lists them from id 0 in deviceProperties while its kernels may carry the physical id
+    (ROCm traces: kernels on device 2 or 9, one device listed): where every device listed has
+    one name, a kernel on an id not listed ran on a card of that name."""
+    listed = set(events.device_names.values()) - {""}
+    other = next(iter(listed)) if len(listed) == 1 else ""
     if ids.dtype != object:
         distinct, where = np.unique(ids, return_inverse=True)
-        names = [events.device_names.get(id_value(distinct, i), "")
+        names = [events.device_names.get(id_value(distinct, i), other)
                  for i in range(len(distinct))]
     else:
         index: dict[Any, int] = {}
         where = np.fromiter((index.setdefault(d, len(index)) for d in ids.tolist()), np.int64,
                             len(ids))
-        names = [events.device_names.get(d, "") for d in index]
+        names = [events.device_names.get(d, other) for d in index]
     code: dict[str, int] = {}
     of_id = np.array([code.setdefault(name, len(code)) for name in names], dtype=np.int64)
     return of_id[where.reshape(-1)].astype(np.int64), tuple(code)

@@ -365,6 +365,10 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         'aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)',
         'aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)',
     ),
+    'aten::gather': (
+        'aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor',
+        'aten::gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) -> Tensor(a!)',
+    ),
     'aten::ge': (
         'aten::ge.Tensor(Tensor self, Tensor other) -> Tensor',
         'aten::ge.Scalar(Tensor self, Scalar other) -> Tensor',
