@@ -82,3 +82,13 @@ def test_an_op_that_returns_none_for_an_output_it_was_not_asked_for_is_replayed(
     backward = [r for r in rows if r["op"] == "aten::convolution_backward"]
     assert backward and all(r["priced_by"] == "tracer" and r["sol_time_s"] > 0
                             for r in backward)
+
+
+def test_a_blank_group_shows_no_reading_and_says_why(capsys):
+    """On the mi300x profile, whose transcendental rate is a gap, the flash-attention call is
+    blank: its group showed an SOL and a 23% efficiency with no reason before."""
+    rows, _ = analyze(capsys, "tracelens_mi300x_compile_device2.json.gz")
+    (flash,) = [r for r in rows if r["op"] == "aten::_flash_attention_forward"]
+    assert flash["verdicts"] == {"blank": 1}
+    assert flash["sol_time_s"] is None and flash["efficiency"] is None
+    assert flash["reason"].startswith("mi300x has no known rate for the units used")

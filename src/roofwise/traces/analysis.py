@@ -32,7 +32,7 @@ from roofwise.traces.build import (
 )
 from roofwise.traces.collectives import CollectiveJudged, judge_collective
 from roofwise.traces.reader import read_trace
-from roofwise.verdicts.rules import VERDICTS
+from roofwise.verdicts.rules import BLANK, VERDICTS
 
 JUDGED_AT_ONCE = 32768  # records judged per slice: what judging a trace holds at a time
 
@@ -322,7 +322,9 @@ def groups(result: TraceAnalysis) -> list[Group]:
         times = time_of_op[index]
         record = result.record_of_op[index]
         rows = record[record >= 0]
-        row_sol = sol[rows]
+        # a blank call has no reading (a rate gap leaves its SOL without that unit's work):
+        # its SOL counts as missing, so the group shows neither SOL nor efficiency, but why
+        row_sol = np.where(verdict[rows] == BLANK, np.nan, sol[rows]) if len(rows) else sol[rows]
         sols = row_sol[np.isfinite(row_sol)]
         unpriced = len(index) - len(rows)
         first = result.ops[int(index[0])]
@@ -335,7 +337,8 @@ def groups(result: TraceAnalysis) -> list[Group]:
             continue
         verdicts = _verdict_counts(verdict[rows], unpriced)
         if len(rows) and not reason and len(sols) < len(rows):
-            reason = "; ".join(result.reasons(int(rows[0])))  # why it is blank
+            blank = rows[~np.isfinite(row_sol)]  # why it is blank: its first blank call's
+            reason = "; ".join(result.reasons(int(blank[0])))
         found.append(Group(name, shapes, len(index), total,
                            _running_sum(sols) if len(sols) and len(sols) == len(index)
                            else None,
