@@ -92,3 +92,21 @@ def test_a_blank_group_shows_no_reading_and_says_why(capsys):
     assert flash["verdicts"] == {"blank": 1}
     assert flash["sol_time_s"] is None and flash["efficiency"] is None
     assert flash["reason"].startswith("mi300x has no known rate for the units used")
+
+
+def test_traces_of_different_jobs_are_not_read_as_one_jobs_ranks(capsys, tmp_path):
+    """Rank 3 of an 8-rank A100 job beside rank 1 of a 128-rank job: the per-rank view named
+    a slowest rank of a job that never ran; now refused in one line naming both."""
+    import shutil
+
+    folder = tmp_path / "two-jobs"
+    folder.mkdir()
+    shutil.copy(TRACES / "hta_a100pg509_rank3_tf32.json.gz", folder)
+    shutil.copy(TRACES / "hta_sampled_rank1.json.gz", folder)
+    code = main(["analyze", str(folder)])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert "world_size" in err and "traces of different jobs" in err
+    # the two ranks of one job still read as one
+    assert main(["analyze", str(TRACES / "hta_sampled_rank0.json.gz"),
+                 str(TRACES / "hta_sampled_rank1.json.gz"), "--json"]) == 0

@@ -115,6 +115,7 @@ class TraceSummary:
     skipped: tuple[tuple[str, int], ...] = field(default=())  # (why, events) the reader skipped
     timeline: Timeline | None = None  # the same time on the clock (overlaps counted once)
     rank: int | None = None  # distributedInfo's rank
+    world_size: int | None = None  # distributedInfo's world_size
 
     @property
     def skipped_events(self) -> int:
@@ -220,7 +221,8 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         priced_ops=int(priced.sum()),
         devices=tuple(sorted(set(events.device_names.values()))),
         skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
-        timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank)
+        timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank,
+        world_size=events.world_size)
     table = OpTable(signature_of, times, count_by_op[ops_with_kernels].astype(np.int64),
                     device_of, device_names, priced, communicating)
     return TraceOps(summary, table, events.signatures, prices, own)

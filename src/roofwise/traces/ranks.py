@@ -169,11 +169,20 @@ def read_ranks(paths: Sequence[str], analyze_one: Callable[[str], TraceAnalysis]
         # one rank's ops at a time: each is kept as its groups and summary only
         ranks.append(_rank(path, analyze_one(path), position))
     seen: dict[int, str] = {}
+    sizes: dict[int, str] = {}  # world_size -> the first file that states it
     for r in ranks:
         if r.rank in seen:
             raise InputError(r.path, f"rank {r.rank} ({r.rank_from}) is also {seen[r.rank]}; "
                                      "expected one trace per rank")
         seen[r.rank] = r.path
+        size = r.summary.world_size
+        if size is not None:
+            sizes.setdefault(size, r.path)
+            if len(sizes) > 1:
+                (first, where), *_ = sizes.items()
+                raise InputError(r.path, f"distributedInfo world_size {size}, where {where} "
+                                         f"says {first}: traces of different jobs; expected "
+                                         "the ranks of one job")
     ranks.sort(key=lambda r: r.rank)
     return line_up_ranks(tuple(ranks))
 

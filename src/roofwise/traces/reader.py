@@ -271,6 +271,7 @@ class TraceEvents:
     signatures: list[Signature] = field(default_factory=list)
     device_names: dict[Any, str] = field(default_factory=dict)  # device id -> name
     rank: int | None = None  # distributedInfo's rank, when the trace names one
+    world_size: int | None = None  # distributedInfo's world_size: the ranks of its job
     # gpu index -> a collective kernel's recorded message (collectives.kernel_message): only
     # the few device events whose args name a collective
     comms: dict[int, tuple[Any, ...]] = field(default_factory=dict)
@@ -896,6 +897,9 @@ def _distributed(info: Any, events: TraceEvents) -> None:
     rank = info.get("rank") if isinstance(info, dict) else None
     if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 1 << 31:
         events.rank = rank
+    size = info.get("world_size") if isinstance(info, dict) else None
+    if isinstance(size, int) and not isinstance(size, bool) and 0 < size < 1 << 31:
+        events.world_size = size
 
 
 def _is_key(value: Any) -> bool:
