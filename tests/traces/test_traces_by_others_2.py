@@ -110,3 +110,27 @@ def test_traces_of_different_jobs_are_not_read_as_one_jobs_ranks(capsys, tmp_pat
     # the two ranks of one job still read as one
     assert main(["analyze", str(TRACES / "hta_sampled_rank0.json.gz"),
                  str(TRACES / "hta_sampled_rank1.json.gz"), "--json"]) == 0
+
+
+def test_a_report_of_a_trace_with_nothing_priced_still_shows_its_time(capsys, tmp_path):
+    """A trace without shapes prices no op: `analyze` shows where its time went, and
+    `report` exited 2 ("nothing to report") and dropped it; it writes that page now."""
+    out = tmp_path / "alexnet.html"
+    assert main(["report", str(TRACES / "hta_alexnet_a100_noshapes.json.gz"), "-o",
+                 str(out)]) == 0
+    capsys.readouterr()
+    page = out.read_text()
+    assert "no op could be priced" in page and "<h2>Trace: ops by shape" in page
+    assert page.count('<tr class="row"') > 1
+
+
+def test_report_of_a_folder_of_traces_says_what_to_run(capsys, tmp_path):
+    import shutil
+
+    for name in ("hta_sampled_rank0.json.gz", "hta_sampled_rank1.json.gz"):
+        shutil.copy(TRACES / name, tmp_path)
+    code = main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1
+    assert "a folder of 2 profiler trace(s)" in err and "roofwise analyze" in err
+    assert not (tmp_path / "r.html").exists()

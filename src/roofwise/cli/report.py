@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from roofwise.base.errors import InputError
@@ -51,6 +53,13 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
                            title, references)
         note(f"roofwise: wrote {output}")
         return
+    if Path(records_path).is_dir():  # one trace per rank is `analyze`'s per-rank view
+        traces = [p for p in Path(records_path).iterdir() if p.is_file() and is_trace(p)]
+        if traces:
+            raise InputError(records_path, f"a folder of {len(traces)} profiler trace(s); "
+                                           "expected one trace (its report) or record shards; "
+                                           f"`roofwise analyze {records_path}` reads every "
+                                           "rank")
     loaded = read_records_shown(records_path, strict=strict)
     report_skipped(records_path, loaded)
     analysis = analyze(loaded.columns, all_machines(), load_machine_arg(machine_name),

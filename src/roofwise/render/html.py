@@ -533,9 +533,14 @@ def trace_report_html(result: TraceAnalysis, title: str, source: str,
                       references: Sequence[Reference] = ()) -> str:
     """The records report of a trace's priced ops, its grouped view and summary first."""
     analysis = result.analysis()
-    if analysis is None:
-        raise InputError(source, "no op in the trace could be priced; nothing to report "
-                                 f"({summary_lines(result)[0]})")
+    if analysis is None:  # no op priced (a trace without shapes): its time is still worth a
+        return "\n".join([  # page, the grouped view with every group's reason
+            "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+            f"<h1>{_e(title)}</h1>",
+            f'<p class="muted" id="summary">{_e(source)} — no op could be priced, so no '
+            "chart and no verdicts; where the time went, and why each group is blank:</p>",
+            trace_groups_html(result), f"<script>{_JS}</script></body></html>"])
     return report_html(analysis, title, source, references,
                        before_chart=trace_groups_html(result))
 
