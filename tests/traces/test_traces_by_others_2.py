@@ -134,3 +134,13 @@ def test_report_of_a_folder_of_traces_says_what_to_run(capsys, tmp_path):
     assert code == 2 and err.count("\n") == 1
     assert "a folder of 2 profiler trace(s)" in err and "roofwise analyze" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_compiled_region_says_what_it_is():
+    """xDiT's FLUX trace spends 85% of its kernel time in `Torch-Compiled Region: 0/0`,
+    recorded with shapes on; the note blamed record_shapes."""
+    from roofwise.traces.aten import library_price, make_call
+
+    price = library_price(make_call("Torch-Compiled Region: 0/0", (), (), ()))
+    assert price is not None and not price.priced
+    assert price.reason.startswith("a torch.compile region: its kernels")

@@ -77,6 +77,7 @@ _SOFTMAXES = frozenset(("softmax", "_softmax", "_safe_softmax", "log_softmax", "
 # is a separate add op).
 _CONVOLUTIONS = frozenset(("convolution", "_convolution", "conv1d", "conv2d", "conv3d",
                            "cudnn_convolution"))
+COMPILED_REGION = "Torch-Compiled Region"  # the span torch.compile's code runs in
 # The ops the operator library prices by name (beside the elementwise and reduction classes).
 LIBRARY_OPS = frozenset((
     "mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", *_CONVOLUTIONS,
@@ -180,6 +181,9 @@ def library_price(call: Call, allow_tf32: bool = False,
     installed, read the arguments beside the shipped table's."""
     if is_attention(call.name):
         return _attention(call, use_torch)
+    if call.name.startswith(COMPILED_REGION):
+        return unpriced("a torch.compile region: its kernels (Triton, library GEMMs) are "
+                        "launched by compiled code, with no aten op to price them by")
     if not call.tensor_positions():
         if "TensorList" in call.types:
             return unpriced("its tensors come as a TensorList, for which the profiler records "
