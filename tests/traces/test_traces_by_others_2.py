@@ -144,3 +144,20 @@ def test_a_compiled_region_says_what_it_is():
     price = library_price(make_call("Torch-Compiled Region: 0/0", (), (), ()))
     assert price is not None and not price.priced
     assert price.reason.startswith("a torch.compile region: its kernels")
+
+
+def test_resnet_training_on_mi300x_is_priced(capsys):
+    """Batch norm (forward and backward), MIOpen's convolution and max pooling's backward had
+    no count: 94% of this ResNet-18 step's kernel time was unpriced."""
+    rows, summary = analyze(capsys, "tracelens_mi300x_resnet18_train.json.gz", "-m", "mi300x")
+    assert summary["priced_share_of_kernel_time"] > 0.98
+    # by hand: batch norm of [512, 64, 112, 112] bf16 reads x once and writes y once
+    (bn,) = [r for r in rows if r["op"] == "aten::native_batch_norm"
+             and r["shapes"].startswith("[512, 64, 112, 112] bf16")]
+    mi300x = builtin_machines()["mi300x"]
+    moved = 2 * 2 * 512 * 64 * 112 * 112 + 4 * 64 * 2  # x, y; weight, bias, running stats
+    assert bn["sol_time_s"] == pytest.approx(
+        bn["count"] * moved / mi300x.dram.effective_bytes_per_s(), rel=1e-9)
+    assert bn["verdicts"] == {"below": bn["count"]}
+    convolutions = [r for r in rows if r["op"] == "aten::miopen_convolution"]
+    assert convolutions and {r["priced_by"] for r in convolutions} == {"library"}

@@ -76,15 +76,30 @@ _SOFTMAXES = frozenset(("softmax", "_softmax", "_safe_softmax", "log_softmax", "
 # weight, padding, stride, dilation, groups, benchmark, deterministic, allow_tf32; its bias
 # is a separate add op).
 _CONVOLUTIONS = frozenset(("convolution", "_convolution", "conv1d", "conv2d", "conv3d",
-                           "cudnn_convolution"))
+                           "cudnn_convolution", "miopen_convolution"))
 COMPILED_REGION = "Torch-Compiled Region"  # the span torch.compile's code runs in
+# Ops whose tensors do not broadcast (per-channel statistics beside the activations), priced
+# per element of their largest input: every input read once, one output of that shape written
+# (their few per-channel outputs left out), and this work per element. Batch norm, training:
+# the per-channel sum and sum of squares (2), then (x - mean) * rstd * weight + bias (4); its
+# backward: the sums of grad and grad * x-hat (3), then grad_input from them (5); max pooling's
+# backward adds each grad into the input position its max came from. x read once is the least
+# a fused kernel can read.
+_LARGEST_INPUT_OPS: dict[str, dict[str, int]] = {
+    **{n: {"arithmetic": 6} for n in (
+        "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+        "cudnn_batch_norm", "miopen_batch_norm")},
+    **{n: {"arithmetic": 8} for n in (
+        "native_batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward")},
+    "max_pool2d_with_indices_backward": {"arithmetic": 1},
+}
 # The ops the operator library prices by name (beside the elementwise and reduction classes).
 LIBRARY_OPS = frozenset((
     "mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", *_CONVOLUTIONS,
     "native_layer_norm_backward", "mse_loss", "mse_loss_backward", "index_select", "gather",
     "layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "softmax", "_softmax",
     "_safe_softmax", "log_softmax", "_log_softmax", "copy_", "fill_", "zero_", "clone",
-    "contiguous"))
+    "contiguous", *_LARGEST_INPUT_OPS))
 
 
 @dataclass(frozen=True)
@@ -304,6 +319,8 @@ def _library(base: str, b: Bound, allow_tf32: bool) -> OpPrice | None:
         return _index_select(b, x)
     if base == "gather" and x is not None and b.tensor("index") is not None:
         return _gather(b, x)
+    if base in _LARGEST_INPUT_OPS:
+        return _largest_input(base, b)
     if base in _LAYER_NORMS and x is not None and x.shape:
         ledger = layernorm(rows=max(1, math.prod(x.shape[:-1])), hidden=x.shape[-1],
                            dtype=_dt(x), weight=b.tensor("weight") is not None,
@@ -432,6 +449,20 @@ def _mse_loss(base: str, b: Bound) -> OpPrice | None:
                 else "subtract, square-accumulate (FMA); 3/elem")
     work = (Work(c.CUDA, "arithmetic", per_elem * math.prod(x), what),)
     return OpPrice(Ledger(base, c.CUDA, tuple(tensors), work), "library", note)
+
+
+def _largest_input(base: str, b: Bound) -> OpPrice | None:
+    """`_LARGEST_INPUT_OPS`: the work per element of the largest input."""
+    inputs = b.tensors()
+    if not inputs:
+        return None
+    largest = max((t for _, t in inputs), key=lambda t: math.prod(t.shape))
+    tensors = (*(Tensor(f"in{j}", t.shape, _dt(t), Role.INPUT)
+                 for j, (_, t) in enumerate(inputs)),
+               Tensor("out", largest.shape, _dt(largest), Role.OUTPUT))
+    return OpPrice(Ledger(base, c.CUDA, tensors, _class_work(
+        base, _LARGEST_INPUT_OPS[base], math.prod(largest.shape))), "library",
+        "per element of its largest input, each input read once (per-channel outputs left out)")
 
 
 def _gather(b: Bound, x_arg: TensorArg) -> OpPrice:
