@@ -19,9 +19,9 @@ def test_machines_lists_builtins(capsys):
     code, out, _ = run(capsys, "machines", "--json")
     assert code == 0
     names = [json.loads(line)["name"] for line in out.splitlines()]
-    assert names == ["a10", "a100-sxm", "ascend-a5-vector", "b200", "h100-pcie", "h100-sxm",
-                     "h20", "h200", "l4", "l40s", "mi250x", "mi300x", "mi325x", "rtx-4090",
-                     "rtx-a6000", "t4", "v100-sxm2"]
+    assert names == ["a10", "a100-sxm-40gb", "a100-sxm", "ascend-a5-vector", "b200",
+                     "h100-pcie", "h100-sxm", "h20", "h200", "l4", "l40s", "mi250x", "mi300x",
+                     "mi325x", "rtx-4090", "rtx-a6000", "t4", "v100-sxm2"]
 
 
 def test_machine_shows_regimes_mixes_balance_and_sources(capsys):

@@ -9,7 +9,8 @@ from roofwise.profiles.machine import ASSUMED_FLOORS, TIMINGS
 
 
 def test_builtin_profiles_present(machines):
-    assert set(machines) == {"h200", "h100-sxm", "a100-sxm", "h20", "ascend-a5-vector",
+    assert set(machines) == {"h200", "h100-sxm", "a100-sxm", "a100-sxm-40gb", "h20",
+                             "ascend-a5-vector",
                              "b200", "mi300x", "mi325x", "h100-pcie", "l40s", "rtx-4090",
                              "v100-sxm2", "a10", "l4", "t4", "rtx-a6000", "mi250x"}
 
@@ -80,13 +81,14 @@ def test_floor_grows_per_extra_kernel(machines):
 
 @pytest.mark.parametrize(("device", "expected"), [
     ("NVIDIA H200", "h200"), ("nvidia h200", "h200"), ("h200", "h200"),
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA A100-SXM4-80GB", "a100-sxm")])
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA A100-SXM4-80GB", "a100-sxm"),
+    ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"), ("NVIDIA A100-PG509-200", "a100-sxm-40gb")])
 def test_device_names_match_exactly_or_by_alias(machines, device, expected):
     match = match_device(device, machines.values())
     assert match.machine is not None and match.machine.name == expected
 
 
-@pytest.mark.parametrize("device", ["NVIDIA H200 NVL", "NVIDIA A100-SXM4-40GB", "H2", "", None])
+@pytest.mark.parametrize("device", ["NVIDIA H200 NVL", "NVIDIA A100-PCIE-40GB", "H2", "", None])
 def test_unmatched_device_is_an_explicit_blank(machines, device):
     match = match_device(device, machines.values())
     assert match.machine is None

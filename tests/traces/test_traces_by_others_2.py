@@ -35,13 +35,15 @@ def analyze(capsys, name, *args):
 
 
 def test_fp32_gemms_on_tf32_tensor_cores_are_possible(capsys):
-    rows, _ = analyze(capsys, "hta_a100pg509_rank3_tf32.json.gz", "-m", "a100")
+    # the trace's "NVIDIA A100-PG509-200" (40 GB of memory) is judged on a100-sxm-40gb
+    rows, summary = analyze(capsys, "hta_a100pg509_rank3_tf32.json.gz")
+    assert summary["devices"] == ["NVIDIA A100-PG509-200"]
     gemms = [r for r in rows if r["op"] in ("aten::mm", "aten::addmm", "aten::bmm")]
     assert len(gemms) > 100
     assert not [r for r in gemms if "impossible" in (r["verdicts"] or {})]
     # by hand: [2048, 1024] x [1024, 4864], 6 calls, compute-bound on the TF32 roof
     (mm,) = [r for r in gemms if r["shapes"] == "[2048, 1024] fp32, [1024, 4864] fp32"]
-    a100 = builtin_machines()["a100-sxm"]
+    a100 = builtin_machines()["a100-sxm-40gb"]
     flops = 2 * 2048 * 1024 * 4864
     compute = flops / a100.unit("tensor_core.tf32").effective_ops_per_s(None)
     memory = 4 * (2048 * 1024 + 1024 * 4864 + 2048 * 4864) / a100.dram.effective_bytes_per_s()
