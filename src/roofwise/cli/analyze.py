@@ -33,7 +33,7 @@ from roofwise.records.read import (
     BATCH_ROWS,
     iter_batches,
 )
-from roofwise.traces.reader import is_trace
+from roofwise.traces.reader import is_trace, traces_in
 from roofwise.verdicts.mismatch import mismatch_counts, mismatch_line
 
 
@@ -43,9 +43,7 @@ def _per_rank(paths: tuple[str, ...]) -> bool:
     if len(paths) > 1:
         return True
     folder = Path(paths[0])
-    return folder.is_dir() and any(
-        p.is_file() and p.name.endswith((".json", ".json.gz")) and is_trace(p)
-        for p in folder.iterdir())
+    return folder.is_dir() and bool(traces_in(folder))
 
 
 @click.command("analyze")

@@ -21,7 +21,7 @@ from roofwise.ledgers.files import load_ledger
 from roofwise.output.analysis import analyze
 from roofwise.render.html import DEFAULT_ROWS, check_report_path, write_report
 from roofwise.render.row_ledgers import Reference
-from roofwise.traces.reader import is_trace
+from roofwise.traces.reader import is_trace, traces_in
 
 
 @click.command("report")
@@ -54,7 +54,7 @@ def report_command(records_path: str, machine_name: str | None, regime: str | No
         note(f"roofwise: wrote {output}")
         return
     if Path(records_path).is_dir():  # one trace per rank is `analyze`'s per-rank view
-        traces = [p for p in Path(records_path).iterdir() if p.is_file() and is_trace(p)]
+        traces = traces_in(Path(records_path))
         if traces:
             raise InputError(records_path, f"a folder of {len(traces)} profiler trace(s); "
                                            "expected one trace (its report) or record shards; "

@@ -716,8 +716,10 @@ def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
     if positions:  # a sliding cache layer hands back its warm-up token too: never more keys
         skv = min(skv, positions)  # than the step's positions
     first = positions - seq  # the absolute position of the step's first query
-    if chunk is not None and positions and first >= 0:  # the cache may hold fewer than this
-        skv = positions - (first // chunk) * chunk      # across a chunk boundary
+    # a chunked layer's keys start at its first query's chunk (the cache may hold fewer)
+    chunk_start = (first // chunk) * chunk if chunk and positions and first >= 0 else None
+    if chunk_start is not None:
+        skv = positions - chunk_start
     q_heads = hq_folded * sq_folded // seq
     dtype = _torch_dtype_name(q)
     ledger = attention(batch=b, q_len=seq, kv_len=skv, q_heads=q_heads, kv_heads=hk,
@@ -727,7 +729,7 @@ def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
     if window is not None and int(window) < skv:
         full = causal_pairs(seq, skv)
         ledger = _windowed(ledger, windowed_pairs(seq, skv, int(window)), full, int(window))
-    elif chunk is not None and positions and first >= 0:
+    elif chunk and chunk_start is not None:
         full = causal_pairs(seq, skv)
         pairs = chunked_pairs(first, seq, chunk)
         if pairs < full:

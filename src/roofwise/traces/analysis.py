@@ -324,7 +324,7 @@ def groups(result: TraceAnalysis) -> list[Group]:
         rows = record[record >= 0]
         # a blank call has no reading (a rate gap leaves its SOL without that unit's work):
         # its SOL counts as missing, so the group shows neither SOL nor efficiency, but why
-        row_sol = np.where(verdict[rows] == BLANK, np.nan, sol[rows]) if len(rows) else sol[rows]
+        row_sol = np.where(verdict[rows] == BLANK, np.nan, sol[rows])
         sols = row_sol[np.isfinite(row_sol)]
         unpriced = len(index) - len(rows)
         first = result.ops[int(index[0])]

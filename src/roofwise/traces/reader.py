@@ -451,6 +451,13 @@ def is_trace(path: str | Path) -> bool:
     return head.startswith("[") and '"ph"' in head
 
 
+def traces_in(folder: Path) -> list[Path]:
+    """The profiler traces (.json, .json.gz, by content) directly in `folder`: a folder holding
+    any is a job's ranks, not a records dataset."""
+    return [p for p in folder.iterdir()
+            if p.is_file() and p.name.endswith((".json", ".json.gz")) and is_trace(p)]
+
+
 def read_trace(path: str | Path, progress: Callable[[int], None] | None = None,
                total: Callable[[int], None] | None = None) -> TraceEvents:
     """The trace's events; `progress(bytes_read)` is called as the file is consumed and
