@@ -179,6 +179,27 @@ def test_reasons_built_over_columns_are_the_per_row_sentences(tmp_path, seed, op
         assert any(f & flag for f in flags), flag
 
 
+def test_sentence_lists_keep_saying_order_and_give_a_silent_row_none():
+    """The lists are built from templates said over scattered rows: each row's sentences in
+    the order the templates came, and [] for a row no template covers (the grouping then
+    lacks that row)."""
+    import numpy as np
+    import polars as pl
+
+    from roofwise.explain.reason_columns import _lists
+
+    frame = pl.DataFrame({"x": ["a", "b", "c", "d"]})
+    texts = [(np.array([3, 0]), pl.lit("first ") + pl.col("x")),
+             (np.array([0, 2]), pl.lit("second")),
+             (np.array([3]), pl.col("x") + pl.lit(" last"))]
+    assert _lists(frame, texts).to_list() == [
+        ["first a", "second"], [], ["second"], ["first d", "d last"]]
+    # every row covered: the groups are the rows themselves
+    assert _lists(frame, [(np.arange(4), pl.col("x"))]).to_list() == [["a"], ["b"], ["c"],
+                                                                      ["d"]]
+    assert _lists(frame, []).to_list() == [[], [], [], []]
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
 def test_json_output_escapes_line_and_paragraph_separators(tmp_path, capsys, suffix):
     """Issue 20: U+2028/U+2029 inside a JSON string are written `\\u2028`, as json.dumps

@@ -233,8 +233,9 @@ def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.S
     """Each row's sentences as a list, in `texts` order.
 
     Each template is filled for its own rows only (not evaluated over every row and masked);
-    the sentences, one row of a long frame each, are gathered into lists by the engine (a
-    grouping that keeps the order they were said in), and a row that says none gets []."""
+    the sentences, one row of a long frame each, are put in row order (a stable sort keeps
+    each row's in the order they were said) and gathered into lists by the engine, a
+    grouping over sorted keys; a row that says none gets []."""
     n = frame.height
     rows: list[np.ndarray] = []
     said: list[pl.Series] = []
@@ -247,8 +248,13 @@ def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.S
         said.append(values)
     if not rows:
         return pl.Series("reasons", [[]] * n, dtype=pl.List(pl.String))
-    grouped = pl.DataFrame({"i": pl.Series(np.concatenate(rows), dtype=pl.Int64),
-                            "t": pl.concat(said)}).group_by("i", maintain_order=True).agg("t")
+    said_at = np.concatenate(rows).astype(np.int64)
+    order = np.argsort(said_at, kind="stable")
+    grouped = pl.DataFrame({"i": pl.Series(said_at[order]).set_sorted(),
+                            "t": pl.concat(said).gather(order)}
+                           ).group_by("i", maintain_order=True).agg("t")
+    if grouped.height == n:  # every row said something: the groups are the rows, in order
+        return grouped["t"].alias("reasons")
     return (pl.DataFrame({"i": pl.Series(np.arange(n), dtype=pl.Int64)})
             .join(grouped, on="i", how="left", maintain_order="left")
             .select(pl.col("t").fill_null(pl.lit([], dtype=pl.List(pl.String))))

@@ -15,6 +15,7 @@ import numpy as np
 from roofwise.pricing.core import Priced, mark, uniform
 from roofwise.pricing.reasons import BLANK_REASONS, IMPOSSIBLE_REASONS, Reason
 from roofwise.profiles.machine import TIMINGS, LatencyFloors, Machine, timing_method
+from roofwise.records.read import categorize
 
 AT_CEILING_EFFICIENCY = 0.80  # TileOPs bands (scripts/nightly_report.py)
 ANOMALY_EFFICIENCY = 1.05
@@ -238,12 +239,12 @@ def _timing_codes(timing: np.ndarray, n: int) -> tuple[np.ndarray, list[str]]:
     """Timing methods as codes into names (`device` read as `events`, "" as the default)."""
     if n and timing.strides == (0,):
         return np.zeros(n, dtype=np.intp), [timing_method(str(timing[0]))]
-    raw, inverse = np.unique(np.asarray(timing).astype(str), return_inverse=True)
-    names = [timing_method(str(t)) for t in raw]
+    codes, raw = categorize(np.asarray(timing))  # a dict lookup per row, not a text sort
+    names = [timing_method(t) for t in raw]
     unknown = [t for t in names if t not in TIMINGS]
     if unknown:
         raise ValueError(f"unknown timing method(s) {unknown}; expected one of {TIMINGS}")
-    return inverse.reshape(-1), names
+    return codes.astype(np.intp), names
 
 
 def wall_timing(timing: np.ndarray) -> np.ndarray:
