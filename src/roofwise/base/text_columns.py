@@ -33,7 +33,7 @@ def null_texts(n: int) -> pl.Series:
         [], dtype=pl.String)
 
 
-def coded(name: str, codes: np.ndarray, names: Sequence[str]) -> pl.Series:
+def coded(name: str, codes: np.ndarray, names: Sequence[str | None]) -> pl.Series:
     """A text column given as codes into a few distinct `names` (a categorical column): the
     names made text once, then gathered, instead of a Python string per row."""
     return strings(name, list(names)).gather(np.asarray(codes, dtype=np.int64))

@@ -85,7 +85,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
 
     machines = list(analysis.machines.values())
 
-    def by_machine(name: str, texts: list[str]) -> pl.Expr:
+    def by_machine(name: str, texts: list[str | None]) -> pl.Expr:
         """A text per machine, as a column: each row's machine's."""
         return column(name, coded(name, analysis.machine_index_or_first, texts))
 
@@ -129,45 +129,59 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         at = np.flatnonzero(over)
         achieved = column("achieved", scattered(n, at, fmt.fixed_column(
             judged.achieved_bytes_per_s[at] / 1e9, ".1f", "GB/s")))
+        beyond = null_texts(n)  # each card's clause, for its own rows
         for name, m in analysis.machines.items():
-            theory = m.dram.theoretical_bytes_per_s or math.nan
             mine = np.flatnonzero(over & on_machine[name])
-            beyond = column(f"beyond:{name}", _beyond_caches(n, mine, cols.bytes[mine],
-                                                              _cache_facts(m)))
-            when(over & on_machine[name], pl.format(
-                "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
-                "bytes or the time are wrong", achieved, pl.lit(m.dram.name),
-                pl.lit(f"{theory / 1e9:.0f}"), beyond))
+            if len(mine):
+                beyond = beyond.scatter(mine, _beyond_caches(cols.bytes[mine], _cache_facts(m)))
+        # one template over every card's rows: what differs by card is gathered by the row's
+        when(over, pl.format(
+            "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
+            "bytes or the time are wrong", achieved,
+            by_machine("dram", [m.dram.name for m in machines]),
+            by_machine("theory", [f"{(m.dram.theoretical_bytes_per_s or math.nan) / 1e9:.0f}"
+                                  for m in machines]),
+            column("beyond", beyond)))
     resident = has(Reason.CACHE_RESIDENT) & (verdict == CACHE_RESIDENT)
     if resident.any() and judged.cache_level is not None:
+        at = np.flatnonzero(resident)
+        said: list[str] = [""] * len(at)
         for name, m in analysis.machines.items():
-            rows = np.flatnonzero(resident & on_machine[name])
+            mine = np.flatnonzero(on_machine[name][at])
+            rows = at[mine]
             caches = _cache_facts(m)
             envelope = m.dram.effective_bytes_per_s() or math.nan
-            sentences(resident & on_machine[name], [reason_text.cache_resident_sentence(
-                r, m.dram.name, m.dram.theoretical_bytes_per_s or math.nan, envelope, b,
-                caches[int(k)], e)
-                for r, b, k, e in zip(judged.achieved_bytes_per_s[rows].tolist(),
-                                      cols.bytes[rows].tolist(),
-                                      judged.cache_level[rows].tolist(),
-                                      judged.efficiency[rows].tolist(), strict=True)])
+            for k, text in zip(mine.tolist(), [reason_text.cache_resident_sentence(
+                    r, m.dram.name, m.dram.theoretical_bytes_per_s or math.nan, envelope, b,
+                    caches[int(c)], e)
+                    for r, b, c, e in zip(judged.achieved_bytes_per_s[rows].tolist(),
+                                          cols.bytes[rows].tolist(),
+                                          judged.cache_level[rows].tolist(),
+                                          judged.efficiency[rows].tolist(), strict=True)],
+                               strict=True):
+                said[k] = text
+        sentences(resident, said)
     over_rate = has(Reason.ABOVE_THEORETICAL_RATE)
     if over_rate.any():
-        for name, m in analysis.machines.items():
-            for key, ops in priced.unit_ops.items():
-                unit = m.unit(key)
-                if unit is None or not unit.theoretical_ops_per_s:
-                    continue
-                peak = fmt.tera_rate(unit.theoretical_ops_per_s, key)
-                with np.errstate(all="ignore"):
-                    rate = ops / cols.time_s
-                    rows = over_rate & on_machine[name] & (cols.time_s > 0) & (
-                        rate > unit.theoretical_ops_per_s)
-                if rows.any():
-                    at = np.flatnonzero(rows)
-                    before, after = reason_text.above_rate_sentence(key, "\0", peak).split("\0")
-                    when(rows, pl.lit(before) + column(f"rate:{name}:{key}", scattered(
-                        n, at, fmt.tera_rate_column(rate[at], key))) + pl.lit(after))
+        timed = over_rate & (cols.time_s > 0) & (analysis.machine_index >= 0)
+        for key, ops in priced.unit_ops.items():
+            units = [m.unit(key) for m in machines]
+            peaks = [u.theoretical_ops_per_s if u is not None and u.theoretical_ops_per_s
+                     else None for u in units]
+            if all(p is None for p in peaks):
+                continue
+            with np.errstate(all="ignore"):  # a card without this unit's peak: no row
+                rate = ops / cols.time_s
+                rows = timed & (rate > np.array([math.nan if p is None else p for p in peaks],
+                                                dtype=np.float64)[analysis.machine_index_or_first])
+            if rows.any():
+                at = np.flatnonzero(rows)
+                around = [reason_text.above_rate_sentence(
+                    key, "\0", fmt.tera_rate(p, key)).split("\0") if p is not None else ["", ""]
+                    for p in peaks]
+                when(rows, by_machine(f"before:{key}", [b for b, _ in around]) + column(
+                    f"rate:{key}", scattered(n, at, fmt.tera_rate_column(rate[at], key)))
+                    + by_machine(f"after:{key}", [a for _, a in around]))
     floors = _FloorTexts(analysis, has(Reason.BELOW_LATENCY_FLOOR) | has(Reason.FLOOR_SPLIT)
                          | (templated & reading & _finite(judged.net_efficiency, n)))
     sentences(has(Reason.BELOW_LATENCY_FLOOR), floors.latency_bound(
@@ -215,15 +229,20 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
             for i in np.flatnonzero(band).tolist()])
     when(rows_with(Reason.UNCALIBRATED_MEMORY), lambda: by_machine("uncalibrated", [
         f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)" for m in machines]))
-    for name, m in analysis.machines.items():
-        raw = [pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(
-                   key if unit.key == key else f"{key} (on {unit.key} here)"))
-               for key, ops in priced.unit_ops.items()
-               if (unit := m.unit(key)) is not None and not unit.calibrated]
-        if raw:
-            when(rows_with(Reason.UNCALIBRATED_UNIT, name),
-                 pl.lit("uncalibrated unit(s) priced at the datasheet rate: ")
-                 + pl.concat_str(raw, separator=", ", ignore_nulls=True))
+    # each unit named for the rows that use it, on a card where it is uncalibrated (null on
+    # the others): one template over every card's rows
+    labels_by_unit = {key: [None if (unit := m.unit(key)) is None or unit.calibrated
+                            else key if unit.key == key else f"{key} (on {unit.key} here)"
+                            for m in machines] for key in priced.unit_ops}
+    raw = [pl.when(column(f"ops:{key}", priced.unit_ops[key] > 0)).then(
+               by_machine(f"uncalibrated:{key}", labels))
+           for key, labels in labels_by_unit.items() if any(labels)]
+    if raw:
+        named = np.array([any(labels[k] for labels in labels_by_unit.values())
+                          for k in range(len(machines))], dtype=bool)
+        when(rows_with(Reason.UNCALIBRATED_UNIT, None, named[analysis.machine_index_or_first]),
+             lambda: pl.lit("uncalibrated unit(s) priced at the datasheet rate: ")
+             + pl.concat_str(raw, separator=", ", ignore_nulls=True))
     when(rows_with(Reason.WALL_TIMING), pl.lit(
         "wall-clock time includes host overhead: efficiency is a lower bound"))
     return _lists(pl.DataFrame(columns, height=n), texts)
@@ -261,17 +280,16 @@ def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.S
             .to_series().alias("reasons"))
 
 
-def _beyond_caches(n: int, at: np.ndarray, working_set_bytes: np.ndarray,
-                   caches: list[reason_text.CacheFacts]) -> pl.Series:
-    """`reason_text.beyond_caches_around`'s clause of the rows `at` (null elsewhere; "" on a
-    machine without cache levels), its texts gathered around each size's."""
+def _beyond_caches(working_set_bytes: np.ndarray, caches: list[reason_text.CacheFacts]
+                   ) -> pl.Series:
+    """`reason_text.beyond_caches_around`'s clause of each working set ("" on a machine
+    without cache levels), its texts gathered around each size's."""
     if not caches:
-        return scattered(n, at, [""] * len(at))
+        return strings("beyond", [""] * len(working_set_bytes))
     codes, around = reason_text.beyond_caches_around(working_set_bytes, caches)
-    clauses = (coded("before", codes, [before for before, _ in around])
-               + fmt.nbytes_column(working_set_bytes)
-               + coded("after", codes, [after for _, after in around]))
-    return null_texts(n).scatter(at, clauses) if len(at) else null_texts(n)
+    return (coded("before", codes, [before for before, _ in around])
+            + fmt.nbytes_column(working_set_bytes)
+            + coded("after", codes, [after for _, after in around]))
 
 
 def _cache_facts(machine: Machine) -> list[reason_text.CacheFacts]:
