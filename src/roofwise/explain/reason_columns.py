@@ -86,8 +86,10 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     machines = list(analysis.machines.values())
 
     def by_machine(name: str, texts: list[str | None]) -> pl.Expr:
-        """A text per machine, as a column: each row's machine's."""
-        return column(name, coded(name, analysis.machine_index_or_first, texts))
+        """A text per machine: each row's machine's, gathered by the template over its own
+        rows only (not made for every row of the batch first)."""
+        return pl.lit(strings(name, texts)).gather(
+            column("machine", analysis.machine_index_or_first))
 
     def sentences(mask: np.ndarray, values: list[str]) -> None:
         """One sentence per row of `mask`, already written, in row order."""
