@@ -72,6 +72,8 @@ def synthetic(kernel_us: list[float]) -> dict[str, Any]:
         ts = 100 * k
         events += [_op(name, k + 1, ts, dims, types, concrete), _launch(k + 1, 500 + k, ts),
                    _kernel(kernel, 500 + k, ts, dur)]
+        if name == "aten::add":  # its second operand expanded (stride 0), as PyTorch 2 records
+            events[-3]["args"]["Input Strides"] = [[1024, 16, 1], [0, 0, 1], []]
     events[-1]["cat"] = "gpu_memcpy"
     return {"deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150 << 30}],
             "traceEvents": events}

@@ -6,7 +6,8 @@ checked against the physics of the case:
   priced on the CUDA cores, 497 calls were "impossible" (up to 5.7x); 2*M*N*K over the time
   is 111 TFLOP/s, under the 156 TFLOP/s TF32 peak: possible, and priced so now;
 - `aten::gather` read its whole 145 MB source: "impossible" at 483%; one element of the
-  source per element of the index is what it reads;
+  source per element of the index is what it reads, and its index, expanded with stride 0,
+  is read once per distinct value (20 MB by its shape, 7 KB in memory);
 - ROCm kernels on device 2 of a process whose deviceProperties lists only device 0: every
   row was blank for want of a device name;
 - `convolution_backward` asked for two of its three outputs returns None for the third: the
@@ -58,7 +59,9 @@ def test_gather_reads_one_source_element_per_index_element(capsys, machine):
     (gather,) = [r for r in rows if r["op"] == "aten::gather"]
     assert gather["shapes"] == "[25136, 2880] bf16, [888, 2880] int64, [888, 2880] bf16"
     elements = 888 * 2880
-    moved = elements * (8 + 2 + 2)  # the int64 index, the bf16 elements read, the output
+    # the index is expanded along its last dimension (recorded strides [1, 0]): 888 distinct
+    # int64 values are read; then the bf16 elements gathered and the output written
+    moved = 888 * 8 + elements * (2 + 2)
     b200 = builtin_machines()["b200"]
     assert gather["sol_time_s"] == pytest.approx(moved / b200.dram.effective_bytes_per_s(),
                                                  rel=1e-9)

@@ -127,6 +127,7 @@ class Call:
     dims: tuple[tuple[int, ...] | None, ...]  # None where the argument is not a shape
     types: tuple[str, ...]
     concrete: tuple[str, ...]
+    strides: tuple[tuple[int, ...] | None, ...] = ()  # `Input Strides`, where recorded
 
     @property
     def base(self) -> str:
@@ -158,10 +159,11 @@ class Call:
 
 
 def make_call(name: str, dims: Sequence[Any], types: Sequence[Any],
-              concrete: Sequence[Any] = ()) -> Call:
-    """A hashable Call from the profiler's lists (dims that are not lists of ints become None)."""
+              concrete: Sequence[Any] = (), strides: Sequence[Any] = ()) -> Call:
+    """A hashable Call from the profiler's lists (dims or strides that are not lists of ints
+    become None)."""
     frozen = (tuple(tuple(d) if isinstance(d, list) else d for d in dims), tuple(types),
-              tuple(concrete))
+              tuple(concrete), tuple(tuple(s) if isinstance(s, list) else s for s in strides))
     try:
         return _make_call(name, *frozen)
     except TypeError:  # something unhashable in the record: build it uncached
@@ -170,13 +172,16 @@ def make_call(name: str, dims: Sequence[Any], types: Sequence[Any],
 
 @lru_cache(maxsize=65536)
 def _make_call(name: str, dims: tuple[Any, ...], types: tuple[Any, ...],
-               concrete: tuple[Any, ...]) -> Call:
-    shapes: list[tuple[int, ...] | None] = []
-    for d in dims:
-        ok = isinstance(d, tuple) and len(d) <= MAX_RANK and all(
-            type(x) is int and 0 <= x <= MAX_DIM for x in d)
-        shapes.append(d if ok else None)
-    return Call(name, tuple(shapes), tuple(str(t) for t in types), tuple(str(x) for x in concrete))
+               concrete: tuple[Any, ...], strides: tuple[Any, ...] = ()) -> Call:
+    return Call(name, _int_tuples(dims), tuple(str(t) for t in types),
+                tuple(str(x) for x in concrete), _int_tuples(strides))
+
+
+def _int_tuples(values: tuple[Any, ...]) -> tuple[tuple[int, ...] | None, ...]:
+    """Each recorded list of sizes (or strides) as a tuple of ints, None where it is not one
+    (too long, not ints, negative, beyond any real size)."""
+    return tuple(v if isinstance(v, tuple) and len(v) <= MAX_RANK and all(
+        type(x) is int and 0 <= x <= MAX_DIM for x in v) else None for v in values)
 
 
 @lru_cache(maxsize=1)
@@ -209,7 +214,7 @@ def library_price(call: Call, allow_tf32: bool = False,
         return unpriced(_UNPRICEABLE[call.base])
     if not call.name.startswith("aten::") or not _known(call.base):
         return None
-    bound = bind(call.name, call.dims, call.types, call.concrete, use_torch)
+    bound = bind(call.name, call.dims, call.types, call.concrete, use_torch, call.strides)
     if isinstance(bound, str):
         return unpriced(bound)
     for name, tensor in bound.values.items():
@@ -227,7 +232,7 @@ def _known(base: str) -> bool:
 
 
 def _attention(call: Call, use_torch: bool) -> OpPrice:
-    bound = bind(call.name, call.dims, call.types, call.concrete, use_torch)
+    bound = bind(call.name, call.dims, call.types, call.concrete, use_torch, call.strides)
     if isinstance(bound, str):
         return unpriced(bound)
     try:
@@ -251,7 +256,7 @@ def _with_addend(price: OpPrice, addend: TensorArg) -> OpPrice:
     assert price.ledger is not None and addend.dtype is not None
     ledger = price.ledger
     outputs = math.prod(ledger.tensor("c").shape)
-    return OpPrice(replace(ledger, tensors=(*ledger.tensors, Tensor("self", addend.shape,
+    return OpPrice(replace(ledger, tensors=(*ledger.tensors, Tensor("self", addend.read_shape,
                                                                     addend.dtype, Role.INPUT)),
                            work=(*ledger.work, Work(c.CUDA, "arithmetic", outputs,
                                                     "beta*self + alpha*(A @ B), 1/output"))),
@@ -435,10 +440,11 @@ def _mse_loss(base: str, b: Bound) -> OpPrice | None:
     note = "" if reduction else "reduction not recorded: counted as mean, PyTorch's default"
     reduction = reduction or "mean"
     dtype = _dt(x_arg)
-    tensors = [Tensor("self", x, dtype, Role.INPUT), Tensor("target", x, dtype, Role.INPUT)]
+    tensors = [Tensor("self", x_arg.read_shape, dtype, Role.INPUT),
+               Tensor("target", target.read_shape, dtype, Role.INPUT)]
     if backward:
         grad = b.tensor("grad_output")
-        tensors += [Tensor("grad_out", grad.shape if grad else (),
+        tensors += [Tensor("grad_out", grad.read_shape if grad else (),
                            _dt(grad) if grad else dtype, Role.INPUT),
                     Tensor("grad_input", x, dtype, Role.OUTPUT)]
         per_elem, what = 3, "subtract, times scale*grad; 3/elem"
@@ -457,7 +463,7 @@ def _largest_input(base: str, b: Bound) -> OpPrice | None:
     if not inputs:
         return None
     largest = max((t for _, t in inputs), key=lambda t: math.prod(t.shape))
-    tensors = (*(Tensor(f"in{j}", t.shape, _dt(t), Role.INPUT)
+    tensors = (*(Tensor(f"in{j}", t.read_shape, _dt(t), Role.INPUT)
                  for j, (_, t) in enumerate(inputs)),
                Tensor("out", largest.shape, _dt(largest), Role.OUTPUT))
     return OpPrice(Ledger(base, c.CUDA, tensors, _class_work(
@@ -469,11 +475,11 @@ def _gather(b: Bound, x_arg: TensorArg) -> OpPrice:
     """gather(self, dim, index): one element of self per element of the index, whatever the
     dim: reads the index and that many elements of self (never more than all of self), writes
     an output of the index's shape. (An index expanded with stride 0 reads less than its
-    shape says: the trace's shapes alone cannot tell, so this is an upper count.)"""
+    shape says: counted once where the trace records strides, else an upper count.)"""
     index = b.tensor("index")
     assert index is not None
-    picked = min(math.prod(x_arg.shape), math.prod(index.shape))
-    tensors = (Tensor("index", index.shape, _dt(index), Role.INPUT),
+    picked = min(math.prod(x_arg.read_shape), math.prod(index.shape))
+    tensors = (Tensor("index", index.read_shape, _dt(index), Role.INPUT),
                Tensor("self_gathered", (picked,), _dt(x_arg), Role.INPUT),
                Tensor("out", index.shape, _dt(x_arg), Role.OUTPUT))
     return OpPrice(Ledger("gather", c.CUDA, tensors, ()), "library",
@@ -494,8 +500,8 @@ def _index_select(b: Bound, x_arg: TensorArg) -> OpPrice | None:
         return None
     dim %= len(x)
     out = (*x[:dim], math.prod(index.shape), *x[dim + 1:])
-    gathered = min(math.prod(x), math.prod(out))
-    tensors = (Tensor("index", index.shape, _dt(index), Role.INPUT),
+    gathered = min(math.prod(x_arg.read_shape), math.prod(out))
+    tensors = (Tensor("index", index.read_shape, _dt(index), Role.INPUT),
                Tensor("self_selected", (gathered,), _dt(x_arg), Role.INPUT),
                Tensor("out", out, _dt(x_arg), Role.OUTPUT))
     return OpPrice(Ledger("index_select", c.CUDA, tensors, ()), "library",
@@ -536,7 +542,8 @@ def _by_class(name: str, b: Bound) -> OpPrice | None:
         shapes = ", ".join(str(list(t.shape)) for _, t in inputs)
         return unpriced(f"its {len(inputs)} tensor inputs ({shapes}) do not broadcast as one "
                         f"{base} call")
-    tensors = [Tensor(f"in{j}", t.shape, _dt(t),
+    # an input read through stride 0 (expanded) is read once per distinct element
+    tensors = [Tensor(f"in{j}", t.shape if in_place and j == 0 else t.read_shape, _dt(t),
                       Role.INOUT if in_place and j == 0 else Role.INPUT)
                for j, (_, t) in enumerate(inputs)]
     if not in_place:
@@ -558,7 +565,7 @@ def _reduction(b: Bound, base: str, mix: dict[str, int], x_arg: TensorArg) -> Op
     x = x_arg.shape
     out_shape, note = _reduced_shape(x, b.value("dim"), b.value("keepdim", False),
                                      "dim" in b.values)
-    tensors = (Tensor("x", x, _dt(x_arg), Role.INPUT),
+    tensors = (Tensor("x", x_arg.read_shape, _dt(x_arg), Role.INPUT),
                Tensor("out", out_shape, "int64" if base.startswith("arg") else _dt(x_arg),
                       Role.OUTPUT))
     return OpPrice(Ledger(base, c.CUDA, tensors, _class_work(base, mix, math.prod(x))),
@@ -585,11 +592,12 @@ def _movement(b: Bound, base: str) -> OpPrice:
     dst = Tensor("dst", x.shape, _dt(x), Role.OUTPUT)
     src = b.tensor("src")
     if base == "copy" and src is not None:
-        tensors: tuple[Tensor, ...] = (Tensor("src", src.shape, _dt(src), Role.INPUT), dst)
+        tensors: tuple[Tensor, ...] = (Tensor("src", src.read_shape, _dt(src), Role.INPUT),
+                                       dst)
     elif base in ("fill", "zero"):
         tensors = (dst,)
     else:
-        tensors = (Tensor("src", x.shape, _dt(x), Role.INPUT),
+        tensors = (Tensor("src", x.read_shape, _dt(x), Role.INPUT),
                    Tensor("dst", x.shape, _dt(x), Role.OUTPUT))
     return OpPrice(Ledger(base, c.CUDA, tensors, ()), "class")
 

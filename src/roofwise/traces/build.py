@@ -306,4 +306,5 @@ def _device_codes(events: TraceEvents, ids: np.ndarray) -> tuple[np.ndarray, tup
 
 
 def _price(sig: Signature, allow_tf32: bool, replay: bool) -> OpPrice:
-    return price_call(make_call(sig.name, sig.dims, sig.types, sig.concrete), allow_tf32, replay)
+    return price_call(make_call(sig.name, sig.dims, sig.types, sig.concrete, sig.strides),
+                      allow_tf32, replay)

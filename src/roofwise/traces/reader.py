@@ -121,6 +121,7 @@ class Signature(NamedTuple):
     dims: tuple[Any, ...]
     types: tuple[str, ...]
     concrete: tuple[str, ...]
+    strides: tuple[Any, ...] = ()  # `Input Strides` (PyTorch 2.x): what an expanded input reads
 
 
 # the columns each kind of event keeps, in the order _Pending appends them
@@ -320,7 +321,7 @@ class _Sink:
         self.thread_codes: dict[tuple[Any, Any], int] = {}
         self.name_codes: dict[str, int] = {}
         self.signature_codes: dict[Signature, int] = {}
-        self.raw_signatures: dict[tuple[str, bytes, bytes, bytes], int] = {}
+        self.raw_signatures: dict[tuple[str, bytes, bytes, bytes, bytes], int] = {}
         self.shared: dict[Any, Any] = {}
         self.counted = 0  # events kept in the runs flushed so far
 
@@ -345,9 +346,11 @@ class _Sink:
         except TypeError:  # something unhashable in the record: keep its own copy
             return value
 
-    def signature(self, name: str, dims: Any, types: Any, concrete: Any) -> int:
+    def signature(self, name: str, dims: Any, types: Any, concrete: Any,
+                  strides: Any = None) -> int:
         sig = Signature(self.share(name), self.share(_frozen(dims or ())),
-                        self.share(tuple(types or ())), self.share(tuple(concrete or ())))
+                        self.share(tuple(types or ())), self.share(tuple(concrete or ())),
+                        self.share(_frozen(strides) if isinstance(strides, list) else ()))
         try:
             code = self.signature_codes.get(sig)
         except TypeError:  # unhashable: its own entry
@@ -541,6 +544,7 @@ class _Args(msgspec.Struct, gc=False):
     dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+    strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Strides")
     # a collective kernel's recorded message (PyTorch 2.1 on): raw, decoded only where the
     # name is there, so that a field of any type is judged as the slow path judges it
     collective: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Collective name")
@@ -799,10 +803,11 @@ def _fast(decoded: list[_Event], sink: _Sink) -> None:
             a = e.args
             if kind == _OP:
                 if a is None:
-                    key: tuple[str, bytes, bytes, bytes] = (name, b"", b"", b"")
+                    key: tuple[str, bytes, bytes, bytes, bytes] = (name, b"", b"", b"", b"")
                     ext = None
                 else:
-                    key = (name, bytes(a.dims), bytes(a.types), bytes(a.concrete))
+                    key = (name, bytes(a.dims), bytes(a.types), bytes(a.concrete),
+                           bytes(a.strides))
                     ext = a.external_id
                     if ext is None:
                         ext = a.external_id_lower
@@ -860,17 +865,17 @@ def _collective_args(a: _Args) -> dict[str, Any]:
         if raw}
 
 
-def _raw_signature(key: tuple[str, bytes, bytes, bytes], sink: _Sink) -> int:
+def _raw_signature(key: tuple[str, bytes, bytes, bytes, bytes], sink: _Sink) -> int:
     """The signature of recorded inputs first seen as raw JSON text (decoded once)."""
     name, *raw = key
-    dims, types, concrete = (json.loads(r) if r else None for r in raw)
+    dims, types, concrete, strides = (json.loads(r) if r else None for r in raw)
     if dims is not None and not isinstance(dims, list):
         raise _Unfit
     if any(v is not None and not _strings(v) for v in (types, concrete)):
         raise _Unfit
-    if _depth(dims) + 2 > MAX_DEPTH:  # the event and its args hold the list
-        raise RecursionError
-    return sink.signature(name, dims, types, concrete)
+    if _depth(dims) + 2 > MAX_DEPTH or _depth(strides) + 2 > MAX_DEPTH:  # the event and
+        raise RecursionError                                               # its args hold them
+    return sink.signature(name, dims, types, concrete, strides)
 
 
 def _depth(value: Any) -> int:
@@ -966,11 +971,12 @@ def _keep(e: Any, sink: _Sink) -> None:
         where = sink.thread(e.get("pid"), e.get("tid"))
         if kind == _OP:
             dims = args.get("Input Dims")
-            if _depth(dims) + 2 > MAX_DEPTH:
+            if _depth(dims) + 2 > MAX_DEPTH or _depth(args.get("Input Strides")) + 2 > MAX_DEPTH:
                 raise RecursionError
             values: tuple[Any, ...] = (where, ts, ts + dur, box if ext is None else ext,
                                        sink.signature(name, dims, args.get("Input type"),
-                                                      args.get("Concrete Inputs")))
+                                                      args.get("Concrete Inputs"),
+                                                      args.get("Input Strides")))
             target = sink.ops
         elif kind == _CALL:
             if args.get("correlation") is None:

@@ -106,10 +106,21 @@ class TensorArg:
 
     shape: tuple[int, ...]
     type_text: str
+    strides: tuple[int, ...] | None = None  # `Input Strides`, where the trace records them
 
     @property
     def dtype(self) -> str | None:
         return TRACE_DTYPES.get(self.type_text)
+
+    @property
+    def read_shape(self) -> tuple[int, ...]:
+        """The shape of what a kernel reads of this tensor: a dimension of stride 0 (an
+        `expand`ed tensor, a broadcast gradient) repeats one element, so it counts once. The
+        logical shape where no strides were recorded, or they do not fit the shape."""
+        strides = self.strides
+        if strides is None or len(strides) != len(self.shape) or 0 not in strides:
+            return self.shape
+        return tuple(1 if s == 0 else d for d, s in zip(self.shape, strides, strict=True))
 
 
 @dataclass(frozen=True)
@@ -295,7 +306,7 @@ def _describe(kind: str, dims: Any, concrete: str) -> str:
 
 
 def _bind_one(arg: Arg, dims: tuple[int, ...] | None, kind: str, concrete: str,
-              ) -> tuple[bool, Any]:
+              strides: tuple[int, ...] | None = None) -> tuple[bool, Any]:
     """Whether one recorded argument fits its schema argument, and its value if so."""
     kind = _OLD_VALUE_TAGS.get(kind, kind)
     if arg.base == "Tensor" and arg.is_list:
@@ -305,7 +316,7 @@ def _bind_one(arg: Arg, dims: tuple[int, ...] | None, kind: str, concrete: str,
             return dims in (None, ()), None  # None or an undefined tensor
         if kind in NOT_TENSOR_TYPES or dims is None:
             return False, None
-        return True, TensorArg(dims, kind)
+        return True, TensorArg(dims, kind, strides)
     if kind not in ("", "Scalar", "ScalarList") and not (kind == "GenericList" and arg.is_list):
         return False, None  # a tensor where the schema wants a value
     if concrete == "":
@@ -321,7 +332,8 @@ def _bind_one(arg: Arg, dims: tuple[int, ...] | None, kind: str, concrete: str,
 
 
 def bind_schema(schema: Schema, dims: Sequence[tuple[int, ...] | None], types: Sequence[str],
-                concrete: Sequence[str]) -> Bound | str:
+                concrete: Sequence[str], strides: Sequence[tuple[int, ...] | None] = ()
+                ) -> Bound | str:
     """The recorded arguments named by `schema`, or why they do not fit it."""
     recorded = len(types)
     if recorded > len(schema.args):
@@ -336,7 +348,7 @@ def bind_schema(schema: Schema, dims: Sequence[tuple[int, ...] | None], types: S
             continue
         d = dims[i] if i < len(dims) else None
         text = concrete[i] if i < len(concrete) else ""
-        ok, value = _bind_one(arg, d, types[i], text)
+        ok, value = _bind_one(arg, d, types[i], text, strides[i] if i < len(strides) else None)
         if not ok:
             return (f"argument {i} ({arg.type_text} {arg.name}) of {schema.full_name} was "
                     f"recorded as {_describe(types[i], d, text)}")
@@ -345,13 +357,14 @@ def bind_schema(schema: Schema, dims: Sequence[tuple[int, ...] | None], types: S
 
 
 def bind(name: str, dims: Sequence[tuple[int, ...] | None], types: Sequence[str],
-         concrete: Sequence[str], use_torch: bool = True) -> Bound | str:
+         concrete: Sequence[str], use_torch: bool = True,
+         strides: Sequence[tuple[int, ...] | None] = ()) -> Bound | str:
     """The recorded arguments of op `name` bound to the first overload they fit (one that
     takes exactly as many arguments first; then an out= overload with its outputs recorded
     first, as PyTorch 1.x's profiler wrote them, in C++ argument order), or a sentence saying
     why none fits."""
     shipped = schemas_for(name, use_torch=False)
-    found = _bind_first(name, shipped, dims, types, concrete) if shipped else None
+    found = _bind_first(name, shipped, dims, types, concrete, strides) if shipped else None
     if isinstance(found, Bound) or not use_torch:
         return found or f"no schema for {name} is known here"
     # torch's own schemas, imported only when the shipped ones do not fit (an import of
@@ -359,12 +372,13 @@ def bind(name: str, dims: Sequence[tuple[int, ...] | None], types: Sequence[str]
     more = tuple(s for s in schemas_for(name, use_torch=True) if s not in shipped)
     if not more:
         return found or f"no schema for {name} is known here"
-    return _bind_first(name, shipped + more, dims, types, concrete)
+    return _bind_first(name, shipped + more, dims, types, concrete, strides)
 
 
 def _bind_first(name: str, schemas: tuple[Schema, ...],
                 dims: Sequence[tuple[int, ...] | None], types: Sequence[str],
-                concrete: Sequence[str]) -> Bound | str:
+                concrete: Sequence[str], strides: Sequence[tuple[int, ...] | None] = ()
+                ) -> Bound | str:
     most = max(len(s.args) for s in schemas)
     if len(types) > most:
         return (f"{len(types)} arguments were recorded where every schema of {name} takes at "
@@ -374,7 +388,7 @@ def _bind_first(name: str, schemas: tuple[Schema, ...],
                                              abs(len(s.args) - len(types))))
     reasons = []
     for schema in ordered:
-        bound = bind_schema(schema, dims, types, concrete)
+        bound = bind_schema(schema, dims, types, concrete, strides)
         if isinstance(bound, Bound):
             return bound
         reasons.append(bound)
@@ -384,7 +398,8 @@ def _bind_first(name: str, schemas: tuple[Schema, ...],
                 a.kwarg_only and a.mutable for a in schema.args[-outs:]):
             bound = bind_schema(schema, [*dims[outs:], *dims[:outs]],
                                 [*types[outs:], *types[:outs]],
-                                [*concrete[outs:], *concrete[:outs]] if concrete else ())
+                                [*concrete[outs:], *concrete[:outs]] if concrete else (),
+                                [*strides[outs:], *strides[:outs]] if strides else ())
             if isinstance(bound, Bound):
                 return bound
     return (f"its recorded arguments fit none of the {len(schemas)} schemas of {name} "
