@@ -166,8 +166,13 @@ def _blank_rows(n: int) -> tuple[Priced, Judged]:
 
 
 def _scatter(n: int, parts: list[tuple[np.ndarray, Priced, Judged]]) -> tuple[Priced, Judged]:
+    """The parts' columns as whole columns, each row where its part's index puts it (the
+    parts' indexes partition the rows)."""
     if len(parts) == 1 and len(parts[0][0]) == n:
         return parts[0][1], parts[0][2]
+    # each field is its parts' values one after another, gathered into row order at once
+    order = np.empty(n, dtype=np.intp)
+    order[np.concatenate([p[0] for p in parts])] = np.arange(n)
 
     def merge(kind: type, pick: int) -> Any:
         values: dict[str, Any] = {}
@@ -175,28 +180,22 @@ def _scatter(n: int, parts: list[tuple[np.ndarray, Priced, Judged]]) -> tuple[Pr
             sample = getattr(parts[0][pick], f.name)
             if isinstance(sample, Mapping):
                 keys = dict.fromkeys(k for part in parts for k in getattr(part[pick], f.name))
-                values[f.name] = {k: _fill(n, [(p[0], getattr(p[pick], f.name).get(k))
-                                               for p in parts]) for k in keys}
+                values[f.name] = {k: _fill(order, [(p[0], getattr(p[pick], f.name).get(k))
+                                                   for p in parts]) for k in keys}
             else:
-                values[f.name] = _fill(n, [(p[0], getattr(p[pick], f.name)) for p in parts])
+                values[f.name] = _fill(order, [(p[0], getattr(p[pick], f.name)) for p in parts])
         return kind(**values)
 
     return merge(Priced, 1), merge(Judged, 2)
 
 
-def _fill(n: int, pieces: list[tuple[np.ndarray, np.ndarray | None]]) -> np.ndarray:
+def _fill(order: np.ndarray, pieces: list[tuple[np.ndarray, np.ndarray | None]]) -> np.ndarray:
+    """One column from its parts (`order`: each row's position among the parts' rows laid end
+    to end). A part without the field gives 0.0 in a float column (a unit it does not use
+    does no work), "" in a text one, else False or 0."""
     dtype = next((p.dtype for _, p in pieces if p is not None), np.dtype(np.float64))
-    if dtype == np.dtype(object):
-        out = np.full(n, "", dtype=object)
-    elif dtype == np.dtype(bool):
-        out = np.zeros(n, dtype=bool)
-    elif np.issubdtype(dtype, np.floating):
-        out = np.full(n, np.nan)
-    else:
-        out = np.zeros(n, dtype=dtype)
-    for index, values in pieces:
-        if values is not None:
-            out[index] = values
-        elif np.issubdtype(out.dtype, np.floating):
-            out[index] = 0.0
-    return out
+    empty = "" if dtype == np.dtype(object) else 0
+    laid = np.concatenate([np.full(len(index), empty, dtype=dtype) if values is None
+                           else np.asarray(values).astype(dtype, copy=False)
+                           for index, values in pieces])
+    return laid[order]
