@@ -85,3 +85,20 @@ def test_pooling_backward_divide_on_mi300x_reads_its_expanded_gradient_once(caps
         div["count"] * moved / mi300x.dram.effective_bytes_per_s(), rel=1e-9)
     # 0.61 by its shape: half of what it moved was never in memory
     assert 0.25 < div["efficiency"] < 0.4
+
+
+def test_an_embedding_gather_by_an_expanded_index_is_possible_on_mi300x(capsys):
+    """SGLang's Qwen3-8B on MI300X (TraceLens, MIT) looks its 15,360 tokens up with a gather
+    whose int64 index is one column expanded over the hidden size (strides [1, 0]). Priced
+    by the index's shape it read 503 MB and ran at 215% of SOL, "impossible"; it reads 123 kB
+    of index, 126 MB of rows and writes 126 MB: 72% of SOL."""
+    rows = analyze_rows(capsys, TRACES / "tracelens_mi300x_sglang_qwen3_8b_prefill_decode.json.gz")
+    (gather,) = [r for r in rows if r["op"] == "aten::gather"]
+    assert gather["shapes"] == "[151936, 4096] bf16, [15360, 4096] int64, [15360, 4096] bf16"
+    moved = 15360 * 8 + 2 * (15360 * 4096 * 2)
+    mi300x = builtin_machines()["mi300x"]
+    assert gather["sol_time_s"] == pytest.approx(moved / mi300x.dram.effective_bytes_per_s(),
+                                                 rel=1e-9)
+    assert gather["verdicts"] == {"below": 1}
+    assert gather["efficiency"] == pytest.approx(gather["sol_time_s"] / gather["time_s"])
+    assert 0.7 < gather["efficiency"] < 0.75
