@@ -163,7 +163,7 @@ def judged(f: pl.DataFrame, c: dict) -> pl.DataFrame:
     rows = over_bandwidth
     say(rows, "bytes/time " + fixed(achieved[rows] / 1e9, 1) + f" GB/s exceeds {c['memory']} "
         f"theoretical {c['theory_bw'] / 1e9:.0f} GB/s" + (
-            (", and its " + megabytes(nbytes[rows]) + f" of reads and writes is larger than the "
+            (", and its working set of " + megabytes(nbytes[rows]) + f" is larger than the "
              f"{l2}: physically impossible, so the bytes or the time are wrong") if has_l2 else
             ": physically impossible, so the bytes or the time are wrong"))
     rows = resident
@@ -171,7 +171,7 @@ def judged(f: pl.DataFrame, c: dict) -> pl.DataFrame:
         over_bandwidth[rows] | (achieved[rows] > c["theory_bw"]),
         f"{c['memory']} theoretical {c['theory_bw'] / 1e9:.0f} GB/s",
         f"105% of the {c['memory']} envelope {c['envelope_bw'] / 1e9:.0f} GB/s") + ", but its "
-        + megabytes(nbytes[rows]) + f" of reads and writes fit in the {l2}: cache-resident, the "
+        + "working set of " + megabytes(nbytes[rows]) + f" fits in the {l2}: cache-resident, the "
         f"data came from the cache, so the {c['memory']} roof is no reading; the l2 bandwidth is "
         "a gap (`roofwise calibrate` measures it)")
     for key, (_, _, peak, _, ops) in units.items():

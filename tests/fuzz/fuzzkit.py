@@ -149,6 +149,9 @@ def good_records(draw: st.DrawFn, surrogates: bool = False) -> dict[str, Any]:
     if draw(st.booleans()) and isinstance(size, int):
         read = draw(st.integers(0, size))
         record["read_bytes"], record["write_bytes"] = read, size - read
+    if draw(st.integers(0, 3)) == 0:  # a working set: at most the bytes, or something odd
+        record["footprint_bytes"] = draw(st.one_of(
+            st.integers(0, size) if isinstance(size, int) else absent, absent))
     elif draw(st.booleans()):
         record[draw(st.sampled_from(("read_bytes", "write_bytes")))] = draw(absent)
     if draw(st.booleans()):
@@ -176,7 +179,8 @@ def bad_records(draw: st.DrawFn) -> dict[str, Any]:
     """A record the contract refuses, for a reason drawn from the ways records go wrong."""
     record = draw(good_records())
     how = draw(st.sampled_from(("missing", "negative", "text", "bool", "huge", "nan", "timing",
-                                "split", "spread", "units", "empty_units", "list", "null")))
+                                "split", "spread", "units", "empty_units", "list", "null",
+                                "footprint")))
     field = draw(st.sampled_from(("flops", "bytes", "time_s")))
     if how == "missing":
         del record[draw(st.sampled_from(("op", "flops", "bytes", "roof", "time_s")))]
@@ -198,6 +202,8 @@ def bad_records(draw: st.DrawFn) -> dict[str, Any]:
     elif how == "split":
         size = float(record["bytes"])
         record["read_bytes"], record["write_bytes"] = size + 10.0 + size * 1e-3, 0
+    elif how == "footprint":  # more distinct bytes than bytes moved
+        record["footprint_bytes"] = float(record["bytes"]) * 2 + 10.0
     elif how == "spread":
         record["time_p10_s"], record["time_p90_s"] = 2.0, 1.0
     elif how == "units":
@@ -289,7 +295,8 @@ def write_lines(path: Path, lines: Sequence[bytes], newline: bytes = b"\n") -> P
 
 
 CSV_COLUMNS = ("op", "flops", "bytes", "roof", "time_s", "device", "timing", "workload",
-               "read_bytes", "write_bytes", "time_p10_s", "time_p90_s", "flops_by_unit")
+               "read_bytes", "write_bytes", "time_p10_s", "time_p90_s", "flops_by_unit",
+               "footprint_bytes")
 
 
 def csv_cell(value: Any) -> str:

@@ -137,7 +137,7 @@ def test_above_hbm_within_l2_is_cache_resident_not_impossible(machines):
     row = _one({**BASE, "bytes": 1e6, "time_s": 1e-7}, machines)
     assert row["verdict"] == "cache_resident" and row["efficiency"] is None
     assert row["reasons"][0].startswith("bytes/time 10000.0 GB/s is above hbm theoretical 4800 "
-                                        "GB/s, but its 1.00 MB of reads and writes fit in the "
+                                        "GB/s, but its working set of 1.00 MB fits in the "
                                         "62.91 MB l2")
 
 

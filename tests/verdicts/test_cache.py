@@ -43,7 +43,7 @@ def test_the_trace_add_is_cache_resident_not_impossible(machines):
     assert row["efficiency"] is None  # no L2 bandwidth is published for the H100: no reading
     said = " ".join(row["reasons"])
     assert "3700.0 GB/s" in said and "3350 GB/s" in said  # the rate and the HBM ceiling
-    assert "31.86 MB of reads and writes fit in the 52.43 MB l2" in said  # set, cache
+    assert "working set of 31.86 MB fits in the 52.43 MB l2" in said  # set, cache
 
 
 def test_above_dram_and_larger_than_l2_is_still_impossible(machines):
@@ -53,7 +53,7 @@ def test_above_dram_and_larger_than_l2_is_still_impossible(machines):
     assert a.verdict_name(0) == "impossible"
     said = " ".join(a.row(0)["reasons"])
     assert "exceeds hbm theoretical 3350 GB/s" in said
-    assert "its 67.11 MB of reads and writes is larger than the 52.43 MB l2" in said
+    assert "its working set of 67.11 MB is larger than the 52.43 MB l2" in said
 
 
 def test_below_dram_rate_is_judged_as_before(machines):
@@ -94,7 +94,7 @@ def test_a_small_set_on_mi300x_may_come_from_the_l2_of_unknown_bandwidth(machine
                device="AMD Instinct MI300X")
     assert a.verdict_name(0) == "cache_resident"
     assert a.row(0)["efficiency"] is None
-    assert "fit in the 33.55 MB l2" in " ".join(a.row(0)["reasons"])
+    assert "fits in the 33.55 MB l2" in " ".join(a.row(0)["reasons"])
 
 
 def test_a_calibrated_l2_judges_the_row_against_its_roof(machines):

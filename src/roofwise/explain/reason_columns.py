@@ -59,6 +59,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     templated = ~no_machine
     on_machine = {name: analysis.on_machine(name) for name in analysis.machines}
     memory = np.asarray(priced.bound_memory, dtype=bool)
+    working_set = cols.working_set_bytes()
     columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
     texts: list[tuple[np.ndarray, pl.Expr]] = []  # (rows, their sentence), in saying order
 
@@ -135,7 +136,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         for name, m in analysis.machines.items():
             mine = np.flatnonzero(over & on_machine[name])
             if len(mine):
-                beyond = beyond.scatter(mine, _beyond_caches(cols.bytes[mine], _cache_facts(m)))
+                beyond = beyond.scatter(mine, _beyond_caches(working_set[mine], _cache_facts(m)))
         # one template over every card's rows: what differs by card is gathered by the row's
         when(over, pl.format(
             "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
@@ -157,7 +158,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
                     r, m.dram.name, m.dram.theoretical_bytes_per_s or math.nan, envelope, b,
                     caches[int(c)], e)
                     for r, b, c, e in zip(judged.achieved_bytes_per_s[rows].tolist(),
-                                          cols.bytes[rows].tolist(),
+                                          working_set[rows].tolist(),
                                           judged.cache_level[rows].tolist(),
                                           judged.efficiency[rows].tolist(), strict=True)],
                                strict=True):

@@ -253,8 +253,9 @@ def beyond_caches_around(working_set_bytes: np.ndarray, caches: Sequence[CacheFa
         fitting = [c for k, c in enumerate(caches) if code >> k & 1]
         if not fitting:
             largest = caches[-1]
-            around.append((", and its ", f" of reads and writes is larger than the "
-                                         f"{fmt.nbytes(largest.capacity_bytes)} {largest.name}"))
+            around.append((", and its working set of ", f" is larger than the "
+                                                       f"{fmt.nbytes(largest.capacity_bytes)} "
+                                                       f"{largest.name}"))
         else:
             named = ", ".join(f"{c.name} theoretical "
                               f"{(c.theoretical_bytes_per_s or 0.0) / 1e9:.0f} GB/s"
@@ -267,7 +268,8 @@ def cache_resident_sentence(rate_bytes_per_s: float, dram_name: str,
                             dram_theoretical_bytes_per_s: float,
                             dram_envelope_bytes_per_s: float, working_set_bytes: float,
                             cache: CacheFacts, efficiency: float) -> str:
-    """Above the DRAM ceiling, yet the bytes fit in `cache`: the data came from the cache.
+    """Above the DRAM ceiling, yet the working set (the distinct bytes read or written) fits
+    in `cache`: the data came from the cache.
     Read against the cache's roof where its bandwidth is known; no reading where it is not."""
     if rate_bytes_per_s > dram_theoretical_bytes_per_s:
         ceiling = f"{dram_name} theoretical {dram_theoretical_bytes_per_s / 1e9:.0f} GB/s"
@@ -275,7 +277,7 @@ def cache_resident_sentence(rate_bytes_per_s: float, dram_name: str,
         ceiling = (f"105% of the {dram_name} envelope "
                    f"{dram_envelope_bytes_per_s / 1e9:.0f} GB/s")
     head = (f"bytes/time {rate_bytes_per_s / 1e9:.1f} GB/s is above {ceiling}, but its "
-            f"{fmt.nbytes(working_set_bytes)} of reads and writes fit in the "
+            f"working set of {fmt.nbytes(working_set_bytes)} fits in the "
             f"{fmt.nbytes(cache.capacity_bytes)} {cache.name}: cache-resident, the data came "
             f"from the cache, so the {dram_name} roof is no reading")
     if cache.effective_bytes_per_s is None or not math.isfinite(efficiency):

@@ -121,6 +121,13 @@ class Ledger:
         return self.read_bytes + self.write_bytes
 
     @property
+    def footprint_bytes(self) -> int:
+        """The distinct bytes the call touches, each once (its working set): less than
+        `bytes` where a tensor is read and written (in place) or a table is re-read. What a
+        cache must hold to serve the whole call."""
+        return sum(min(t.nbytes, t.read_bytes + t.write_bytes) for t in self.tensors)
+
+    @property
     def lookup_bytes(self) -> int:
         return sum(t.read_bytes for t in self.tensors if t.role is Role.LOOKUP)
 
@@ -164,6 +171,8 @@ class Ledger:
             "op": self.name, "flops": self.flops, "bytes": self.bytes, "roof": self.roof,
             "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
         }
+        if self.footprint_bytes < self.bytes:  # said only where it differs
+            record["footprint_bytes"] = self.footprint_bytes
         by_unit = self.ops_by_unit
         if len(by_unit) > 1 or (by_unit and next(iter(by_unit)) != self.roof):
             record["flops_by_unit"] = by_unit

@@ -34,7 +34,8 @@ VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_
                   "regime", "efficiency", "timing_method", "kernels", "floor_s",
                   "efficiency_net_of_floor", "pipes", "serial_sol_time_s", "efficiency_band",
                   "verdict", "reasons")
-_OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s")
+_OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s",
+                    "footprint_bytes")
 
 
 # Lint findings per row (a list per row), by row for the rows that have any, or as columns
@@ -67,6 +68,8 @@ def _input_columns(analysis: Analysis, checked: bool = True) -> tuple[pl.DataFra
         "time_s": pl.Series("time_s", cols.time_s, dtype=pl.Float64),
     }
     for name in _OPTIONAL_INPUTS:
+        if getattr(cols, name) is None:  # a column no record of the batch has
+            continue
         values = np.asarray(getattr(cols, name))
         if values.dtype == object:
             series = (coded(name, cols.device_codes, cols.device_names)

@@ -44,11 +44,12 @@ from roofwise.base.text import shown
 
 REQUIRED_FIELDS = ("op", "flops", "bytes", "roof", "time_s")
 OPTIONAL_FIELDS = ("workload", "device", "timing", "read_bytes", "write_bytes", "flops_by_unit",
-                   "time_p10_s", "time_p90_s", "profile", "kernels", "wall_time_s")
+                   "time_p10_s", "time_p90_s", "profile", "kernels", "wall_time_s",
+                   "footprint_bytes")
 # kernel | graph | events | wall (machine.TIMINGS); `device` is the older name for `events`
 TIMINGS = ("kernel", "graph", "events", "wall", "device")
 NUMBER_FIELDS = ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_p10_s",
-                 "time_p90_s", "kernels")
+                 "time_p90_s", "kernels", "footprint_bytes")
 TEXT_FIELDS = ("op", "roof", "timing", "device")
 FORMATS = ("jsonl", "csv", "parquet")
 BATCH_ROWS = 200_000  # at most this many rows per batch (and 16 MiB of text, CHUNK_BYTES)
@@ -99,6 +100,9 @@ class RecordColumns:
     extras_json: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()  # the records' fields in the order the file first names them
     kernels: np.ndarray | None = None  # launches per timed call; NaN (or None): not said
+    # distinct bytes the call touches (its working set), where fewer than `bytes`; NaN or
+    # None: not said (then `bytes` is the working set)
+    footprint_bytes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
@@ -127,7 +131,9 @@ class RecordColumns:
             has_unit_split=self.has_unit_split[index], line=self.line[index],
             roof_codes=None if self.roof_codes is None else self.roof_codes[index],
             roof_names=self.roof_names,
-            kernels=None if self.kernels is None else self.kernels[index])
+            kernels=None if self.kernels is None else self.kernels[index],
+            footprint_bytes=None if self.footprint_bytes is None
+            else self.footprint_bytes[index])
 
     def take(self, index: np.ndarray) -> RecordColumns:
         picked = np.arange(len(self))[index]
@@ -149,7 +155,9 @@ class RecordColumns:
             device_names=self.device_names,
             extras=None if self.extras is None else self.extras[picked],
             extras_json=self.extras_json, fields=self.fields,
-            kernels=None if self.kernels is None else self.kernels[index])
+            kernels=None if self.kernels is None else self.kernels[index],
+            footprint_bytes=None if self.footprint_bytes is None
+            else self.footprint_bytes[index])
 
     def field_values(self, name: str, index: np.ndarray) -> list[Any]:
         """A field outside the contract (a workload) at rows `index`, as read: JSON text
@@ -172,6 +180,13 @@ class RecordColumns:
         if self.kernels is None:
             return np.ones(len(self))
         return np.where(np.isnan(self.kernels), 1.0, self.kernels)
+
+    def working_set_bytes(self) -> np.ndarray:
+        """Each call's working set: its footprint where the record says one, else its bytes
+        (read and written: each tensor touched once, as most calls do)."""
+        if self.footprint_bytes is None:
+            return self.bytes
+        return np.where(np.isnan(self.footprint_bytes), self.bytes, self.footprint_bytes)
 
 
 class LazyRows(Sequence[Mapping[str, Any]]):
@@ -287,7 +302,10 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
         extras_json=tuple(sorted({n for c in columns for n in c.extras_json})),
         fields=tuple(dict.fromkeys(f for c in columns for f in c.fields)),
         kernels=np.concatenate([np.full(len(c), np.nan) if c.kernels is None else c.kernels
-                                for c in columns])),
+                                for c in columns]),
+        footprint_bytes=None if all(c.footprint_bytes is None for c in columns) else
+        np.concatenate([np.full(len(c), np.nan) if c.footprint_bytes is None
+                        else c.footprint_bytes for c in columns])),
         tuple(s for p in parts for s in p.skipped), sum(p.file_bytes for p in parts))
 
 
@@ -987,6 +1005,8 @@ def _screen(batch: Batch, strict: bool, keep_rows: bool) -> Loaded:
         bad |= present["kernels"] & ~((kernels >= 1) & (kernels == np.floor(kernels)))
     both = present["read_bytes"] & present["write_bytes"]
     bad |= both & ~_isclose(numbers["read_bytes"] + numbers["write_bytes"], numbers["bytes"])
+    bad |= present["footprint_bytes"] & (numbers["footprint_bytes"] > numbers["bytes"]) & ~_isclose(
+        numbers["footprint_bytes"], numbers["bytes"])
     p10 = np.where(present["time_p10_s"], numbers["time_p10_s"], -np.inf)
     bad |= p10 > np.where(present["time_p90_s"], numbers["time_p90_s"], np.inf)
     by_unit, has_split, split_ok = _screen_units(frame)
@@ -1211,7 +1231,9 @@ def _columns_at(good: np.ndarray, numbers: Mapping[str, np.ndarray],
         extras=None if not extras else batch.frame.select(extras)[good_list]
         if len(good) != batch.frame.height else batch.frame.select(extras),
         extras_json=json_text, fields=tuple(batch.frame.columns),
-        kernels=numbers["kernels"][good])
+        kernels=numbers["kernels"][good],
+        footprint_bytes=None if np.isnan(numbers["footprint_bytes"][good]).all()
+        else numbers["footprint_bytes"][good])
 
 
 def _clean_rows(batch: Batch) -> Callable[[np.ndarray], list[dict[str, Any]]]:
@@ -1343,6 +1365,11 @@ def _check_consistent(record: Mapping[str, Any], where: str) -> None:
         if not math.isclose(split, record["bytes"], rel_tol=1e-6, abs_tol=1.0):
             raise InputError(f"{where}: read_bytes", f"read_bytes + write_bytes = {split:.6g}, "
                                                      f"expected bytes = {record['bytes']:.6g}")
+    if "footprint_bytes" in record and record["footprint_bytes"] > record["bytes"] and not (
+            math.isclose(record["footprint_bytes"], record["bytes"], rel_tol=1e-6, abs_tol=1.0)):
+        raise InputError(f"{where}: footprint_bytes",
+                         f"{record['footprint_bytes']:.6g} distinct bytes, expected at most "
+                         f"bytes = {record['bytes']:.6g} (a byte touched is read or written)")
     if "flops_by_unit" in record:
         total = sum(record["flops_by_unit"].values())
         if not math.isclose(total, record["flops"], rel_tol=1e-6, abs_tol=1.0):
@@ -1406,6 +1433,8 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         roof_codes=roof_codes, roof_names=roof_names,
         device_codes=device_codes, device_names=device_names,
         kernels=np.fromiter((r.get("kernels", nan) for r in good), np.float64, n),
+        footprint_bytes=np.fromiter((r.get("footprint_bytes", nan) for r in good), np.float64,
+                                    n) if any("footprint_bytes" in r for r in good) else None,
     )
 
 

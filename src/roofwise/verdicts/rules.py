@@ -53,14 +53,16 @@ class Judged:
 
 def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarray,
           bytes_: np.ndarray, kernels: np.ndarray | None = None,
-          time_p10_s: np.ndarray | None = None, time_p90_s: np.ndarray | None = None
-          ) -> Judged:
+          time_p10_s: np.ndarray | None = None, time_p90_s: np.ndarray | None = None,
+          working_set_bytes: np.ndarray | None = None) -> Judged:
     """A verdict per priced row (docs/verdicts.md): `time_s` measured seconds, `timing` its
     method (kernel, graph, events, wall; "device" is events), `bytes_` bytes per call,
     `kernels` launches per call (1 when None), `time_p10_s`/`time_p90_s` the noise it is read
-    with. Impossible above a theoretical rate; latency-bound when SOL is under the floor of
-    the row's timing and kernel count and that floor is at least half the time; anomaly above
-    105% of the envelope; at_ceiling from 80% of SOL; else below. Efficiency = SOL / time."""
+    with, `working_set_bytes` the distinct bytes it touches (`bytes_` when None: what a cache
+    must hold to serve the call). Impossible above a theoretical rate; latency-bound when SOL
+    is under the floor of the row's timing and kernel count and that floor is at least half
+    the time; anomaly above 105% of the envelope; at_ceiling from 80% of SOL; else below.
+    Efficiency = SOL / time."""
     flags = priced.flags.copy()
     mark(flags, ~(time_s > 0), Reason.BAD_TIME)
     mark(flags, wall_timing(timing), Reason.WALL_TIMING)
@@ -78,7 +80,8 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
 
     at_ceiling = efficiency >= AT_CEILING_EFFICIENCY
     anomaly = envelope_efficiency > ANOMALY_EFFICIENCY
-    cache = cache_reading(machine, priced, time_s, bytes_, achieved_bytes)
+    cache = cache_reading(machine, priced, time_s, bytes_, achieved_bytes,
+                          bytes_ if working_set_bytes is None else working_set_bytes)
     mark(flags, cache.over_all, Reason.ABOVE_CACHE_BANDWIDTH)
     # a cache served the bytes: the DRAM ceiling was never the limit, so neither its
     # theoretical rate (impossible) nor its envelope (a memory anomaly) judges the row; a
@@ -168,12 +171,14 @@ class CacheReading:
 
 
 def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: np.ndarray,
-                  achieved_bytes_per_s: np.ndarray) -> CacheReading:
+                  achieved_bytes_per_s: np.ndarray, working_set_bytes: np.ndarray
+                  ) -> CacheReading:
     """Which rows above the DRAM ceiling a cache explains (docs/verdicts.md, cache_resident).
 
     Above the DRAM ceiling means above its theoretical rate, or above 105% of its envelope
-    (where a calibrated profile would call it an anomaly). Such a row whose bytes (read +
-    write: its working set) fit in a cache level, and whose rate is not above that level's
+    (where a calibrated profile would call it an anomaly). Such a row whose working set (the
+    distinct bytes it touches: a tensor read and written in place, or a table re-read,
+    counts once) fits in a cache level, and whose rate is not above that level's
     theoretical bandwidth where one is known, was served by that cache: the smallest such
     level is named, and the row judged against its roof where its bandwidth is known."""
     n = len(time_s)
@@ -190,7 +195,7 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
         level = np.full(n, -1, dtype=np.int8)
         fits_any = none.copy()
         for k, cache in enumerate(machine.caches):
-            fits = above & (bytes_ <= (cache.capacity_bytes or 0.0))
+            fits = above & (working_set_bytes <= (cache.capacity_bytes or 0.0))
             fits_any |= fits
             ceiling = cache.theoretical_bytes_per_s
             servable = fits & (level < 0)
