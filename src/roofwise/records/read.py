@@ -559,7 +559,8 @@ def _line_batches(handle: IO[bytes], batch_rows: int | None, csv_quotes: bool = 
     A bare CR is a line end: it is read as LF (`bare_cr_as_lf`). With `csv_quotes`, a piece
     ends only where a record does: never inside a quoted cell (which may hold LFs and CRs)."""
     pending = b""  # the start of a record cut off by the last chunk's end
-    size = CHUNK_BYTES >> 2  # a smaller first chunk: judging starts sooner
+    size = CHUNK_BYTES >> 1  # a smaller first chunk: judging starts sooner (4 MiB paid for
+    # one more batch than it saved in waiting: 5-9% slower on 200,000-row files)
     while True:
         chunk = handle.read() if batch_rows is None else handle.read(size)
         size = min(2 * size, CHUNK_BYTES)
