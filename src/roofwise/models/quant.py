@@ -151,8 +151,7 @@ def scheme_from_config(raw: dict[str, Any], path: str) -> WeightScheme | None:
                                 block=(1, 1 << 30), scale_dtype="fp32",
                                 activations="fp8" if q.get("activation_scheme") == "dynamic"
                                 else None, ignore=ignore)
-        if (not isinstance(block, list) or len(block) != 2
-                or not all(isinstance(b, int) and b > 0 for b in block)):
+        if not _is_block(block):
             raise InputError(f"{where}.weight_block_size",
                              f"expected [rows, cols] positive integers, got {block!r}")
         return WeightScheme(f"fp8 e4m3, {block[0]}x{block[1]} block scales", "fp8_e4m3",
@@ -179,14 +178,25 @@ def scheme_from_config(raw: dict[str, Any], path: str) -> WeightScheme | None:
         raise InputError(where, "expected bitsandbytes with load_in_4bit and nf4 (the only "
                                 "bitsandbytes scheme roofwise prices)")
     if method == "mxfp4":
-        return WeightScheme("mxfp4 (e2m1, one e8m0 scale per 32), weight-only", "fp4_e2m1",
-                            group=32, scale_dtype="uint8", ignore=ignore)
+        return _mxfp4(ignore)
     if method in ("modelopt", "compressed-tensors") or (not method and "quant_algo" in q):
         return _grouped_scheme(q, where, ignore)
     raise InputError(f"{where}.quant_method",
                      f"{_got(method) if method else 'none given'} is not priced; expected fp8, "
                      "awq, gptq, bitsandbytes (nf4), mxfp4, modelopt or compressed-tensors, "
                      "or --weights to override")
+
+
+def _mxfp4(ignore: tuple[str, ...]) -> WeightScheme:
+    """MXFP4, weight-only: gpt-oss's `mxfp4`, compressed-tensors' mxfp4-pack-quantized."""
+    return WeightScheme("mxfp4 (e2m1, one e8m0 scale per 32), weight-only", "fp4_e2m1",
+                        group=32, scale_dtype="uint8", ignore=ignore)
+
+
+def _is_block(value: Any) -> bool:
+    """Whether a config's block size is [rows, cols], positive integers."""
+    return isinstance(value, list) and len(value) == 2 and all(
+        isinstance(b, int) and b > 0 for b in value)
 
 
 def _got(value: Any) -> str:
@@ -240,14 +250,12 @@ def _grouped_scheme(q: dict[str, Any], where: str, ignore: tuple[str, ...]) -> W
                                 activations="fp4" if acts == ("float", 4) else None,
                                 act_group=16, ignore=ignore)
         if acts is None:  # MXFP4 weight-only (compressed-tensors' mxfp4-pack-quantized)
-            return WeightScheme("mxfp4 (e2m1, one e8m0 scale per 32), weight-only",
-                                "fp4_e2m1", group=32, scale_dtype="uint8", ignore=ignore)
+            return _mxfp4(ignore)
     if kind == "float" and bits == 8:
         fp8 = acts == ("float", 8)
         strategy = w.get("strategy") or "tensor"
         block = w.get("block_structure")
-        if strategy == "block" and isinstance(block, list) and len(block) == 2 and all(
-                isinstance(b, int) and b > 0 for b in block):
+        if strategy == "block" and _is_block(block):
             rows, cols, label = block[0], block[1], f"{block[0]}x{block[1]} block scales"
         elif strategy == "channel":
             rows, cols, label = 1, 1 << 30, "one scale per output channel"
