@@ -59,7 +59,7 @@ def test_analyze_json_one_object_per_record(capsys, examples):
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 8
     assert {r["verdict"] for r in rows} == {"at_ceiling", "below", "anomaly", "latency_bound",
-                                            "impossible", "blank"}
+                                            "impossible", "blank", "cache_resident"}
 
 
 def test_analyze_table_worst_first(capsys, examples):

@@ -106,7 +106,7 @@ def test_points_coloured_by_verdict_and_blank_counted(example_analysis):
     fig = roofline_figure([("examples", example_analysis)])
     assert _points(fig) == {k: v for k, v in counts.items() if v and k != "blank"}
     assert _points(fig) == {"at_ceiling": 1, "below": 2, "anomaly": 1, "latency_bound": 1,
-                            "impossible": 2}
+                            "impossible": 1, "cache_resident": 1}
     for c in fig.axes[0].collections:
         gid = c.get_gid() or ""
         if gid.startswith("points:"):
@@ -117,7 +117,7 @@ def test_points_coloured_by_verdict_and_blank_counted(example_analysis):
     assert impossible.get_sizes()[0] > 2 * below.get_sizes()[0]
     callouts = [t.get_text() for t in fig.axes[0].texts
                 if (t.get_gid() or "").startswith("annotation:impossible")]
-    assert sorted(callouts) == ["IMPOSSIBLE: gemm_bf16", "IMPOSSIBLE: qk_norm_rope_quant"]
+    assert sorted(callouts) == ["IMPOSSIBLE: gemm_bf16"]
     assert "1 blank row not plotted" in _by_gid(fig, "note:blank").get_text()
     # point coordinates: the at_ceiling row is the fused qk op at 17.5 us
     ok = _by_gid(fig, "points:examples:at_ceiling").get_offsets()[0]
@@ -370,7 +370,7 @@ def test_roof_labels_cover_no_point_or_callout(regime):
     callouts = [t.get_window_extent(renderer) for t in ax.texts
                 if (t.get_gid() or "").startswith("annotation:")]
     obstacles = _marker_boxes(fig) + callouts
-    assert len(obstacles) == 7 + 3
+    assert len(obstacles) == 7 + 2  # the priced rows, the impossible and anomaly callouts
     for label in labels:
         box = label.get_window_extent(renderer)
         hits = [o for o in obstacles if box.overlaps(o)]

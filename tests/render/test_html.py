@@ -123,7 +123,8 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             after = efficiencies()
             numbers = [float(x.rstrip("%")) for x in after if x != "—"]
             assert numbers == sorted(numbers) and len(numbers) == 4
-            # impossible, latency-bound and blank rows show no efficiency, and sort last
+            # impossible, cache-resident, latency-bound and blank rows show no efficiency,
+            # and sort last
             assert after != before and after[-4:] == ["—"] * 4
             page.locator("#verdicts > thead th", has_text="efficiency").click()
             desc = [float(x.rstrip("%")) for x in efficiencies() if x != "—"]
@@ -133,7 +134,7 @@ def test_report_in_headless_chromium(example_analysis, tmp_path):
             assert page.locator("#verdicts > tbody > tr.row:visible").count() == 2
             page.fill("#filter", "")
             page.select_option("#verdict-filter", "impossible")
-            assert page.locator("#verdicts > tbody > tr.row:visible").count() == 2
+            assert page.locator("#verdicts > tbody > tr.row:visible").count() == 1
             page.select_option("#verdict-filter", "")
             assert page.locator("#verdicts > tbody > tr.row:visible").count() == n
 
@@ -259,7 +260,10 @@ def test_report_cli_shows_reference_ledgers_on_demand(tmp_path):
     # library's softmax; rows of no known op say so
     templates = re.findall(r'<template id="(ledger-\d+)">(.*?)</template>', text, re.S)
     assert [key for key, _ in templates] == ["ledger-0", "ledger-1"]
-    fused = _text(templates[0][1])
+    # numbered as the worst-first table first shows them: the blank softmax row comes before
+    # the first qk row (cache_resident)
+    fused = _text(templates[1][1])
+    assert "|softmax|" in _text(templates[0][1])
     q_b = 4096 * 32 * 128 * 2  # bf16
     assert q_b == 33_554_432
     for tensor in (f"|q|input|4096x32x128|bf16|{q_b:,}|0|", "|k|input|4096x8x128|bf16|8,388,608|0|",
@@ -282,7 +286,7 @@ def test_report_cli_shows_reference_ledgers_on_demand(tmp_path):
            "k_normed, q_roped, k_roped" in fused
     rows = _rows(text)
     qk = [r for found in rows.values() for r in found if "qk_norm_rope_quant" in r]
-    assert len(qk) == 4 and all('data-ledger="ledger-0"' in r for r in qk)
+    assert len(qk) == 4 and all('data-ledger="ledger-1"' in r for r in qk)
     assert all("from the reference " in r and "qk_norm_rope_quant.yaml" in r for r in qk)
     split = next(r for r in qk if "151,650,816" in r)
     details = _text(split.split("<h4>price</h4>")[0])
@@ -332,7 +336,7 @@ def _cells(row_html: str) -> list[str]:
 def test_efficiency_cell_is_a_dash_where_it_is_not_a_reading(example_analysis):
     rows = _rows(report_html(example_analysis, source="ex.jsonl"))
     efficiency = {v: [_cells(r)[5] for r in found] for v, found in rows.items()}
-    assert efficiency["impossible"] == ["—", "—"]
+    assert efficiency["impossible"] == ["—"] and efficiency["cache_resident"] == ["—"]
     assert efficiency["latency_bound"] == ["—"] and efficiency["blank"] == ["—"]
     sol = 1099511627776 / (989.5e12 * 0.7680)  # the anomalous gemm, one decimal as the table
     assert efficiency["anomaly"] == [f"{sol / 1.35e-3:.1%}"] == ["107.2%"]
@@ -362,8 +366,8 @@ def test_each_row_details_its_ledger_and_price():
     assert "the envelope ceiling" in gemm.split('<table class="ledger">')[1]  # the reasons
     fused = next(r for r in rows["at_ceiling"])
     assert "67.76 MB (67,764,736 B): read 46.14 MB, write 21.63 MB" in fused  # the read/write split
-    (impossible_qk,) = [r for r in rows["impossible"] if "qk_norm" in r]
-    assert "— (impossible: not a reading; see the reasons)" in impossible_qk
+    (impossible_gemm,) = rows["impossible"]
+    assert "— (impossible: not a reading; see the reasons)" in impossible_gemm
     (blank,) = rows["blank"]
     assert "|SOL||— = max" in html.unescape(re.sub(r"<[^>]+>", "|", blank))
 
@@ -442,10 +446,10 @@ def test_report_table_holds_the_worst_rows_and_counts_every_row(example_analysis
     assert text.count('<tr class="row"') == 3
     assert "the worst 3 of 8 rows are in the table" in text
     summary = text.split('id="summary">')[1].split("</p>")[0]
-    assert "8 records: 1 at_ceiling, 2 below, 1 anomaly, 1 latency_bound, 2 impossible, " \
-           "1 blank" in summary
+    assert "8 records: 1 at_ceiling, 2 below, 1 anomaly, 1 latency_bound, 1 impossible, " \
+           "1 blank, 1 cache_resident" in summary
     first = text.split('<tr class="row" data-verdict="')[1:4]
-    assert [c.split('"', 1)[0] for c in first] == ["impossible", "impossible", "anomaly"]
+    assert [c.split('"', 1)[0] for c in first] == ["impossible", "anomaly", "blank"]
 
 
 def test_report_says_a_device_mismatch(example_analysis_h200):

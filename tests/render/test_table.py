@@ -19,7 +19,8 @@ def _render(analysis, width):
     return out.getvalue()
 
 
-VERDICT_AT_START = re.compile(r"^(impossible|anomaly|blank|below|latency_bound|at_ceiling)\s")
+VERDICT_AT_START = re.compile(
+    r"^(impossible|anomaly|blank|below|latency_bound|cache_resident|at_ceiling)\s")
 
 
 def _main_lines(text):
@@ -30,8 +31,8 @@ def test_worst_rows_first_with_units(example_analysis):
     text = _render(example_analysis, 160)
     lines = _main_lines(text)
     verdicts = [VERDICT_AT_START.match(ln).group(1) for ln in lines]
-    assert verdicts == ["impossible", "impossible", "anomaly", "blank", "below", "below",
-                        "latency_bound", "at_ceiling"]
+    assert verdicts == ["impossible", "anomaly", "blank", "below", "below", "latency_bound",
+                        "cache_resident", "at_ceiling"]
     # below rows: lower efficiency first (53.2% rmsnorm before 56.1% split)
     below = [ln for ln in lines if ln.startswith("below")]
     assert "rmsnorm" in below[0] and "53.2%" in below[0] and "56.1%" in below[1]
@@ -64,13 +65,13 @@ def test_every_width_keeps_numbers_units_workloads_and_reasons_whole(example_ana
     for i, detail in zip(order, details, strict=True):
         for reason in example_analysis.reasons(i):
             assert reason in detail  # the whole sentence, rejoined across wrapped lines
-    assert details[0].startswith('tokens=4096 note="payload-only ledger, timing broken"')
-    assert details[1].startswith('m=8192 n=8192 k=8192 note="flops double-counted"')
+    assert details[0].startswith('m=8192 n=8192 k=8192 note="flops double-counted"')
+    assert details[-2].startswith('tokens=4096 note="payload-only ledger, timing broken"')
     assert details[-1].startswith("tokens=4096 q_heads=32 kv_heads=8 head_dim=128")
     lines = _main_lines(text)
-    assert lines[0].split()[:6] == ["impossible", "qk_norm_rope_quant", "—", "13.0", "us",
-                                    "14.1"]
-    assert re.search(r"107\.2%\s+1\.35 ms\s+1\.45 ms", lines[2])
+    assert lines[-2].split()[:6] == ["cache_resident", "qk_norm_rope_quant", "—", "13.0",
+                                     "us", "14.1"]
+    assert re.search(r"107\.2%\s+1\.35 ms\s+1\.45 ms", lines[1])
 
 
 def test_narrow_console_drops_the_least_useful_columns_and_says_so(example_analysis):

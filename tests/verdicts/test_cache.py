@@ -47,13 +47,40 @@ def test_the_trace_add_is_cache_resident_not_impossible(machines):
 
 
 def test_above_dram_and_larger_than_l2_is_still_impossible(machines):
-    # the same rate with 64 MiB moved: no H100 level but HBM could hold it, and HBM can't
-    big = 64 * 2**20
-    a = _judge(machines, [{"flops": 0, "bytes": big, "time_s": big / 3.7e12}])
+    """1 GiB read once at 3.7 TB/s: the L2 can have held at most its 50 MiB of it before the
+    call, so HBM moved at least 1024 - 50 = 974 MiB (1,021,313,024 B) in 2^30 / 3.7e12 s:
+    3519.3 GB/s, above HBM's 3350 GB/s whatever the cache held."""
+    gib = 2**30
+    a = _judge(machines, [{"flops": 0, "bytes": gib, "read_bytes": gib, "write_bytes": 0,
+                           "time_s": gib / 3.7e12}])
     assert a.verdict_name(0) == "impossible"
     said = " ".join(a.row(0)["reasons"])
     assert "exceeds hbm theoretical 3350 GB/s" in said
-    assert "its working set of 67.11 MB is larger than the 52.43 MB l2" in said
+    assert ("its working set of 1.07 GB is larger than the 52.43 MB l2: holding up to 52.43 MB "
+            "of what it reads before it runs and of what it writes after, that cache still "
+            "leaves hbm at least 1.02 GB in the time, 3519.3 GB/s") in said
+
+
+def test_a_set_larger_than_l2_may_be_served_by_it_in_part(machines):
+    """64 MiB at 3.7 TB/s, above HBM's 3.35 TB/s. Without a read/write split each side may be
+    up to the 50 MiB L2: it can all have been there (cache-resident in part, HBM's share 0).
+    Read only, the L2 can hold 50 MiB of the 64 before the call: HBM moved at least 14 MiB
+    (14,680,064 B) in 2^26 / 3.7e12 s = 18.14 us, 809.4 GB/s, within HBM: possible, so
+    cache-resident in part, its reason naming both."""
+    big = 64 * 2**20
+    a = _judge(machines, [{"flops": 0, "bytes": big, "time_s": big / 3.7e12},
+                          {"flops": 0, "bytes": big, "read_bytes": big, "write_bytes": 0,
+                           "time_s": big / 3.7e12}])
+    assert [a.verdict_name(i) for i in range(2)] == ["cache_resident"] * 2
+    assert a.row(0)["efficiency"] is None and a.row(1)["efficiency"] is None
+    first, second = (" ".join(a.row(i)["reasons"]) for i in range(2))
+    assert ("its working set of 67.11 MB is larger than the 52.43 MB l2, but that cache can "
+            "hold up to 52.43 MB of what it reads before it runs and as much of what it writes "
+            "after, which can be all of it: cache-resident in part") in first
+    assert "which leaves at least 14.68 MB to hbm, 809.4 GB/s, within its theoretical rate" in (
+        second)
+    assert "time it with the l2 flushed to tell" in second
+    assert a.judged.cache_dram_bytes[1] == 14 * 2**20
 
 
 def test_below_dram_rate_is_judged_as_before(machines):
@@ -121,7 +148,9 @@ def test_a_calibrated_dram_anomaly_that_fits_in_l2_is_cache_resident(machines):
                           {"flops": 0, "bytes": 70_000_000, "time_s": 70_000_000 / 4.75e12}],
                device="NVIDIA H200")
     assert a.verdict_name(0) == "cache_resident"
-    assert a.verdict_name(1) == "anomaly"  # 70 MB does not fit the 62.9 MB L2: as before
+    # 70 MB does not fit the 62.9 MB L2, and 4.75 TB/s is within HBM's theoretical 4.8: HBM
+    # alone could have served it, so no cache is claimed and the envelope judges it
+    assert a.verdict_name(1) == "anomaly"
 
 
 def test_the_cache_verdict_reaches_every_output(machines):
@@ -154,23 +183,35 @@ def _trace_add(tmp_path, dims, dur_us, name):
 
 
 def test_a_trace_reads_the_l2_add_as_cache_resident(tmp_path, capsys):
-    """The issue's case end to end through a trace: the add on [1, 5185, 1024] bf16 in
-    8.610 us (3.7 TB/s) is cache_resident; four times the elements (127.4 MB, larger than L2)
-    at the same rate are impossible."""
+    """The issue's case end to end through a trace, at 3.7 TB/s each (T = one tensor's bytes,
+    C = the H100's 52,428,800 B L2; the add reads 2T and writes T):
+    - [1, 5185, 1024] bf16 in 8.610 us: 3T = 31.86 MB fits: cache_resident;
+    - [4, 5185, 1024] in 4 x 8.610 us: T = 42,475,520 B; 2T of reads exceed C by 32,522,240 B,
+      the writes fit: HBM's 32.5 MB in 34.44 us is 944.3 GB/s: cache-resident in part;
+    - [64, 5185, 1024] in 64 x 8.610 us: T = 679,608,320 B; HBM moved at least 3T - 2C =
+      1,933,967,360 B in 551.04 us, 3509.7 GB/s > 3350: impossible."""
     import json
 
     from roofwise.cli import main
 
-    small = _trace_add(tmp_path, [1, 5185, 1024], 8.610, "small.json")
-    large = _trace_add(tmp_path, [4, 5185, 1024], 4 * 8.610, "large.json")
-    seen = {}
-    for path in (small, large):
+    seen, said = {}, {}
+    for batch in (1, 4, 64):
+        path = _trace_add(tmp_path, [batch, 5185, 1024], batch * 8.610, f"add{batch}.json")
         assert main(["analyze", str(path), "--json"]) == 0
         rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         (add,) = [r for r in rows if r.get("op") == "aten::add"]
-        seen[path.name] = add
-    assert seen["small.json"]["verdicts"] == {"cache_resident": 1}
-    assert seen["large.json"]["verdicts"] == {"impossible": 1}
+        seen[batch] = add["verdicts"]
+        # the call's own sentences: its record, written and read back
+        records = tmp_path / f"add{batch}.jsonl"
+        assert main(["analyze", str(path), "--records-out", str(records)]) == 0
+        capsys.readouterr()
+        assert main(["analyze", str(records), "--json"]) == 0
+        (call,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        said[batch] = " ".join(call["reasons"])
+    assert seen == {1: {"cache_resident": 1}, 4: {"cache_resident": 1}, 64: {"impossible": 1}}
+    assert "fits in the 52.43 MB l2" in said[1]
+    assert "leaves at least 32.52 MB to hbm, 944.3 GB/s" in said[4]
+    assert "leaves hbm at least 1.93 GB in the time, 3509.7 GB/s" in said[64]
 
 
 def test_a_compute_anomaly_that_fits_in_l2_keeps_its_compute_reading(machines):
@@ -188,3 +229,52 @@ def test_a_compute_anomaly_that_fits_in_l2_keeps_its_compute_reading(machines):
     assert row["efficiency"] == pytest.approx(envelope_s / time_s, rel=1e-3)
     assert envelope_s / time_s == pytest.approx(1.197, abs=1e-3)
     assert "119.7% of the envelope ceiling" in " ".join(row["reasons"])
+
+
+def test_the_least_dram_share_beside_a_cache_by_hand():
+    """(distinct reads - C)+ + (distinct writes - C)+, split as the record allows in the
+    cache's favour (reads at most read_bytes, writes at most write_bytes, both together at
+    least the working set)."""
+    import numpy as np
+
+    from roofwise.verdicts.rules import dram_bytes_at_least
+
+    nan = np.nan
+    w = np.array([100.0, 50.0, 100.0, 100.0, 100.0, 300.0, 60.0])
+    reads = np.array([nan, nan, 100.0, 0.0, 90.0, 200.0, 40.0])
+    writes = np.array([nan, nan, 0.0, 100.0, 10.0, 100.0, 20.0])
+    got = dram_bytes_at_least(w, reads, writes, 30.0)
+    # no split: 100 - 2 x 30; 50 within 2 x 30: 0; read only: 100 - 30; write only the same;
+    # 90 read and 10 written: 60 + 0; 300 distinct with reads <= 200 and writes <= 100 can
+    # only be 200 and 100: 170 + 70; 60 distinct as 40 read and 20 written: 10 + 0
+    assert got.tolist() == [40.0, 0.0, 70.0, 70.0, 60.0, 240.0, 10.0]
+    # an in-place add of T read twice and written once over 2T distinct (T = 45): reads
+    # between T and 2T, so (60 - 30) + (30 - 30) = 30 at best, i.e. 2T - 2C
+    assert dram_bytes_at_least(np.array([90.0]), np.array([90.0]), np.array([45.0]),
+                               30.0).tolist() == [30.0]
+
+
+def test_the_mi300x_fill_beyond_its_infinity_cache_is_possible():
+    """TraceLens' MI300X ResNet-18 trace fills [512, 64, 112, 112] bf16 (822,083,584 B,
+    written only) in 144.918 us: 5672.7 GB/s, above the 5.3 TB/s HBM, and larger than the
+    256 MiB (268,435,456 B) Infinity Cache. The cache can hold its last 268,435,456 B of writes
+    after the call, so HBM wrote at least 553,648,128 B: 3820.4 GB/s, within 5.3 TB/s; every
+    byte passes the Infinity Cache, 5672.7 GB/s within its 17.2 TB/s. Possible: cache-resident
+    in part (it was impossible), read on both roofs: max(553,648,128 / 5.3e12, 822,083,584 /
+    17.2e12) / 144.918 us = 104.46 / 144.918 = 72.1%."""
+    from roofwise.profiles.load import builtin_machines
+
+    size, time_s = 512 * 64 * 112 * 112 * 2, 144.918e-6
+    analysis = _judge(builtin_machines(), [{"flops": 0, "bytes": size, "read_bytes": 0,
+                                            "write_bytes": size, "time_s": time_s}],
+                      device="AMD Instinct MI300X")
+    row = analysis.row(0)
+    assert row["verdict"] == "cache_resident"
+    assert analysis.judged.cache_dram_bytes[0] == size - 256 * 2**20 == 553_648_128
+    assert row["efficiency"] == pytest.approx(553_648_128 / 5.3e12 / time_s)
+    assert row["efficiency"] == pytest.approx(0.7208, abs=1e-4)
+    assert ("which leaves at least 553.65 MB to hbm, 3820.4 GB/s, within its theoretical rate"
+            in row["reasons"][0])
+    assert row["reasons"][0].endswith(
+        "72.1% of SOL with those 553.65 MB on the hbm roof and every byte on the "
+        "infinity_cache roof 17200 GB/s (theoretical)")

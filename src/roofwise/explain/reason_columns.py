@@ -128,6 +128,8 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     bad_time = rows_with(Reason.BAD_TIME)
     sentences(bad_time, [f"non-positive time_s {t:g}" for t in cols.time_s[bad_time].tolist()])
     over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
+    dram_bytes = (np.full(n, np.nan) if judged.cache_dram_bytes is None
+                  else judged.cache_dram_bytes)
     if over.any():
         at = np.flatnonzero(over)
         achieved = column("achieved", scattered(n, at, fmt.fixed_column(
@@ -136,7 +138,8 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         for name, m in analysis.machines.items():
             mine = np.flatnonzero(over & on_machine[name])
             if len(mine):
-                beyond = beyond.scatter(mine, _beyond_caches(working_set[mine], _cache_facts(m)))
+                beyond = beyond.scatter(mine, _beyond_caches(
+                    working_set[mine], dram_bytes[mine], cols.time_s[mine], m))
         # one template over every card's rows: what differs by card is gathered by the row's
         when(over, pl.format(
             "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
@@ -148,22 +151,8 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     resident = has(Reason.CACHE_RESIDENT) & (verdict == CACHE_RESIDENT)
     if resident.any() and judged.cache_level is not None:
         at = np.flatnonzero(resident)
-        said: list[str] = [""] * len(at)
-        for name, m in analysis.machines.items():
-            mine = np.flatnonzero(on_machine[name][at])
-            rows = at[mine]
-            caches = _cache_facts(m)
-            envelope = m.dram.effective_bytes_per_s() or math.nan
-            for k, text in zip(mine.tolist(), [reason_text.cache_resident_sentence(
-                    r, m.dram.name, m.dram.theoretical_bytes_per_s or math.nan, envelope, b,
-                    caches[int(c)], e)
-                    for r, b, c, e in zip(judged.achieved_bytes_per_s[rows].tolist(),
-                                          working_set[rows].tolist(),
-                                          judged.cache_level[rows].tolist(),
-                                          judged.efficiency[rows].tolist(), strict=True)],
-                               strict=True):
-                said[k] = text
-        sentences(resident, said)
+        when(resident, column("cache", scattered(n, at, _cache_resident_texts(
+            analysis, at, working_set[at], dram_bytes[at]))))
     over_rate = has(Reason.ABOVE_THEORETICAL_RATE)
     if over_rate.any():
         timed = over_rate & (cols.time_s > 0) & (analysis.machine_index >= 0)
@@ -283,16 +272,72 @@ def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.S
             .to_series().alias("reasons"))
 
 
-def _beyond_caches(working_set_bytes: np.ndarray, caches: list[reason_text.CacheFacts]
-                   ) -> pl.Series:
+def _beyond_caches(working_set_bytes: np.ndarray, dram_bytes: np.ndarray, time_s: np.ndarray,
+                   machine: Machine) -> pl.Series:
     """`reason_text.beyond_caches_around`'s clause of each working set ("" on a machine
-    without cache levels), its texts gathered around each size's."""
+    without cache levels), its texts gathered around each size's; where the bytes left to
+    DRAM (`dram_bytes`, NaN for a set that fits a cache) outrun its theoretical bandwidth,
+    those bytes and their rate follow."""
+    caches = _cache_facts(machine)
     if not caches:
         return strings("beyond", [""] * len(working_set_bytes))
-    codes, around = reason_text.beyond_caches_around(working_set_bytes, caches)
-    return (coded("before", codes, [before for before, _ in around])
-            + fmt.nbytes_column(working_set_bytes)
-            + coded("after", codes, [after for _, after in around]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dram_rate = dram_bytes / time_s
+        dram_bound = dram_rate > (machine.dram.theoretical_bytes_per_s or math.inf)
+    codes, around = reason_text.beyond_caches_around(working_set_bytes, dram_bound, caches,
+                                                     machine.dram.name)
+    clause = (coded("before", codes, [before for before, _ in around])
+              + fmt.nbytes_column(working_set_bytes)
+              + coded("after", codes, [after for _, after in around]))
+    at = np.flatnonzero(dram_bound)
+    if not len(at):
+        return clause
+    left = (fmt.nbytes_column(dram_bytes[at]) + " in the time, "
+            + fmt.fixed_column(dram_rate[at] / 1e9, ".1f", "GB/s"))
+    return clause.scatter(at, clause.gather(at) + left)
+
+
+def _cache_resident_texts(analysis: Verdicts, at: np.ndarray, working_set_bytes: np.ndarray,
+                          dram_bytes: np.ndarray) -> pl.Series:
+    """The cache_resident sentence of each row `at`: one text per card, cache and form
+    (`reason_text.CacheResidentForm`), its numbers filled in as columns."""
+    judged, machines = analysis.judged, list(analysis.machines.values())
+    assert judged.cache_level is not None
+    rate = judged.achieved_bytes_per_s[at]
+    efficiency = judged.efficiency[at]
+    level = judged.cache_level[at].astype(np.int64)
+    card = np.asarray(analysis.machine_index_or_first, dtype=np.int64)[at]
+    theoretical = np.array([m.dram.theoretical_bytes_per_s or math.nan for m in machines])[card]
+    in_part = np.isfinite(dram_bytes)
+    share = in_part & (np.nan_to_num(dram_bytes) > 0)
+    reading = np.isfinite(efficiency)
+    above = rate > theoretical
+    form = (((level * 2 + above) * 2 + in_part) * 2 + share) * 2 + reading
+    code = card * (1 << 20) + form
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dram_rate = np.where(share, dram_bytes, 0.0) / analysis.columns.time_s[at]
+    values = pl.DataFrame({
+        "rate": fmt.fixed_column(rate / 1e9, ".1f", "GB/s"),
+        "working_set": fmt.nbytes_column(working_set_bytes),
+        "dram_bytes": fmt.nbytes_column(np.where(share, dram_bytes, 0.0)),
+        "dram_rate": fmt.fixed_column(dram_rate / 1e9, ".1f", "GB/s"),
+        "efficiency": fmt.percent_column(np.where(reading, efficiency, 0.0))})
+    out = null_texts(len(at))
+    distinct, first = np.unique(code, return_index=True)
+    for value, i in zip(distinct.tolist(), first.tolist(), strict=True):
+        m = machines[int(card[i])]
+        template = reason_text.cache_resident_sentence(
+            reason_text.CacheResidentForm(bool(above[i]), bool(in_part[i]), bool(share[i]),
+                                          bool(reading[i])),
+            m.dram.name, m.dram.theoretical_bytes_per_s or math.nan,
+            m.dram.effective_bytes_per_s() or math.nan, _cache_facts(m)[int(level[i])],
+            **{name: f"\0{name}\0" for name in values.columns})
+        rows = np.flatnonzero(code == value)
+        parts = template.split("\0")  # text, name, text, name, ..., text
+        out = out.scatter(rows, values[rows].select(pl.concat_str(
+            [pl.col(part) if k % 2 else pl.lit(part) for k, part in enumerate(parts)]
+        )).to_series())
+    return out
 
 
 def _cache_facts(machine: Machine) -> list[reason_text.CacheFacts]:

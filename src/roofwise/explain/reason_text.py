@@ -238,51 +238,90 @@ class CacheFacts:
 CALIBRATE_CACHE_ADVICE = "`roofwise calibrate` measures it"
 
 
-def beyond_caches_around(working_set_bytes: np.ndarray, caches: Sequence[CacheFacts]
+def beyond_caches_around(working_set_bytes: np.ndarray, dram_bound: np.ndarray,
+                         caches: Sequence[CacheFacts], dram_name: str
                          ) -> tuple[np.ndarray, list[tuple[str, str]]]:
-    """Why no cache saved each above-DRAM row (`caches` not empty): too big for every cache,
-    or faster than the theoretical bandwidth of each it fits in. Rows share a few texts around
-    their size, one per set of caches they fit in: each row's code into the (before, after)
-    texts that go around `fmt.nbytes` of its size."""
+    """Why no cache saved each above-DRAM row (`caches` not empty): faster than the
+    theoretical bandwidth of each cache it fits in; or larger than every cache, and either the
+    bytes left to DRAM (`dram_bound` True: rules.dram_bytes_at_least over the time is above
+    its ceiling; the caller adds those bytes and their rate after the text) or the largest
+    cache's theoretical bandwidth outrun. Rows share a few texts around their size, one per
+    set of caches they fit in: each row's code into the (before, after) texts that go around
+    `fmt.nbytes` of its size."""
     sizes = np.asarray(working_set_bytes, dtype=np.float64)
     fits = sizes[:, None] <= np.array([c.capacity_bytes for c in caches])[None, :]
-    codes = fits @ (1 << np.arange(len(caches)))
+    codes = (fits @ (1 << np.arange(len(caches)))) * 2 + np.asarray(dram_bound, dtype=np.int64)
     distinct, index = np.unique(codes, return_inverse=True)
     around: list[tuple[str, str]] = []
+    largest = caches[-1]
+    capacity = fmt.nbytes(largest.capacity_bytes)
     for code in distinct.tolist():
-        fitting = [c for k, c in enumerate(caches) if code >> k & 1]
-        if not fitting:
-            largest = caches[-1]
-            around.append((", and its working set of ", f" is larger than the "
-                                                       f"{fmt.nbytes(largest.capacity_bytes)} "
-                                                       f"{largest.name}"))
-        else:
+        fitting = [c for k, c in enumerate(caches) if code >> (k + 1) & 1]
+        if fitting:
             named = ", ".join(f"{c.name} theoretical "
                               f"{(c.theoretical_bytes_per_s or 0.0) / 1e9:.0f} GB/s"
                               for c in fitting)
             around.append((f", and {named}, where its ", " would fit"))
+        elif code & 1:
+            around.append((", and its working set of ", (
+                f" is larger than the {capacity} {largest.name}: holding up to {capacity} of "
+                f"what it reads before it runs and of what it writes after, that cache still "
+                f"leaves {dram_name} at least ")))
+        else:
+            around.append((", and its working set of ", (
+                f" is larger than the {capacity} {largest.name}, whose theoretical "
+                f"{(largest.theoretical_bytes_per_s or 0.0) / 1e9:.0f} GB/s it exceeds "
+                "too")))
     return index.reshape(-1), around
 
 
-def cache_resident_sentence(rate_bytes_per_s: float, dram_name: str,
+@dataclass(frozen=True)
+class CacheResidentForm:
+    """What sets the words of one cache_resident sentence apart from another's."""
+
+    above_theoretical: bool  # above DRAM's theoretical rate (else above 105% of its envelope)
+    in_part: bool  # the working set is larger than the cache: DRAM served a share
+    dram_share: bool  # in part, that share is more than nothing
+    reading: bool  # the cache's bandwidth is known and the row has an efficiency on it
+
+
+def cache_resident_sentence(form: CacheResidentForm, dram_name: str,
                             dram_theoretical_bytes_per_s: float,
-                            dram_envelope_bytes_per_s: float, working_set_bytes: float,
-                            cache: CacheFacts, efficiency: float) -> str:
+                            dram_envelope_bytes_per_s: float, cache: CacheFacts, rate: str,
+                            working_set: str, dram_bytes: str = "", dram_rate: str = "",
+                            efficiency: str = "") -> str:
     """Above the DRAM ceiling, yet the working set (the distinct bytes read or written) fits
-    in `cache`: the data came from the cache.
-    Read against the cache's roof where its bandwidth is known; no reading where it is not."""
-    if rate_bytes_per_s > dram_theoretical_bytes_per_s:
+    in `cache`: the data came from the cache. Or, in part, the working set is larger than
+    `cache`, but what the cache can hold of the reads before the call and of the writes after
+    leaves DRAM `dram_bytes` (at `dram_rate`), within its theoretical rate: the cache served
+    the rest. Read against the cache's roof where its bandwidth is known; no reading where it
+    is not. The per-row numbers come written (`rate` "4890.0 GB/s", `working_set` "63.57 MB",
+    `efficiency` "72.1%"), so that a column of rows fills one text per form."""
+    if form.above_theoretical:
         ceiling = f"{dram_name} theoretical {dram_theoretical_bytes_per_s / 1e9:.0f} GB/s"
     else:
         ceiling = (f"105% of the {dram_name} envelope "
                    f"{dram_envelope_bytes_per_s / 1e9:.0f} GB/s")
-    head = (f"bytes/time {rate_bytes_per_s / 1e9:.1f} GB/s is above {ceiling}, but its "
-            f"working set of {fmt.nbytes(working_set_bytes)} fits in the "
-            f"{fmt.nbytes(cache.capacity_bytes)} {cache.name}: cache-resident, the data came "
-            f"from the cache, so the {dram_name} roof is no reading")
-    if cache.effective_bytes_per_s is None or not math.isfinite(efficiency):
+    capacity = fmt.nbytes(cache.capacity_bytes)
+    if form.in_part:
+        left = (f"which leaves at least {dram_bytes} to {dram_name}, {dram_rate}, within its "
+                "theoretical rate" if form.dram_share else "which can be all of it")
+        head = (f"bytes/time {rate} is above {ceiling}, and its working set of {working_set} "
+                f"is larger than the {capacity} {cache.name}, but that cache can hold up to "
+                f"{capacity} of what it reads before it runs and as much of what it writes "
+                f"after, {left}: cache-resident in part, so the {dram_name} roof alone is no "
+                f"reading (else the bytes or the time are wrong: time it with the {cache.name} "
+                "flushed to tell)")
+    else:
+        head = (f"bytes/time {rate} is above {ceiling}, but its working set of {working_set} "
+                f"fits in the {capacity} {cache.name}: cache-resident, the data came from the "
+                f"cache, so the {dram_name} roof is no reading")
+    if not form.reading or cache.effective_bytes_per_s is None:
         return f"{head}; the {cache.name} bandwidth is a gap ({CALIBRATE_CACHE_ADVICE})"
     kind = ("measured by roofwise calibrate" if cache.measured else "theoretical"
             if cache.effective_bytes_per_s == cache.theoretical_bytes_per_s else "calibrated")
-    return (f"{head}; {fmt.percent(efficiency)} of SOL on the {cache.name} roof "
-            f"{cache.effective_bytes_per_s / 1e9:.0f} GB/s ({kind})")
+    roof = f"the {cache.name} roof {cache.effective_bytes_per_s / 1e9:.0f} GB/s ({kind})"
+    if form.in_part and form.dram_share:
+        return (f"{head}; {efficiency} of SOL with those {dram_bytes} on the {dram_name} roof "
+                f"and every byte on {roof}")
+    return f"{head}; {efficiency} of SOL on {roof}"

@@ -17,7 +17,13 @@ from roofwise.ops.case_study import qk_norm_rope_quant, qk_norm_rope_quant_split
 from roofwise.pricing.core import cycles_by_unit, price_columns, price_ledger
 from roofwise.profiles.load import builtin_machines
 from roofwise.profiles.machine import Machine
-from roofwise.verdicts.rules import ANOMALY_EFFICIENCY, AT_CEILING_EFFICIENCY, VERDICTS, judge
+from roofwise.verdicts.rules import (
+    ANOMALY_EFFICIENCY,
+    AT_CEILING_EFFICIENCY,
+    VERDICTS,
+    dram_bytes_at_least,
+    judge,
+)
 
 # The seed's own two-kernel figure for M4 (roofline_misuse.py): 6 B/elem of payload plus the
 # lookups twice. It follows from no decomposition; shown only beside the honest figure.
@@ -27,6 +33,8 @@ SEED_M7_DECODE_BYTES = 15_520
 # Hypothetical kernel times, for showing verdicts: nothing here is measured.
 HYPOTHETICAL_PREFILL_TIME_S = 14.0e-6
 HYPOTHETICAL_DECODE_TIME_S = 4.0e-6
+HYPOTHETICAL_BIG_TOKENS = 32768  # a working set well beyond the H200's L2
+HYPOTHETICAL_BIG_TIME_S = 80.0e-6
 SOFTMAX_SCORES = 8192
 
 
@@ -246,35 +254,58 @@ def m8(ctx: Context) -> Demo:
 
     ledger = ctx.ledger
     t = HYPOTHETICAL_PREFILL_TIME_S
-    honest, payload_only = _verdicts(ctx.machine, [ledger.bytes, ledger.payload_bytes],
-                                     [ledger.flops, ledger.flops], [t, t])
+    big = qk_norm_rope_quant(tokens=HYPOTHETICAL_BIG_TOKENS)
+    big_t = HYPOTHETICAL_BIG_TIME_S
+    honest, payload_only, big_verdict = _verdicts(
+        ctx.machine, [ledger.bytes, ledger.payload_bytes, big.bytes],
+        [ledger.flops, ledger.flops, big.flops], [t, t, big_t],
+        [ledger.read_bytes, ledger.read_bytes, big.read_bytes],
+        [ledger.write_bytes, ledger.write_bytes, big.write_bytes])
     theory = ctx.machine.dram.theoretical_bytes_per_s or 0.0
     scales = sum(t_.nbytes for t_ in ledger.tensors if t_.name.endswith("_scale"))
     bw = ctx.machine.dram.effective_bytes_per_s() or 0.0
+    cache = ctx.machine.caches[-1]
+    capacity = cache.capacity_bytes or 0.0
+    big_dram = float(dram_bytes_at_least(np.array([float(big.footprint_bytes)]),
+                                         np.array([float(big.read_bytes)]),
+                                         np.array([float(big.write_bytes)]), capacity)[0])
     return Demo("M8", "reading a >100% efficiency as a great kernel", (
         f" bands (TileOPs roofline.md:156-163): at ceiling >= {AT_CEILING_EFFICIENCY:.0%}; "
         f"anomaly > {ANOMALY_EFFICIENCY:.0%} of the envelope ceiling (a formula or calibration "
         "error, never 'at ceiling')",
-        f" physics: bytes/time <= {theory / 1e9:.0f} GB/s theoretical; flops/time <= each "
+        f" physics: bytes/time <= {theory / 1e9:.0f} GB/s theoretical for the bytes HBM "
+        f"moves; the {capacity / 1e6:.2f} MB {cache.name} can hold what a call reads before it "
+        "and what it writes after, so only the rest must come from HBM; flops/time <= each "
         "declared unit's theoretical peak",
         f" a hypothetical {t * 1e6:.1f} us run of the fused kernel:",
         f"   honest ledger ({ledger.bytes / 1e6:.2f} MB): {ledger.bytes / t / 1e9:.0f} GB/s, "
-        f"{ledger.bytes / bw / t:.1%} of SOL -> {honest}",
+        f"{ledger.bytes / bw / t:.1%} of SOL -> {honest}: its {ledger.read_bytes / 1e6:.2f} MB "
+        f"of reads and {ledger.write_bytes / 1e6:.2f} MB of writes each fit in the "
+        f"{cache.name}, so only a warm {cache.name} makes it possible (the original "
+        f"demonstration called it impossible); time it with the {cache.name} flushed to tell",
         f"   payload-only ledger ({ledger.payload_bytes / 1e6:.2f} MB): "
         f"{ledger.payload_bytes / bw / t:.1%} of SOL -> {payload_only}: the forgotten lookups "
         "make a broken timing look like a great kernel",
-        f" a breach is an accounting bug: an under-counted byte total (the scale tensors alone are"
-        f" {scales / 1e6:.3f} MB here) or an intermediate that does reach DRAM.",
+        f" at {HYPOTHETICAL_BIG_TOKENS:,} tokens ({big.bytes / 1e6:.2f} MB) no cache saves a "
+        f"hypothetical {big_t * 1e6:.1f} us run ({big.bytes / big_t / 1e9:.0f} GB/s): HBM "
+        f"still moves at least {big_dram / 1e6:.2f} MB, {big_dram / big_t / 1e9:.0f} GB/s -> "
+        f"{big_verdict}",
+        f" a breach of every level is an accounting bug: an under-counted byte total (the "
+        f"scale tensors alone are {scales / 1e6:.3f} MB here) or an intermediate that does "
+        "reach DRAM.",
     ))
 
 
 def _verdicts(machine: Machine, bytes_: list[float], flops: list[float],
-              time_s: list[float], timing: str = "events") -> list[str]:
+              time_s: list[float], read_bytes: list[float] | None = None,
+              write_bytes: list[float] | None = None, timing: str = "events") -> list[str]:
     n = len(bytes_)
     roof = np.full(n, "cuda_core.fp32", dtype=object)
     b, f, t = np.array(bytes_, float), np.array(flops, float), np.array(time_s, float)
     priced = price_columns(machine, f, b, roof)
-    judged = judge(machine, priced, t, np.full(n, timing, dtype=object), b)
+    judged = judge(machine, priced, t, np.full(n, timing, dtype=object), b,
+                   read_bytes=None if read_bytes is None else np.array(read_bytes, float),
+                   write_bytes=None if write_bytes is None else np.array(write_bytes, float))
     return [VERDICTS[int(v)] for v in judged.verdict]
 
 

@@ -68,7 +68,7 @@ from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import Priced, equal_to, pipes_near_binding
 from roofwise.pricing.reasons import Reason
 from roofwise.profiles.machine import Machine
-from roofwise.verdicts.rules import ANOMALY, BLANK, IMPOSSIBLE, LATENCY_BOUND
+from roofwise.verdicts.rules import ANOMALY, BLANK, CACHE_RESIDENT, IMPOSSIBLE, LATENCY_BOUND
 
 
 @dataclass(frozen=True)
@@ -547,13 +547,18 @@ _M8_FIX = ("recount bytes and FLOPs (lookups, scales, intermediates that reach D
            "the timer; never read it as a fast kernel")
 _M8_STALE_FIX = ("recount bytes and FLOPs and check the timer; if they hold, run `roofwise "
                  "calibrate` on this card and read the rows with the profile it writes")
+_M8_CACHE_FIX = ("time it with the cache flushed between calls (`roofwise bench` rotates its "
+                 "buffers); if it still reads above theoretical, recount bytes and check the "
+                 "timer")
 
 
 def check_rows_m8(case: RowCase) -> Found:
-    """Above a theoretical ceiling (impossible: an error) or above the envelope only (a
-    warning with two readings: the accounting, or a profile calibrated below this card)."""
+    """Above a theoretical ceiling (impossible: an error), above the envelope only (a
+    warning with two readings: the accounting, or a profile calibrated below this card), or
+    above DRAM's theoretical rate with a working set larger than every cache (a warning:
+    possible only if the cache held nearly all it can before and after the call)."""
     verdict = case.analysis.judged.verdict
-    above = (verdict == IMPOSSIBLE) | (verdict == ANOMALY)
+    above = (verdict == IMPOSSIBLE) | (verdict == ANOMALY) | _cache_in_part(case.analysis)
     if not above.any():
         return nothing()
     return joined(_above_ceilings(case, machine, np.flatnonzero(mine & above))
@@ -599,6 +604,16 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
     anomaly = judged.verdict[rows] == ANOMALY
     at = np.flatnonzero(anomaly)
     say(at, above_envelope_whats(a, machine, rows[at]))
+    in_part = _cache_in_part(a)[rows]
+    caches = machine.caches
+    if in_part.any() and caches:
+        largest = caches[-1]
+        at = np.flatnonzero(in_part)
+        say(at, "with a working set of " + fmt.nbytes_column(
+            a.columns.working_set_bytes()[rows[at]]) + f" larger than the "
+            f"{fmt.nbytes(largest.capacity_bytes)} {largest.name}: possible only if that "
+            "cache held nearly all it can of what the call reads before it and of what it "
+            "writes after")
     bare = np.flatnonzero(~anomaly & ~said)
     say(bare, "efficiency " + fmt.percent_column(
         judged.envelope_efficiency[rows[bare]]) + " of the envelope ceiling is above 105% "
@@ -606,9 +621,18 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
         + ", measured " + fmt.seconds_column(time_s[bare]) + ")")
     reason = pl.DataFrame(parts).select(pl.concat_str(pl.all(), separator="; ",
                                                       ignore_nulls=True)).to_series()
-    warned = anomaly.astype(np.int64)
-    return found(rows, strings("severity", [ERROR, WARNING]).gather(warned), reason,
-                 strings("fix", [_M8_FIX, _M8_STALE_FIX]).gather(warned))
+    warned = anomaly.astype(np.int64) + 2 * in_part.astype(np.int64)
+    return found(rows, strings("severity", [ERROR, WARNING, WARNING]).gather(warned), reason,
+                 strings("fix", [_M8_FIX, _M8_STALE_FIX, _M8_CACHE_FIX]).gather(warned))
+
+
+def _cache_in_part(analysis: Analysis) -> np.ndarray:
+    """Rows read as cache_resident with a working set larger than every cache: above DRAM's
+    theoretical rate, so a cache served a part, or the accounting is wrong."""
+    judged = analysis.judged
+    if judged.cache_dram_bytes is None:
+        return np.zeros(len(judged.verdict), dtype=bool)
+    return (judged.verdict == CACHE_RESIDENT) & np.isfinite(judged.cache_dram_bytes)
 
 
 def _above_bandwidth_whats(nbytes_texts: pl.Series, time_texts: pl.Series,

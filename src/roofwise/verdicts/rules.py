@@ -2,8 +2,8 @@
 
 Order of precedence: blank (cannot price) > impossible (above a theoretical ceiling of every
 level that could have served it, so an accounting error) > cache_resident (above the DRAM
-ceiling, its bytes fitting in a cache) > latency_bound (no traction) > anomaly (above the
-envelope) > at_ceiling or below.
+ceiling, yet within what a cache, with DRAM beside it, could serve) > latency_bound (no
+traction) > anomaly (above the envelope) > at_ceiling or below.
 """
 
 from __future__ import annotations
@@ -49,17 +49,22 @@ class Judged:
     serial_efficiency: np.ndarray | None = None  # against max(memory, serial pipe sum)
     # index into `machine.caches` of the cache that served a cache_resident row, -1 elsewhere
     cache_level: np.ndarray | None = None
+    # the fewest bytes DRAM moved for a row above DRAM's theoretical rate whose working set
+    # is larger than every cache (dram_bytes_at_least beside the largest); NaN elsewhere
+    cache_dram_bytes: np.ndarray | None = None
 
 
 def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarray,
           bytes_: np.ndarray, kernels: np.ndarray | None = None,
           time_p10_s: np.ndarray | None = None, time_p90_s: np.ndarray | None = None,
-          working_set_bytes: np.ndarray | None = None) -> Judged:
+          working_set_bytes: np.ndarray | None = None, read_bytes: np.ndarray | None = None,
+          write_bytes: np.ndarray | None = None) -> Judged:
     """A verdict per priced row (docs/verdicts.md): `time_s` measured seconds, `timing` its
     method (kernel, graph, events, wall; "device" is events), `bytes_` bytes per call,
     `kernels` launches per call (1 when None), `time_p10_s`/`time_p90_s` the noise it is read
     with, `working_set_bytes` the distinct bytes it touches (`bytes_` when None: what a cache
-    must hold to serve the call). Impossible above a theoretical rate; latency-bound when SOL
+    must hold to serve the call), `read_bytes`/`write_bytes` its split (NaN or None: not
+    given). Impossible above a theoretical rate; latency-bound when SOL
     is under the floor of the row's timing and kernel count and that floor is at least half
     the time; anomaly above 105% of the envelope; at_ceiling from 80% of SOL; else below.
     Efficiency = SOL / time."""
@@ -81,7 +86,8 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     at_ceiling = efficiency >= AT_CEILING_EFFICIENCY
     anomaly = envelope_efficiency > ANOMALY_EFFICIENCY
     cache = cache_reading(machine, priced, time_s, bytes_, achieved_bytes,
-                          bytes_ if working_set_bytes is None else working_set_bytes)
+                          bytes_ if working_set_bytes is None else working_set_bytes,
+                          read_bytes, write_bytes)
     mark(flags, cache.over_all, Reason.ABOVE_CACHE_BANDWIDTH)
     # a cache served the bytes: the DRAM ceiling was never the limit, so neither its
     # theoretical rate (impossible) nor its envelope (a memory anomaly) judges the row; a
@@ -154,7 +160,8 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
                   floor_s=floor_s, net_efficiency=np.where(share & ~blank & ~resident, net,
                                                            np.nan),
                   serial_efficiency=np.where(blank | resident, np.nan, serial_efficiency),
-                  cache_level=np.where(resident, cache.level, -1).astype(np.int8))
+                  cache_level=np.where(resident, cache.level, -1).astype(np.int8),
+                  cache_dram_bytes=cache.dram_bytes)
 
 
 @dataclass(frozen=True)
@@ -168,10 +175,44 @@ class CacheReading:
     efficiency: np.ndarray  # SOL on the serving level's effective roof / time
     envelope_efficiency: np.ndarray
     compute_anomaly: np.ndarray  # the compute envelope, not bytes, is above 105%
+    # the fewest bytes DRAM moved, for a row above its theoretical rate larger than every
+    # cache (the largest beside it); NaN elsewhere
+    dram_bytes: np.ndarray
+
+
+def dram_bytes_at_least(working_set_bytes: np.ndarray, read_bytes: np.ndarray | None,
+                        write_bytes: np.ndarray | None, capacity_bytes: float) -> np.ndarray:
+    """The fewest bytes DRAM must have moved for a call that touches `working_set_bytes`
+    distinct bytes, beside a cache of `capacity_bytes`. The cache can have held up to its
+    capacity of what the call reads before it started (written by the kernel before) and up to
+    its capacity of what it writes after it ended (dirty lines not yet written back), so
+    DRAM moved at least (distinct reads - capacity)+ + (distinct writes - capacity)+. The
+    split is the one most favourable to the cache that the record allows: distinct reads at
+    most `read_bytes`, distinct writes at most `write_bytes` (either unknown where NaN or
+    None), together at least the working set. A bound that errs towards possible: roofwise
+    must never call a possible number impossible."""
+    w = np.asarray(working_set_bytes, dtype=np.float64)
+    c = float(capacity_bytes)
+
+    def at_most(split: np.ndarray | None) -> np.ndarray:
+        if split is None:
+            return w
+        return np.where(np.isnan(split), w, np.minimum(split, w))
+
+    low = np.maximum(w - at_most(write_bytes), 0.0)  # distinct reads: from low to high
+    high = np.maximum(at_most(read_bytes), low)
+
+    def dram(reads: np.ndarray) -> np.ndarray:
+        return np.maximum(reads - c, 0.0) + np.maximum(w - reads - c, 0.0)
+
+    # convex and piecewise linear in the reads, with its bends at c and w - c: its least
+    # value over [low, high] is at one of them, clipped into the range
+    return np.minimum(dram(np.clip(c, low, high)), dram(np.clip(w - c, low, high)))
 
 
 def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: np.ndarray,
-                  achieved_bytes_per_s: np.ndarray, working_set_bytes: np.ndarray
+                  achieved_bytes_per_s: np.ndarray, working_set_bytes: np.ndarray,
+                  read_bytes: np.ndarray | None = None, write_bytes: np.ndarray | None = None
                   ) -> CacheReading:
     """Which rows above the DRAM ceiling a cache explains (docs/verdicts.md, cache_resident).
 
@@ -180,7 +221,14 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
     distinct bytes it touches: a tensor read and written in place, or a table re-read,
     counts once) fits in a cache level, and whose rate is not above that level's
     theoretical bandwidth where one is known, was served by that cache: the smallest such
-    level is named, and the row judged against its roof where its bandwidth is known."""
+    level is named, and the row judged against its roof where its bandwidth is known. A
+    working set larger than every cache, at a rate above DRAM's theoretical one, was served
+    in part by the largest cache when the bytes DRAM must still have moved
+    (dram_bytes_at_least) fit under DRAM's theoretical rate in the time, and the rate is not
+    above that cache's theoretical bandwidth (every byte passes through it); it is judged
+    against both roofs: max(DRAM's bytes / DRAM's roof, bytes / the cache's roof, compute) /
+    time, where the cache's bandwidth is known. (Between DRAM's envelope and its theoretical
+    rate such a row stays an anomaly: possible without a cache, so no cache is claimed.)"""
     n = len(time_s)
     none = np.zeros(n, dtype=bool)
     nan = np.full(n, np.nan)
@@ -188,10 +236,10 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
     theoretical = dram.theoretical_bytes_per_s
     envelope = dram.effective_bytes_per_s()
     if not machine.caches or theoretical is None or envelope is None:
-        return CacheReading(none, none, np.full(n, -1, np.int8), nan, nan, none)
+        return CacheReading(none, none, np.full(n, -1, np.int8), nan, nan, none, nan)
+    ceiling_bytes_per_s = min(theoretical, ANOMALY_EFFICIENCY * envelope)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        above = (achieved_bytes_per_s > min(theoretical, ANOMALY_EFFICIENCY * envelope)) & (
-            bytes_ > 0) & (time_s > 0)
+        above = (achieved_bytes_per_s > ceiling_bytes_per_s) & (bytes_ > 0) & (time_s > 0)
         level = np.full(n, -1, dtype=np.int8)
         fits_any = none.copy()
         for k, cache in enumerate(machine.caches):
@@ -202,16 +250,31 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
             if ceiling is not None:
                 servable &= achieved_bytes_per_s <= ceiling
             level[servable] = k
+        over_all = fits_any & (level < 0) & (achieved_bytes_per_s > theoretical)
+        largest = len(machine.caches) - 1
+        dram_bytes = nan.copy()
+        # above DRAM's theoretical rate, so, if the time is right, a cache served a part
+        larger = np.flatnonzero(above & ~fits_any & (achieved_bytes_per_s > theoretical))
+        if len(larger):
+            cache = machine.caches[largest]
+            dram_bytes[larger] = dram_bytes_at_least(
+                working_set_bytes[larger], None if read_bytes is None else read_bytes[larger],
+                None if write_bytes is None else write_bytes[larger],
+                cache.capacity_bytes or 0.0)
+            in_part = dram_bytes / time_s <= theoretical
+            if cache.theoretical_bytes_per_s is not None:
+                in_part &= achieved_bytes_per_s <= cache.theoretical_bytes_per_s
+            level[in_part] = largest
         resident = level >= 0
-        over_all = fits_any & ~resident & (achieved_bytes_per_s > theoretical)
         efficiency, envelope_efficiency = nan.copy(), nan.copy()
         for k, cache in enumerate(machine.caches):
             rows = level == k
             roof = cache.effective_bytes_per_s()
             if roof is None or not rows.any():
                 continue
-            # the cache's roof replaces DRAM's; the compute roof still holds
-            memory_s = bytes_[rows] / roof
+            # the cache's roof replaces DRAM's, beside what DRAM still moved for a working set
+            # larger than the cache; the compute roof still holds
+            memory_s = np.fmax(bytes_[rows] / roof, dram_bytes[rows] / envelope)
             efficiency[rows] = np.maximum(memory_s, priced.compute_time_s[rows]) / time_s[rows]
             envelope_efficiency[rows] = efficiency[rows]
         # the compute envelope alone above 105%: the cache does not explain FLOPs
@@ -219,7 +282,7 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
         compute_anomaly = resident & (priced.envelope_sol_time_s > memory_envelope_s * (
             1 + 1e-12)) & (priced.envelope_sol_time_s / time_s > ANOMALY_EFFICIENCY)
     return CacheReading(resident, over_all, level, efficiency, envelope_efficiency,
-                        compute_anomaly)
+                        compute_anomaly, dram_bytes)
 
 
 def row_floors(floors: LatencyFloors, timing: np.ndarray, kernels: np.ndarray | None,
