@@ -278,3 +278,33 @@ def test_the_mi300x_fill_beyond_its_infinity_cache_is_possible():
     assert row["reasons"][0].endswith(
         "72.1% of SOL with those 553.65 MB on the hbm roof and every byte on the "
         "infinity_cache roof 17200 GB/s (theoretical)")
+
+
+def test_the_least_dram_share_equals_a_search_over_every_split():
+    """The closed form against an exhaustive search: every split of the working set into
+    distinct reads r <= read_bytes and distinct writes w <= write_bytes, r + w >= the set
+    (each at most the set), costs (r - C)+ + (w - C)+; the least of them is the bound."""
+    import itertools
+
+    import numpy as np
+
+    from roofwise.verdicts.rules import dram_bytes_at_least
+
+    cases = []
+    for size, reads, writes, capacity in itertools.product(range(0, 13, 3), range(0, 13, 2),
+                                                           range(0, 13, 2), (0, 2, 5, 9)):
+        if reads + writes < size:  # a record whose split cannot cover its set: not valid
+            continue
+        best = min((max(r - capacity, 0) + max(w - capacity, 0)
+                    for r in range(min(reads, size) + 1) for w in range(min(writes, size) + 1)
+                    if r + w >= size), default=None)
+        cases.append((size, reads, writes, capacity, best))
+    assert len(cases) > 300
+    for size, reads, writes, capacity, best in cases:
+        got = dram_bytes_at_least(np.array([float(size)]), np.array([float(reads)]),
+                                  np.array([float(writes)]), float(capacity))[0]
+        assert got == best, (size, reads, writes, capacity)
+        # no split known: the search over every split up to the whole set
+        free = min(max(r - capacity, 0) + max(size - r - capacity, 0) for r in range(size + 1))
+        assert dram_bytes_at_least(np.array([float(size)]), None, None,
+                                   float(capacity))[0] == free
