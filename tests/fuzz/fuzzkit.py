@@ -140,6 +140,8 @@ def good_records(draw: st.DrawFn, surrogates: bool = False) -> dict[str, Any]:
         record["device"] = draw(st.one_of(st.sampled_from(DEVICES), absent))
     if draw(st.booleans()):
         record["timing"] = draw(st.one_of(st.sampled_from(TIMINGS), absent))
+    if draw(st.integers(0, 3)) == 0:
+        record["cache_state"] = draw(st.one_of(st.sampled_from(("cold", "warm")), absent))
     if draw(st.booleans()):
         record["workload"] = draw(st.one_of(
             absent, st.dictionaries(st.sampled_from(("m", "n", "dtype", "[/x]", "$")),
@@ -180,7 +182,7 @@ def bad_records(draw: st.DrawFn) -> dict[str, Any]:
     record = draw(good_records())
     how = draw(st.sampled_from(("missing", "negative", "text", "bool", "huge", "nan", "timing",
                                 "split", "spread", "units", "empty_units", "list", "null",
-                                "footprint")))
+                                "footprint", "cache_state")))
     field = draw(st.sampled_from(("flops", "bytes", "time_s")))
     if how == "missing":
         del record[draw(st.sampled_from(("op", "flops", "bytes", "roof", "time_s")))]
@@ -202,6 +204,8 @@ def bad_records(draw: st.DrawFn) -> dict[str, Any]:
     elif how == "split":
         size = float(record["bytes"])
         record["read_bytes"], record["write_bytes"] = size + 10.0 + size * 1e-3, 0
+    elif how == "cache_state":  # neither cold nor warm
+        record["cache_state"] = draw(st.sampled_from(("hot", "Cold", "flushed", 1)))
     elif how == "footprint":  # more distinct bytes than bytes moved
         record["footprint_bytes"] = float(record["bytes"]) * 2 + 10.0
     elif how == "spread":
@@ -296,7 +300,7 @@ def write_lines(path: Path, lines: Sequence[bytes], newline: bytes = b"\n") -> P
 
 CSV_COLUMNS = ("op", "flops", "bytes", "roof", "time_s", "device", "timing", "workload",
                "read_bytes", "write_bytes", "time_p10_s", "time_p90_s", "flops_by_unit",
-               "footprint_bytes")
+               "footprint_bytes", "cache_state")
 
 
 def csv_cell(value: Any) -> str:

@@ -74,8 +74,8 @@ def parquet_rows(draw):
         if isinstance(record.get("flops_by_unit"), dict):
             row["flops_by_unit"] = {u: float(v) for u, v in record["flops_by_unit"].items()}
         for k in ("read_bytes", "write_bytes", "time_p10_s", "time_p90_s", "device", "timing",
-                  "workload", "footprint_bytes"):
-            if row.get(k) == "" and k not in ("device", "timing", "workload"):
+                  "workload", "footprint_bytes", "cache_state"):
+            if row.get(k) == "" and k not in ("device", "timing", "workload", "cache_state"):
                 row[k] = None
         if draw(st.integers(0, 3)):
             good.append(record)

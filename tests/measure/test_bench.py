@@ -73,6 +73,11 @@ def test_record_contract_validates():
     # x 32*128*2 + weight 128*2 read; y 32*128*2 written
     assert (clean["read_bytes"], clean["write_bytes"], clean["bytes"]) == (8448, 8192, 16640)
     assert clean["profile"] == "h200" and clean["timing"] == "wall"
+    # the caches were flushed before every timed call: the record says so, and without the
+    # flush it says nothing (inputs rotated over copies may still meet a warm cache)
+    assert clean["cache_state"] == "cold"
+    warm = bench(case.fn, *case.args, ledger=case.ledger, warmup=1, reps=3, flush_l2=False)
+    assert "cache_state" not in warm.to_record(case.ledger)
     assert clean["time_s"] == result.time_s and clean["time_p90_s"] == result.time_p90_s
     # norms.rmsnorm: 4/elem (FMA 2, times rstd, times weight) + 2/row + 1 rsqrt/row
     assert clean["flops"] == 4 * 32 * 128 + 2 * 32 + 32

@@ -308,3 +308,10 @@ def test_the_least_dram_share_equals_a_search_over_every_split():
         free = min(max(r - capacity, 0) + max(size - r - capacity, 0) for r in range(size + 1))
         assert dram_bytes_at_least(np.array([float(size)]), None, None,
                                    float(capacity))[0] == free
+        # flushed first (cold): every read from DRAM, the writes beyond the capacity
+        cold = min(r + max(w - capacity, 0)
+                   for r in range(min(reads, size) + 1) for w in range(min(writes, size) + 1)
+                   if r + w >= size)
+        assert dram_bytes_at_least(np.array([float(size)]), np.array([float(reads)]),
+                                   np.array([float(writes)]), float(capacity),
+                                   np.array([True]))[0] == cold, (size, reads, writes, capacity)

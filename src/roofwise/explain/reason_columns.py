@@ -130,6 +130,8 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
     dram_bytes = (np.full(n, np.nan) if judged.cache_dram_bytes is None
                   else judged.cache_dram_bytes)
+    flushed = cols.cold_cache()
+    cold = np.zeros(n, dtype=bool) if flushed is None else flushed
     if over.any():
         at = np.flatnonzero(over)
         achieved = column("achieved", scattered(n, at, fmt.fixed_column(
@@ -139,7 +141,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
             mine = np.flatnonzero(over & on_machine[name])
             if len(mine):
                 beyond = beyond.scatter(mine, _beyond_caches(
-                    working_set[mine], dram_bytes[mine], cols.time_s[mine], m))
+                    working_set[mine], dram_bytes[mine], cols.time_s[mine], cold[mine], m))
         # one template over every card's rows: what differs by card is gathered by the row's
         when(over, pl.format(
             "bytes/time {} exceeds {} theoretical {} GB/s{}: physically impossible, so the "
@@ -152,7 +154,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     if resident.any() and judged.cache_level is not None:
         at = np.flatnonzero(resident)
         when(resident, column("cache", scattered(n, at, _cache_resident_texts(
-            analysis, at, working_set[at], dram_bytes[at]))))
+            analysis, at, working_set[at], dram_bytes[at], cold[at]))))
     over_rate = has(Reason.ABOVE_THEORETICAL_RATE)
     if over_rate.any():
         timed = over_rate & (cols.time_s > 0) & (analysis.machine_index >= 0)
@@ -273,7 +275,7 @@ def _lists(frame: pl.DataFrame, texts: list[tuple[np.ndarray, pl.Expr]]) -> pl.S
 
 
 def _beyond_caches(working_set_bytes: np.ndarray, dram_bytes: np.ndarray, time_s: np.ndarray,
-                   machine: Machine) -> pl.Series:
+                   cold: np.ndarray, machine: Machine) -> pl.Series:
     """`reason_text.beyond_caches_around`'s clause of each working set ("" on a machine
     without cache levels), its texts gathered around each size's; where the bytes left to
     DRAM (`dram_bytes`, NaN for a set that fits a cache) outrun its theoretical bandwidth,
@@ -284,8 +286,8 @@ def _beyond_caches(working_set_bytes: np.ndarray, dram_bytes: np.ndarray, time_s
     with np.errstate(invalid="ignore", divide="ignore"):
         dram_rate = dram_bytes / time_s
         dram_bound = dram_rate > (machine.dram.theoretical_bytes_per_s or math.inf)
-    codes, around = reason_text.beyond_caches_around(working_set_bytes, dram_bound, caches,
-                                                     machine.dram.name)
+    codes, around = reason_text.beyond_caches_around(working_set_bytes, dram_bound, cold,
+                                                     caches, machine.dram.name)
     clause = (coded("before", codes, [before for before, _ in around])
               + fmt.nbytes_column(working_set_bytes)
               + coded("after", codes, [after for _, after in around]))
@@ -298,7 +300,7 @@ def _beyond_caches(working_set_bytes: np.ndarray, dram_bytes: np.ndarray, time_s
 
 
 def _cache_resident_texts(analysis: Verdicts, at: np.ndarray, working_set_bytes: np.ndarray,
-                          dram_bytes: np.ndarray) -> pl.Series:
+                          dram_bytes: np.ndarray, cold: np.ndarray) -> pl.Series:
     """The cache_resident sentence of each row `at`: one text per card, cache and form
     (`reason_text.CacheResidentForm`), its numbers filled in as columns."""
     judged, machines = analysis.judged, list(analysis.machines.values())
@@ -312,7 +314,7 @@ def _cache_resident_texts(analysis: Verdicts, at: np.ndarray, working_set_bytes:
     share = in_part & (np.nan_to_num(dram_bytes) > 0)
     reading = np.isfinite(efficiency)
     above = rate > theoretical
-    form = (((level * 2 + above) * 2 + in_part) * 2 + share) * 2 + reading
+    form = ((((level * 2 + above) * 2 + in_part) * 2 + share) * 2 + reading) * 2 + cold
     code = card * (1 << 20) + form
     with np.errstate(invalid="ignore", divide="ignore"):
         dram_rate = np.where(share, dram_bytes, 0.0) / analysis.columns.time_s[at]
@@ -328,7 +330,7 @@ def _cache_resident_texts(analysis: Verdicts, at: np.ndarray, working_set_bytes:
         m = machines[int(card[i])]
         template = reason_text.cache_resident_sentence(
             reason_text.CacheResidentForm(bool(above[i]), bool(in_part[i]), bool(share[i]),
-                                          bool(reading[i])),
+                                          bool(reading[i]), bool(cold[i])),
             m.dram.name, m.dram.theoretical_bytes_per_s or math.nan,
             m.dram.effective_bytes_per_s() or math.nan, _cache_facts(m)[int(level[i])],
             **{name: f"\0{name}\0" for name in values.columns})

@@ -239,30 +239,43 @@ CALIBRATE_CACHE_ADVICE = "`roofwise calibrate` measures it"
 
 
 def beyond_caches_around(working_set_bytes: np.ndarray, dram_bound: np.ndarray,
-                         caches: Sequence[CacheFacts], dram_name: str
+                         cold: np.ndarray, caches: Sequence[CacheFacts], dram_name: str
                          ) -> tuple[np.ndarray, list[tuple[str, str]]]:
     """Why no cache saved each above-DRAM row (`caches` not empty): faster than the
     theoretical bandwidth of each cache it fits in; or larger than every cache, and either the
     bytes left to DRAM (`dram_bound` True: rules.dram_bytes_at_least over the time is above
     its ceiling; the caller adds those bytes and their rate after the text) or the largest
-    cache's theoretical bandwidth outrun. Rows share a few texts around their size, one per
-    set of caches they fit in: each row's code into the (before, after) texts that go around
-    `fmt.nbytes` of its size."""
+    cache's theoretical bandwidth outrun; a `cold` row (its caches flushed before it ran)
+    fits none. Rows share a few texts around their size, one per set of caches they fit in:
+    each row's code into the (before, after) texts that go around `fmt.nbytes` of its size."""
     sizes = np.asarray(working_set_bytes, dtype=np.float64)
-    fits = sizes[:, None] <= np.array([c.capacity_bytes for c in caches])[None, :]
-    codes = (fits @ (1 << np.arange(len(caches)))) * 2 + np.asarray(dram_bound, dtype=np.int64)
+    flushed = np.asarray(cold, dtype=bool)
+    fits = (sizes[:, None] <= np.array([c.capacity_bytes for c in caches])[None, :]) & ~(
+        flushed[:, None])
+    codes = ((fits @ (1 << np.arange(len(caches)))) * 2
+             + np.asarray(dram_bound, dtype=np.int64)) * 2 + flushed
     distinct, index = np.unique(codes, return_inverse=True)
     around: list[tuple[str, str]] = []
     largest = caches[-1]
     capacity = fmt.nbytes(largest.capacity_bytes)
+    was_flushed = ", and its caches were flushed before it ran (cache_state cold), so "
     for code in distinct.tolist():
-        fitting = [c for k, c in enumerate(caches) if code >> (k + 1) & 1]
-        if fitting:
+        fitting = [c for k, c in enumerate(caches) if code >> (k + 2) & 1]
+        if code & 1 and code & 2:
+            around.append((f"{was_flushed}of its working set of ", (
+                f" it read every byte it reads from {dram_name}, and the {capacity} "
+                f"{largest.name} can hold up to {capacity} of what it writes after: that still "
+                f"leaves {dram_name} at least ")))
+        elif code & 1:
+            around.append((f"{was_flushed}its working set of ", (
+                f" passed through the {capacity} {largest.name} above its theoretical "
+                f"{(largest.theoretical_bytes_per_s or 0.0) / 1e9:.0f} GB/s")))
+        elif fitting:
             named = ", ".join(f"{c.name} theoretical "
                               f"{(c.theoretical_bytes_per_s or 0.0) / 1e9:.0f} GB/s"
                               for c in fitting)
             around.append((f", and {named}, where its ", " would fit"))
-        elif code & 1:
+        elif code & 2:
             around.append((", and its working set of ", (
                 f" is larger than the {capacity} {largest.name}: holding up to {capacity} of "
                 f"what it reads before it runs and of what it writes after, that cache still "
@@ -283,6 +296,7 @@ class CacheResidentForm:
     in_part: bool  # the working set is larger than the cache: DRAM served a share
     dram_share: bool  # in part, that share is more than nothing
     reading: bool  # the cache's bandwidth is known and the row has an efficiency on it
+    cold: bool = False  # timed with its caches flushed first: only its writes stayed there
 
 
 def cache_resident_sentence(form: CacheResidentForm, dram_name: str,
@@ -303,7 +317,16 @@ def cache_resident_sentence(form: CacheResidentForm, dram_name: str,
         ceiling = (f"105% of the {dram_name} envelope "
                    f"{dram_envelope_bytes_per_s / 1e9:.0f} GB/s")
     capacity = fmt.nbytes(cache.capacity_bytes)
-    if form.in_part:
+    if form.cold:
+        left = (f"which leaves at least {dram_bytes} to {dram_name}, {dram_rate}, within its "
+                "theoretical rate" if form.dram_share else "which can be all of it")
+        head = (f"bytes/time {rate} is above {ceiling}; its caches were flushed before it ran "
+                f"(cache_state cold), so of its working set of {working_set} it read every "
+                f"byte it reads from {dram_name}, but the {capacity} {cache.name} can hold up "
+                f"to {capacity} of what it writes after, {left}: cache-resident in part, so "
+                f"the {dram_name} roof alone is no reading (else the bytes or the time are "
+                "wrong)")
+    elif form.in_part:
         left = (f"which leaves at least {dram_bytes} to {dram_name}, {dram_rate}, within its "
                 "theoretical rate" if form.dram_share else "which can be all of it")
         head = (f"bytes/time {rate} is above {ceiling}, and its working set of {working_set} "

@@ -78,6 +78,8 @@ class BenchResult:
         }
         if self.kernels is not None:
             extra["kernels"] = self.kernels
+        if self.flushed:  # every timed call started with the caches flushed
+            extra["cache_state"] = "cold"
         if self.kernel_time_s is not None:
             extra["kernel_time_s"] = self.kernel_time_s
         if machine_name is not None:

@@ -35,7 +35,7 @@ VERDICT_FIELDS = ("machine", "memory_time_s", "compute_time_s", "compute_serial_
                   "efficiency_net_of_floor", "pipes", "serial_sol_time_s", "efficiency_band",
                   "verdict", "reasons")
 _OPTIONAL_INPUTS = ("device", "timing", "read_bytes", "write_bytes", "time_p10_s", "time_p90_s",
-                    "footprint_bytes")
+                    "footprint_bytes", "cache_state")
 
 
 # Lint findings per row (a list per row), by row for the rows that have any, or as columns

@@ -45,12 +45,15 @@ from roofwise.base.text import shown
 REQUIRED_FIELDS = ("op", "flops", "bytes", "roof", "time_s")
 OPTIONAL_FIELDS = ("workload", "device", "timing", "read_bytes", "write_bytes", "flops_by_unit",
                    "time_p10_s", "time_p90_s", "profile", "kernels", "wall_time_s",
-                   "footprint_bytes")
+                   "footprint_bytes", "cache_state")
 # kernel | graph | events | wall (machine.TIMINGS); `device` is the older name for `events`
 TIMINGS = ("kernel", "graph", "events", "wall", "device")
+# cold: every timed call started with nothing of its inputs in the caches (flushed, as
+# `roofwise bench` does); warm: they may hold what earlier calls left
+CACHE_STATES = ("cold", "warm")
 NUMBER_FIELDS = ("flops", "bytes", "time_s", "read_bytes", "write_bytes", "time_p10_s",
                  "time_p90_s", "kernels", "footprint_bytes")
-TEXT_FIELDS = ("op", "roof", "timing", "device")
+TEXT_FIELDS = ("op", "roof", "timing", "device", "cache_state")
 FORMATS = ("jsonl", "csv", "parquet")
 BATCH_ROWS = 200_000  # at most this many rows per batch (and 16 MiB of text, CHUNK_BYTES)
 
@@ -103,6 +106,8 @@ class RecordColumns:
     # distinct bytes the call touches (its working set), where fewer than `bytes`; NaN or
     # None: not said (then `bytes` is the working set)
     footprint_bytes: np.ndarray | None = None
+    # object: a CACHE_STATES name, or "" where the record does not say; None: none says
+    cache_state: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
@@ -133,7 +138,8 @@ class RecordColumns:
             roof_names=self.roof_names,
             kernels=None if self.kernels is None else self.kernels[index],
             footprint_bytes=None if self.footprint_bytes is None
-            else self.footprint_bytes[index])
+            else self.footprint_bytes[index],
+            cache_state=None if self.cache_state is None else self.cache_state[index])
 
     def take(self, index: np.ndarray) -> RecordColumns:
         picked = np.arange(len(self))[index]
@@ -157,7 +163,8 @@ class RecordColumns:
             extras_json=self.extras_json, fields=self.fields,
             kernels=None if self.kernels is None else self.kernels[index],
             footprint_bytes=None if self.footprint_bytes is None
-            else self.footprint_bytes[index])
+            else self.footprint_bytes[index],
+            cache_state=None if self.cache_state is None else self.cache_state[index])
 
     def field_values(self, name: str, index: np.ndarray) -> list[Any]:
         """A field outside the contract (a workload) at rows `index`, as read: JSON text
@@ -180,6 +187,11 @@ class RecordColumns:
         if self.kernels is None:
             return np.ones(len(self))
         return np.where(np.isnan(self.kernels), 1.0, self.kernels)
+
+    def cold_cache(self) -> np.ndarray | None:
+        """Rows timed with their caches flushed first (`cache_state: cold`); None where no
+        record says."""
+        return None if self.cache_state is None else np.asarray(self.cache_state) == "cold"
 
     def working_set_bytes(self) -> np.ndarray:
         """Each call's working set: its footprint where the record says one, else its bytes
@@ -305,7 +317,10 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
                                 for c in columns]),
         footprint_bytes=None if all(c.footprint_bytes is None for c in columns) else
         np.concatenate([np.full(len(c), np.nan) if c.footprint_bytes is None
-                        else c.footprint_bytes for c in columns])),
+                        else c.footprint_bytes for c in columns]),
+        cache_state=None if all(c.cache_state is None for c in columns) else
+        np.concatenate([np.full(len(c), "", dtype=object) if c.cache_state is None
+                        else np.asarray(c.cache_state, dtype=object) for c in columns])),
         tuple(s for p in parts for s in p.skipped), sum(p.file_bytes for p in parts))
 
 
@@ -1095,12 +1110,12 @@ _MANY_NAMES = 4096  # distinct ops in a batch beyond which each row is coded by 
 
 
 def _screen_categories(frame: pl.DataFrame) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
-    """Per text field of the contract (op, roof, timing, device): codes into its clean names per
+    """Per text field of the contract (TEXT_FIELDS): codes into its clean names per
     row (-1 where the field's cleaner refuses the value), from the distinct values. The engine
     hashes every column in one pass each, side by side; Python sees each distinct value once."""
     n = frame.height
     cleaners = {"op": _clean_op, "roof": _clean_roof, "timing": _clean_timing,
-                "device": _clean_device}
+                "device": _clean_device, "cache_state": _clean_cache_state}
     out: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
     present = []
     for name, clean in cleaners.items():
@@ -1234,7 +1249,9 @@ def _columns_at(good: np.ndarray, numbers: Mapping[str, np.ndarray],
         extras_json=json_text, fields=tuple(batch.frame.columns),
         kernels=numbers["kernels"][good],
         footprint_bytes=None if np.isnan(numbers["footprint_bytes"][good]).all()
-        else numbers["footprint_bytes"][good])
+        else numbers["footprint_bytes"][good],
+        cache_state=None if picked["cache_state"][1] in ((), ("",))
+        else as_text["cache_state"])
 
 
 def _clean_rows(batch: Batch) -> Callable[[np.ndarray], list[dict[str, Any]]]:
@@ -1281,6 +1298,12 @@ def _clean_device(value: Any) -> str | None:
     return str(value or "")
 
 
+def _clean_cache_state(value: Any) -> str | None:
+    if value is None or value == "":
+        return ""
+    return value if value in CACHE_STATES else None
+
+
 # 5. One record at a time ----------------------------------------------------------------------
 
 
@@ -1307,10 +1330,11 @@ def validate_record(record: Any, where: str) -> dict[str, Any]:
         if name in clean:
             check = _kernel_count if name == "kernels" else _number
             clean[name] = check(clean[name], f"{where}: {name}")
-    timing = clean.get("timing")
-    if timing is not None and timing not in TIMINGS:
-        raise InputError(f"{where}: timing",
-                         f"expected one of {', '.join(TIMINGS)}, got {shown(timing)}")
+    for name, allowed in (("timing", TIMINGS), ("cache_state", CACHE_STATES)):
+        value = clean.get(name)
+        if value is not None and value not in allowed:
+            raise InputError(f"{where}: {name}",
+                             f"expected one of {', '.join(allowed)}, got {shown(value)}")
     if "flops_by_unit" in clean:
         clean["flops_by_unit"] = unit_split(clean["flops_by_unit"], where)
     _check_consistent(clean, where)
@@ -1436,6 +1460,8 @@ def columns_from_valid(good: Sequence[Mapping[str, Any]], lines: Sequence[int] |
         kernels=np.fromiter((r.get("kernels", nan) for r in good), np.float64, n),
         footprint_bytes=np.fromiter((r.get("footprint_bytes", nan) for r in good), np.float64,
                                     n) if any("footprint_bytes" in r for r in good) else None,
+        cache_state=np.array([r.get("cache_state") or "" for r in good], dtype=object)
+        if any(r.get("cache_state") for r in good) else None,
     )
 
 

@@ -121,7 +121,7 @@ def analyze(columns: RecordColumns, machines: Mapping[str, Machine],
         parts.append((index, priced, judge(chosen, priced, sub.time_s, sub.timing, sub.bytes,
                                            sub.kernel_counts(), sub.time_p10_s, sub.time_p90_s,
                                            sub.working_set_bytes(), sub.read_bytes,
-                                           sub.write_bytes)))
+                                           sub.write_bytes, sub.cold_cache())))
     unmatched = np.flatnonzero(row_machine < 0)
     if len(unmatched):
         parts.append((unmatched, *_blank_rows(len(unmatched))))

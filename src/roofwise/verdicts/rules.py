@@ -58,16 +58,16 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
           bytes_: np.ndarray, kernels: np.ndarray | None = None,
           time_p10_s: np.ndarray | None = None, time_p90_s: np.ndarray | None = None,
           working_set_bytes: np.ndarray | None = None, read_bytes: np.ndarray | None = None,
-          write_bytes: np.ndarray | None = None) -> Judged:
+          write_bytes: np.ndarray | None = None, cold: np.ndarray | None = None) -> Judged:
     """A verdict per priced row (docs/verdicts.md): `time_s` measured seconds, `timing` its
     method (kernel, graph, events, wall; "device" is events), `bytes_` bytes per call,
     `kernels` launches per call (1 when None), `time_p10_s`/`time_p90_s` the noise it is read
     with, `working_set_bytes` the distinct bytes it touches (`bytes_` when None: what a cache
     must hold to serve the call), `read_bytes`/`write_bytes` its split (NaN or None: not
-    given). Impossible above a theoretical rate; latency-bound when SOL
-    is under the floor of the row's timing and kernel count and that floor is at least half
-    the time; anomaly above 105% of the envelope; at_ceiling from 80% of SOL; else below.
-    Efficiency = SOL / time."""
+    given), `cold` the rows timed with the caches flushed first (None: none). Impossible
+    above a theoretical rate; latency-bound when SOL is under the floor of the row's timing
+    and kernel count and that floor is at least half the time; anomaly above 105% of the
+    envelope; at_ceiling from 80% of SOL; else below. Efficiency = SOL / time."""
     flags = priced.flags.copy()
     mark(flags, ~(time_s > 0), Reason.BAD_TIME)
     mark(flags, wall_timing(timing), Reason.WALL_TIMING)
@@ -87,7 +87,7 @@ def judge(machine: Machine, priced: Priced, time_s: np.ndarray, timing: np.ndarr
     anomaly = envelope_efficiency > ANOMALY_EFFICIENCY
     cache = cache_reading(machine, priced, time_s, bytes_, achieved_bytes,
                           bytes_ if working_set_bytes is None else working_set_bytes,
-                          read_bytes, write_bytes)
+                          read_bytes, write_bytes, cold)
     mark(flags, cache.over_all, Reason.ABOVE_CACHE_BANDWIDTH)
     # a cache served the bytes: the DRAM ceiling was never the limit, so neither its
     # theoretical rate (impossible) nor its envelope (a memory anomaly) judges the row; a
@@ -181,7 +181,8 @@ class CacheReading:
 
 
 def dram_bytes_at_least(working_set_bytes: np.ndarray, read_bytes: np.ndarray | None,
-                        write_bytes: np.ndarray | None, capacity_bytes: float) -> np.ndarray:
+                        write_bytes: np.ndarray | None, capacity_bytes: float,
+                        cold: np.ndarray | None = None) -> np.ndarray:
     """The fewest bytes DRAM must have moved for a call that touches `working_set_bytes`
     distinct bytes, beside a cache of `capacity_bytes`. The cache can have held up to its
     capacity of what the call reads before it started (written by the kernel before) and up to
@@ -189,8 +190,10 @@ def dram_bytes_at_least(working_set_bytes: np.ndarray, read_bytes: np.ndarray | 
     DRAM moved at least (distinct reads - capacity)+ + (distinct writes - capacity)+. The
     split is the one most favourable to the cache that the record allows: distinct reads at
     most `read_bytes`, distinct writes at most `write_bytes` (either unknown where NaN or
-    None), together at least the working set. A bound that errs towards possible: roofwise
-    must never call a possible number impossible."""
+    None), together at least the working set. A `cold` row (its caches flushed before it
+    ran) held none of its reads: DRAM moved all of them, and what its writes leave beyond the
+    capacity. A bound that errs towards possible: roofwise must never call a possible number
+    impossible."""
     w = np.asarray(working_set_bytes, dtype=np.float64)
     c = float(capacity_bytes)
 
@@ -202,18 +205,20 @@ def dram_bytes_at_least(working_set_bytes: np.ndarray, read_bytes: np.ndarray | 
     low = np.maximum(w - at_most(write_bytes), 0.0)  # distinct reads: from low to high
     high = np.maximum(at_most(read_bytes), low)
 
-    def dram(reads: np.ndarray) -> np.ndarray:
-        return np.maximum(reads - c, 0.0) + np.maximum(w - reads - c, 0.0)
+    held = c if cold is None else np.where(cold, 0.0, c)  # of the reads, before the call
 
-    # convex and piecewise linear in the reads, with its bends at c and w - c: its least
+    def dram(reads: np.ndarray) -> np.ndarray:
+        return np.maximum(reads - held, 0.0) + np.maximum(w - reads - c, 0.0)
+
+    # convex and piecewise linear in the reads, with its bends at `held` and w - c: its least
     # value over [low, high] is at one of them, clipped into the range
-    return np.minimum(dram(np.clip(c, low, high)), dram(np.clip(w - c, low, high)))
+    return np.minimum(dram(np.clip(held, low, high)), dram(np.clip(w - c, low, high)))
 
 
 def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: np.ndarray,
                   achieved_bytes_per_s: np.ndarray, working_set_bytes: np.ndarray,
-                  read_bytes: np.ndarray | None = None, write_bytes: np.ndarray | None = None
-                  ) -> CacheReading:
+                  read_bytes: np.ndarray | None = None, write_bytes: np.ndarray | None = None,
+                  cold: np.ndarray | None = None) -> CacheReading:
     """Which rows above the DRAM ceiling a cache explains (docs/verdicts.md, cache_resident).
 
     Above the DRAM ceiling means above its theoretical rate, or above 105% of its envelope
@@ -228,7 +233,9 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
     above that cache's theoretical bandwidth (every byte passes through it); it is judged
     against both roofs: max(DRAM's bytes / DRAM's roof, bytes / the cache's roof, compute) /
     time, where the cache's bandwidth is known. (Between DRAM's envelope and its theoretical
-    rate such a row stays an anomaly: possible without a cache, so no cache is claimed.)"""
+    rate such a row stays an anomaly: possible without a cache, so no cache is claimed.) A
+    `cold` row (its caches flushed before the call) fits no cache: its reads came from DRAM,
+    and only the largest cache's hold on its writes can explain a rate above DRAM's."""
     n = len(time_s)
     none = np.zeros(n, dtype=bool)
     nan = np.full(n, np.nan)
@@ -240,10 +247,11 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
     ceiling_bytes_per_s = min(theoretical, ANOMALY_EFFICIENCY * envelope)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         above = (achieved_bytes_per_s > ceiling_bytes_per_s) & (bytes_ > 0) & (time_s > 0)
+        warm = ~(none if cold is None else np.asarray(cold, dtype=bool))
         level = np.full(n, -1, dtype=np.int8)
         fits_any = none.copy()
         for k, cache in enumerate(machine.caches):
-            fits = above & (working_set_bytes <= (cache.capacity_bytes or 0.0))
+            fits = above & warm & (working_set_bytes <= (cache.capacity_bytes or 0.0))
             fits_any |= fits
             ceiling = cache.theoretical_bytes_per_s
             servable = fits & (level < 0)
@@ -260,7 +268,7 @@ def cache_reading(machine: Machine, priced: Priced, time_s: np.ndarray, bytes_: 
             dram_bytes[larger] = dram_bytes_at_least(
                 working_set_bytes[larger], None if read_bytes is None else read_bytes[larger],
                 None if write_bytes is None else write_bytes[larger],
-                cache.capacity_bytes or 0.0)
+                cache.capacity_bytes or 0.0, ~warm[larger])
             in_part = dram_bytes / time_s <= theoretical
             if cache.theoretical_bytes_per_s is not None:
                 in_part &= achieved_bytes_per_s <= cache.theoretical_bytes_per_s
