@@ -317,9 +317,9 @@ def cache_resident_sentence(form: CacheResidentForm, dram_name: str,
         ceiling = (f"105% of the {dram_name} envelope "
                    f"{dram_envelope_bytes_per_s / 1e9:.0f} GB/s")
     capacity = fmt.nbytes(cache.capacity_bytes)
+    left = (f"which leaves at least {dram_bytes} to {dram_name}, {dram_rate}, within its "
+            "theoretical rate" if form.dram_share else "which can be all of it")
     if form.cold:
-        left = (f"which leaves at least {dram_bytes} to {dram_name}, {dram_rate}, within its "
-                "theoretical rate" if form.dram_share else "which can be all of it")
         head = (f"bytes/time {rate} is above {ceiling}; its caches were flushed before it ran "
                 f"(cache_state cold), so of its working set of {working_set} it read every "
                 f"byte it reads from {dram_name}, but the {capacity} {cache.name} can hold up "
@@ -327,8 +327,6 @@ def cache_resident_sentence(form: CacheResidentForm, dram_name: str,
                 f"the {dram_name} roof alone is no reading (else the bytes or the time are "
                 "wrong)")
     elif form.in_part:
-        left = (f"which leaves at least {dram_bytes} to {dram_name}, {dram_rate}, within its "
-                "theoretical rate" if form.dram_share else "which can be all of it")
         head = (f"bytes/time {rate} is above {ceiling}, and its working set of {working_set} "
                 f"is larger than the {capacity} {cache.name}, but that cache can hold up to "
                 f"{capacity} of what it reads before it runs and as much of what it writes "
