@@ -547,9 +547,9 @@ _M8_FIX = ("recount bytes and FLOPs (lookups, scales, intermediates that reach D
            "the timer; never read it as a fast kernel")
 _M8_STALE_FIX = ("recount bytes and FLOPs and check the timer; if they hold, run `roofwise "
                  "calibrate` on this card and read the rows with the profile it writes")
-_M8_CACHE_FIX = ("time it with the cache flushed between calls (`roofwise bench` rotates its "
-                 "buffers); if it still reads above theoretical, recount bytes and check the "
-                 "timer")
+_M8_CACHE_FIX = ("time it with the cache flushed before each call (`roofwise bench` does, and "
+                 "says `cache_state: cold`); if it still reads above theoretical, recount bytes "
+                 "and check the timer")
 
 
 def check_rows_m8(case: RowCase) -> Found:
