@@ -96,3 +96,17 @@ def test_the_field_is_read_checked_and_passed_through(tmp_path, capsys):
     assert main(["analyze", str(bad), "--strict"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"roofwise: error: {bad}:1: cache_state: expected one of cold, warm, got 'hot'"]
+
+
+def test_lint_warns_on_a_flushed_call_only_its_writes_can_explain(machines):
+    from roofwise.lint import lint_analysis
+
+    total = ADD_READ + ADD_WRITE
+    a = _rows(machines, [{"bytes": total, "read_bytes": ADD_READ, "write_bytes": ADD_WRITE,
+                          "time_s": total / 3.7e12, "cache_state": "cold"}])
+    (m8,) = [f for f in lint_analysis(a) if f.code == "M8"]
+    assert m8.severity == "warning"
+    assert m8.reason.endswith(
+        "with its caches flushed before it ran (cache_state cold): possible only if the "
+        "52.43 MB l2 held nearly all it can of what the call writes after")
+    assert m8.fix.startswith("recount bytes and check the timer: the cache was flushed")

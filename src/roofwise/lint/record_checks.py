@@ -547,6 +547,8 @@ _M8_FIX = ("recount bytes and FLOPs (lookups, scales, intermediates that reach D
            "the timer; never read it as a fast kernel")
 _M8_STALE_FIX = ("recount bytes and FLOPs and check the timer; if they hold, run `roofwise "
                  "calibrate` on this card and read the rows with the profile it writes")
+_M8_COLD_FIX = ("recount bytes and check the timer: the cache was flushed, so only its hold on "
+                "the writes explains the rate")
 _M8_CACHE_FIX = ("time it with the cache flushed before each call (`roofwise bench` does, and "
                  "says `cache_state: cold`); if it still reads above theoretical, recount bytes "
                  "and check the timer")
@@ -605,15 +607,21 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
     at = np.flatnonzero(anomaly)
     say(at, above_envelope_whats(a, machine, rows[at]))
     in_part = _cache_in_part(a)[rows]
+    flushed = a.columns.cold_cache()
+    cold = in_part & (np.zeros(len(rows), dtype=bool) if flushed is None else flushed[rows])
     caches = machine.caches
     if in_part.any() and caches:
         largest = caches[-1]
-        at = np.flatnonzero(in_part)
+        capacity = f"{fmt.nbytes(largest.capacity_bytes)} {largest.name}"
+        at = np.flatnonzero(in_part & ~cold)
         say(at, "with a working set of " + fmt.nbytes_column(
-            a.columns.working_set_bytes()[rows[at]]) + f" larger than the "
-            f"{fmt.nbytes(largest.capacity_bytes)} {largest.name}: possible only if that "
-            "cache held nearly all it can of what the call reads before it and of what it "
-            "writes after")
+            a.columns.working_set_bytes()[rows[at]]) + f" larger than the {capacity}: "
+            "possible only if that cache held nearly all it can of what the call reads before "
+            "it and of what it writes after")
+        at = np.flatnonzero(cold)
+        say(at, pl.Series([f"with its caches flushed before it ran (cache_state cold): "
+                           f"possible only if the {capacity} held nearly all it can of what "
+                           "the call writes after"] * len(at), dtype=pl.String))
     bare = np.flatnonzero(~anomaly & ~said)
     say(bare, "efficiency " + fmt.percent_column(
         judged.envelope_efficiency[rows[bare]]) + " of the envelope ceiling is above 105% "
@@ -621,9 +629,10 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
         + ", measured " + fmt.seconds_column(time_s[bare]) + ")")
     reason = pl.DataFrame(parts).select(pl.concat_str(pl.all(), separator="; ",
                                                       ignore_nulls=True)).to_series()
-    warned = anomaly.astype(np.int64) + 2 * in_part.astype(np.int64)
-    return found(rows, strings("severity", [ERROR, WARNING, WARNING]).gather(warned), reason,
-                 strings("fix", [_M8_FIX, _M8_STALE_FIX, _M8_CACHE_FIX]).gather(warned))
+    warned = anomaly.astype(np.int64) + 2 * in_part.astype(np.int64) + cold.astype(np.int64)
+    return found(rows, strings("severity", [ERROR, WARNING, WARNING, WARNING]).gather(warned),
+                 reason, strings("fix", [_M8_FIX, _M8_STALE_FIX, _M8_CACHE_FIX,
+                                         _M8_COLD_FIX]).gather(warned))
 
 
 def _cache_in_part(analysis: Analysis) -> np.ndarray:
