@@ -102,3 +102,32 @@ def test_an_embedding_gather_by_an_expanded_index_is_possible_on_mi300x(capsys):
     assert gather["verdicts"] == {"below": 1}
     assert gather["efficiency"] == pytest.approx(gather["sol_time_s"] / gather["time_s"])
     assert 0.7 < gather["efficiency"] < 0.75
+
+
+def test_a_gemm_reads_an_expanded_operand_once():
+    """bmm of [8, 512, 256] by one [256, 1024] matrix expanded over the batch (strides
+    [0, 1024, 1]): the kernel reads 8 x 512 x 256 + 256 x 1024 elements and writes
+    8 x 512 x 1024, bf16; the FLOPs stay 2 x 8 x 512 x 1024 x 256."""
+    bf16 = "c10::BFloat16"
+    call = make_call("aten::bmm", [[8, 512, 256], [8, 256, 1024]], [bf16, bf16], ["", ""],
+                     [[131072, 256, 1], [0, 1024, 1]])
+    price = library_price(call)
+    assert price.ledger is not None
+    assert price.ledger.read_bytes == 2 * (8 * 512 * 256 + 256 * 1024)
+    assert price.ledger.write_bytes == 2 * 8 * 512 * 1024
+    assert price.ledger.flops == 2 * 8 * 512 * 1024 * 256
+    # an mm whose first operand is one row expanded over 4096 rows, and an addmm alike
+    row = library_price(make_call("aten::mm", [[4096, 1024], [1024, 1024]], [bf16, bf16],
+                                  ["", ""], [[0, 1], [1024, 1]]))
+    assert row.ledger is not None
+    assert row.ledger.read_bytes == 2 * (1024 + 1024 * 1024)
+    addmm = library_price(make_call("aten::addmm", [[1024], [4096, 1024], [1024, 1024], [], []],
+                                    [bf16, bf16, bf16, "Scalar", "Scalar"], ["", "", "", "1", "1"],
+                                    [[1], [0, 1], [1024, 1], [], []]))
+    assert addmm.ledger is not None
+    assert addmm.ledger.read_bytes == 2 * (1024 + 1024 * 1024 + 1024)  # row, weight, bias
+    # the same calls without strides count every element of the shapes
+    plain = library_price(make_call("aten::bmm", [[8, 512, 256], [8, 256, 1024]], [bf16, bf16],
+                                    ["", ""]))
+    assert plain.ledger is not None
+    assert plain.ledger.read_bytes == 2 * (8 * 512 * 256 + 8 * 256 * 1024)

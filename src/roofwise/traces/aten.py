@@ -263,6 +263,20 @@ def _with_addend(price: OpPrice, addend: TensorArg) -> OpPrice:
                    "library")
 
 
+def _read_operands(price: OpPrice, a: TensorArg, b: TensorArg) -> OpPrice:
+    """A GEMM whose operand is expanded (a stride-0 dimension: one matrix broadcast over the
+    batch, one row over the rows) reads it once per distinct element, as any input."""
+    ledger = price.ledger
+    assert ledger is not None
+    shapes = {"a": a.read_shape, "b": b.read_shape}
+    tensors = tuple(replace(t, shape=shapes[t.name])
+                    if t.name in shapes and len(shapes[t.name]) == len(t.shape) else t
+                    for t in ledger.tensors)
+    if tensors == ledger.tensors:
+        return price
+    return OpPrice(replace(ledger, tensors=tensors), price.source, price.reason)
+
+
 def _dt(t: TensorArg) -> str:
     assert t.dtype is not None  # library_price refuses unknown dtypes first
     return t.dtype
@@ -277,26 +291,29 @@ def _library(base: str, b: Bound, allow_tf32: bool) -> OpPrice | None:
     if base == "mm" and _rank(x, 2) and _rank(other, 2):
         assert x is not None and other is not None
         (m, k), (_, n) = x.shape, other.shape
-        return _gemm(m, n, k, _dt(x), allow_tf32, name="mm")
+        return _read_operands(_gemm(m, n, k, _dt(x), allow_tf32, name="mm"), x, other)
     if base == "addmm":
         a, bb = b.tensor("mat1"), b.tensor("mat2")
         if x is not None and _rank(a, 2) and _rank(bb, 2):
             assert a is not None and bb is not None
             (m, k), (_, n) = a.shape, bb.shape
             if math.prod(x.shape) == n:  # (n,) or (1, n): a broadcast bias row
-                return _gemm(m, n, k, _dt(a), allow_tf32, bias=True, name="addmm")
-            return _with_addend(_gemm(m, n, k, _dt(a), allow_tf32, name="addmm"), x)
+                return _read_operands(_gemm(m, n, k, _dt(a), allow_tf32, bias=True,
+                                            name="addmm"), a, bb)
+            return _with_addend(_read_operands(_gemm(m, n, k, _dt(a), allow_tf32,
+                                                     name="addmm"), a, bb), x)
     if base == "bmm" and _rank(x, 3) and _rank(other, 3):
         assert x is not None and other is not None
         (bt, m, k), (_, _, n) = x.shape, other.shape
-        return _gemm(m, n, k, _dt(x), allow_tf32, batch=bt, name="bmm")
+        return _read_operands(_gemm(m, n, k, _dt(x), allow_tf32, batch=bt, name="bmm"), x,
+                              other)
     if base == "baddbmm":
         a, bb = b.tensor("batch1"), b.tensor("batch2")
         if x is not None and _rank(a, 3) and _rank(bb, 3):
             assert a is not None and bb is not None
             (bt, m, k), (_, _, n) = a.shape, bb.shape
-            return _with_addend(_gemm(m, n, k, _dt(a), allow_tf32, batch=bt, name="baddbmm"),
-                                x)
+            return _with_addend(_read_operands(_gemm(m, n, k, _dt(a), allow_tf32, batch=bt,
+                                                     name="baddbmm"), a, bb), x)
     if base == "linear":
         w, bias = b.tensor("weight"), b.tensor("bias")
         if x is not None and x.shape and _rank(w, 2):
