@@ -131,3 +131,21 @@ def test_a_gemm_reads_an_expanded_operand_once():
                                     ["", ""]))
     assert plain.ledger is not None
     assert plain.ledger.read_bytes == 2 * (8 * 512 * 256 + 8 * 256 * 1024)
+
+
+def test_the_meta_tensor_replay_reads_an_expanded_input_once():
+    """An op priced by replaying it on meta tensors: the expanded operand is built as an
+    expanded view (stride 0), so the tracer counts the row once, as the library does."""
+    pytest.importorskip("torch")
+    from roofwise.traces.replay import replay_call
+
+    bf16 = "c10::BFloat16"
+    expanded = replay_call(make_call("aten::add", [[4096, 4096], [4096, 4096], []],
+                                     [bf16, bf16, "Scalar"], ["", "", "1"],
+                                     [[4096, 1], [0, 1], []]))
+    assert expanded.source == "tracer" and expanded.ledger is not None
+    assert expanded.ledger.read_bytes == 2 * (4096 * 4096 + 4096)
+    assert expanded.ledger.write_bytes == 2 * 4096 * 4096
+    whole = replay_call(make_call("aten::add", [[4096, 4096], [4096, 4096], []],
+                                  [bf16, bf16, "Scalar"], ["", "", "1"]))
+    assert whole.ledger is not None and whole.ledger.read_bytes == 2 * 2 * 4096 * 4096

@@ -72,7 +72,7 @@ def replay_call(call: Call, allow_tf32: bool = False) -> OpPrice:
     if outputs > MAX_REPLAY_OUTPUTS:
         return unpriced(f"a replay would build {outputs:,} output tensors (more than "
                         f"{MAX_REPLAY_OUTPUTS:,}); not replayed")
-    bound = bind(call.name, call.dims, call.types, call.concrete)
+    bound = bind(call.name, call.dims, call.types, call.concrete, strides=call.strides)
     if isinstance(bound, Bound):
         target = getattr(packet, bound.schema.overload or "default", packet)
         found = _bound_arguments(call, bound, torch)
@@ -121,7 +121,7 @@ def _bound_arguments(call: Call, bound: Bound, torch: Any
             dtype = getattr(torch, _TORCH_DTYPES.get(value.dtype or "", ""), None)
             if dtype is None:
                 return f"dtype {value.type_text} has no torch equivalent here"
-            value = torch.empty(value.shape, dtype=dtype, device="meta")
+            value = _meta_tensor(torch, value, dtype)
         elif arg.base == "Tensor" and arg.is_list and value is UNKNOWN:
             return "a list of tensors whose shapes the profiler did not record"
         elif value is UNKNOWN:
@@ -149,10 +149,19 @@ def _arguments(call: Call, torch: Any) -> tuple[list[Any], dict[str, Any]] | str
             dtype = getattr(torch, _TORCH_DTYPES.get(call.dtype(i), ""), None)
             if dtype is None:
                 return f"dtype {call.dtype(i)} has no torch equivalent here"
-            args.append(torch.empty(call.shape(i), dtype=dtype, device="meta"))
+            strides = call.strides[i] if i < len(call.strides) else None
+            args.append(_meta_tensor(torch, TensorArg(call.shape(i), kind, strides), dtype))
         elif kind in ("TensorList", "GenericList"):
             return "a list of tensors whose shapes the profiler did not record"
         else:
             value = call.value(i)
             args.append(1 if value is None and kind == "Scalar" else value)
     return args, {}
+
+
+def _meta_tensor(torch: Any, arg: TensorArg, dtype: Any) -> Any:
+    """A meta tensor of the recorded shape, expanded where the recorded strides are 0, so
+    that the tracer reads what the op read (one element along a broadcast dimension)."""
+    read = arg.read_shape
+    tensor = torch.empty(read, dtype=dtype, device="meta")
+    return tensor if read == arg.shape else tensor.expand(arg.shape)
