@@ -49,8 +49,9 @@ class Judged:
     serial_efficiency: np.ndarray | None = None  # against max(memory, serial pipe sum)
     # index into `machine.caches` of the cache that served a cache_resident row, -1 elsewhere
     cache_level: np.ndarray | None = None
-    # the fewest bytes DRAM moved for a row above DRAM's theoretical rate whose working set
-    # is larger than every cache (dram_bytes_at_least beside the largest); NaN elsewhere
+    # the fewest bytes DRAM moved for a row above DRAM's theoretical rate that no cache holds
+    # whole (larger than every cache, or timed cold): dram_bytes_at_least beside the largest;
+    # NaN elsewhere
     cache_dram_bytes: np.ndarray | None = None
 
 
@@ -175,8 +176,8 @@ class CacheReading:
     efficiency: np.ndarray  # SOL on the serving level's effective roof / time
     envelope_efficiency: np.ndarray
     compute_anomaly: np.ndarray  # the compute envelope, not bytes, is above 105%
-    # the fewest bytes DRAM moved, for a row above its theoretical rate larger than every
-    # cache (the largest beside it); NaN elsewhere
+    # the fewest bytes DRAM moved, for a row above its theoretical rate that no cache holds
+    # whole (the largest beside it); NaN elsewhere
     dram_bytes: np.ndarray
 
 
