@@ -724,7 +724,7 @@ def _jsonl_batch(path: Path, data: bytes, newline: np.ndarray, first_line: int
     candidate = ~empty & (first == ord("{"))
     # the engine reads a lone surrogate escape as some other character: Python says which
     escaped = np.zeros(len(starts), dtype=bool)
-    at = [m.start() for m in _SURROGATE_ESCAPE.finditer(data)]
+    at = [m.start() for m in _SURROGATE_ESCAPE.finditer(data)] if b"\\u" in data else []
     if at:
         escaped[np.searchsorted(starts, np.array(at), side="right") - 1] = True
     blank = np.zeros(len(starts), dtype=bool)
