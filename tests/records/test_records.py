@@ -389,3 +389,21 @@ def test_many_distinct_ops_and_devices_keep_their_names(tmp_path, suffix):
     assert list(cols.device) == [r["device"] for r in rows]
     codes, names = cols.device_categories()
     assert [names[c] for c in codes[:6]] == ["", "card 1", "card 2", "card 3", "card 4", ""]
+
+
+def test_repeated_keys_looked_at_per_distinct_text_flag_the_same_rows():
+    """The JSONL screen looks for a key named twice in each workload object; where the texts
+    repeat (a sweep timed on every commit) it looks at each distinct text once. Both ways
+    flag the same rows, with and without escapes, nulls included."""
+    import polars as pl
+
+    from roofwise.records.read import _repeated_keys, _repeated_keys_by_value
+
+    texts = ['{"m": 1, "m": 2}', '{"m": 1, "n": 2}', None, '{"a": {"m": 1}, "b": {"m": 1}}',
+             '{"k": "x:y"}', '{"\\u006d": 1, "m": 2}', "[1, 2]"]
+    column = pl.Series([texts[(7 * k) % len(texts)] for k in range(70)])
+    for escaped in (False, True):
+        once = _repeated_keys(column, escaped)
+        assert _repeated_keys_by_value(column, escaped).tolist() == once.tolist()
+        assert once[[k for k in range(70) if column[k] == texts[0]]].all()
+        assert not once[[k for k in range(70) if column[k] is None]].any()
