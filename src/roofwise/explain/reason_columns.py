@@ -130,8 +130,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     over = rows_with(Reason.ABOVE_THEORETICAL_BANDWIDTH)
     dram_bytes = (np.full(n, np.nan) if judged.cache_dram_bytes is None
                   else judged.cache_dram_bytes)
-    flushed = cols.cold_cache()
-    cold = np.zeros(n, dtype=bool) if flushed is None else flushed
+    cold = cols.cold_cache()
     if over.any():
         at = np.flatnonzero(over)
         achieved = column("achieved", scattered(n, at, fmt.fixed_column(

@@ -560,14 +560,16 @@ def check_rows_m8(case: RowCase) -> Found:
     above DRAM's theoretical rate with a working set larger than every cache (a warning:
     possible only if the cache held nearly all it can before and after the call)."""
     verdict = case.analysis.judged.verdict
-    above = (verdict == IMPOSSIBLE) | (verdict == ANOMALY) | _cache_in_part(case.analysis)
+    in_part = _cache_in_part(case.analysis)
+    above = (verdict == IMPOSSIBLE) | (verdict == ANOMALY) | in_part
     if not above.any():
         return nothing()
-    return joined(_above_ceilings(case, machine, np.flatnonzero(mine & above))
+    return joined(_above_ceilings(case, machine, np.flatnonzero(mine & above), in_part)
                   for machine, mine in case.machine_rows)
 
 
-def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
+def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray,
+                    cache_in_part: np.ndarray) -> Found:
     """M8 on one machine's rows: each theoretical ceiling a row's rates exceed, then (an
     anomaly) both readings of the envelope; an impossible row above no theoretical ceiling
     says its envelope efficiency. Each part is a text column over `rows` (null where a row
@@ -606,9 +608,8 @@ def _above_ceilings(case: RowCase, machine: Machine, rows: np.ndarray) -> Found:
     anomaly = judged.verdict[rows] == ANOMALY
     at = np.flatnonzero(anomaly)
     say(at, above_envelope_whats(a, machine, rows[at]))
-    in_part = _cache_in_part(a)[rows]
-    flushed = a.columns.cold_cache()
-    cold = in_part & (np.zeros(len(rows), dtype=bool) if flushed is None else flushed[rows])
+    in_part = cache_in_part[rows]
+    cold = in_part & a.columns.cold_cache()[rows]
     caches = machine.caches
     if in_part.any() and caches:
         largest = caches[-1]

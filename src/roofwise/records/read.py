@@ -188,10 +188,11 @@ class RecordColumns:
             return np.ones(len(self))
         return np.where(np.isnan(self.kernels), 1.0, self.kernels)
 
-    def cold_cache(self) -> np.ndarray | None:
-        """Rows timed with their caches flushed first (`cache_state: cold`); None where no
-        record says."""
-        return None if self.cache_state is None else np.asarray(self.cache_state) == "cold"
+    def cold_cache(self) -> np.ndarray:
+        """Rows timed with their caches flushed first (`cache_state: cold`)."""
+        if self.cache_state is None:
+            return np.zeros(len(self), dtype=bool)
+        return np.asarray(self.cache_state) == "cold"
 
     def working_set_bytes(self) -> np.ndarray:
         """Each call's working set: its footprint where the record says one, else its bytes
