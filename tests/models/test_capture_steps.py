@@ -60,21 +60,26 @@ def test_one_build_for_many_steps_records_what_fresh_builds_do(tmp_path, relativ
     assert [c.mla for c in together[:2]] == (["expanded", "absorbed"] if mla else [None, None])
 
 
-def test_later_steps_warm_their_cache_up_without_a_forward(tmp_path, monkeypatch):
-    """The replay is what runs (not the forward it stands in for) on a plain static cache:
-    a sweep of three steps runs three recorded forwards and one warm-up forward."""
-    import roofwise.models.capture as capture
+def test_no_step_runs_a_warm_up_forward_on_a_plain_static_cache(tmp_path):
+    """The cache is warmed up in place (each layer as after a one-token update), not by a
+    forward: three steps of a 2-layer model run each decoder layer three times, not six."""
+    import torch
 
     config = reduced(tmp_path, "examples/models/llama-3.2-1b.json")
-    replays = []
-    real = capture._warm_up
+    calls = []
 
-    def counted(cache, layout, batch):
-        done = real(cache, layout, batch)
-        replays.append((done, len(layout), batch))
-        return done
+    def counted(module, args):
+        if type(module).__name__.endswith("DecoderLayer"):
+            calls.append(type(module).__name__)
 
-    monkeypatch.setattr(capture, "_warm_up", counted)
-    steps = [Step("decode", 1, 1, 100), Step("decode", 4, 1, 100), Step("prefill", 2, 8, 0)]
-    capture_steps(config, steps)
-    assert replays == [(True, 2, 4), (True, 2, 2)]  # both layers, at each step's batch
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(counted)
+    try:
+        steps = [Step("decode", 1, 1, 100), Step("decode", 4, 1, 100), Step("prefill", 2, 8, 0)]
+        captures = capture_steps(config, steps)
+    finally:
+        handle.remove()
+    assert calls == ["LlamaDecoderLayer"] * 6
+    # and the cache is the whole context, as after a warm-up: 2 layers x (100 + 1) positions
+    # x 8 KV heads x 64 x 2 (K and V) x 2 bytes per sequence
+    assert captures[0].kv_cache_bytes == 2 * 101 * 8 * 64 * 2 * 2
+    assert captures[1].kv_cache_bytes == 4 * captures[0].kv_cache_bytes

@@ -224,6 +224,13 @@ class _Recorder(TorchDispatchMode):
         self.ops: list[TracedOp] = []
         self._alive: list[Any] = []
 
+    def release(self) -> None:
+        """Drop every tensor and op held for the recording, once its ops have been read: the
+        tensors sit in reference cycles (fake tensors and their mode), so without this a
+        many-step capture holds each step's until the cycle collector runs."""
+        self._alive.clear()
+        self.ops.clear()
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}

@@ -3,11 +3,13 @@ turns bad input into one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import importlib
 import inspect
 import io
+import os
 import re
 import sys
 from pathlib import Path
@@ -140,4 +142,20 @@ def run() -> None:
         with contextlib.suppress(Exception):
             importlib.import_module(f".{COMMANDS[sys.argv[1]].partition(':')[0]}", __name__)
     gc.freeze()
-    sys.exit(main())
+    code = main()
+    if "torch" in sys.modules:
+        _exit_without_teardown(code)
+    sys.exit(code)
+
+
+def _exit_without_teardown(code: int) -> None:
+    """End a process that imported torch without the interpreter's teardown: freeing torch's
+    modules and operator registrations one object at a time takes half a second, a sixth of
+    a `roofwise model` run, and frees nothing the system would not. The exit hooks (open
+    files, temporary folders, engines' shutdowns) still run first, and the streams are
+    flushed."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to flush to
+            stream.flush()
+    os._exit(code)

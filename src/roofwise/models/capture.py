@@ -207,14 +207,9 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
         weights = int(sum(p.numel() * p.element_size() for p in model.parameters()))
         weight_list = _weights(model)
         captures = []
-        layouts: dict[bool, CacheLayout] = {}  # per MLA form: what a warm-up leaves
         for step in steps:
             absorb = has_mla and mla == "absorbed" and fused and step.phase == "decode"
-            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb,
-                                            layouts.get(absorb))
-            layout = cache_layout(cache)
-            if layout is not None:
-                layouts.setdefault(absorb, layout)
+            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb)
             kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                               for t in (getattr(layer, "keys", None),
                                         getattr(layer, "values", None))
@@ -230,52 +225,56 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
     return captures
 
 
-# One row per cache layer a warm-up forward updated: (layer index, KV heads, key width, value
-# width, key dtype, value dtype).
-CacheLayout = tuple[tuple[int, int, int, int, Any, Any], ...]
-
-
-def cache_layout(cache: Any) -> CacheLayout | None:
-    """What the warm-up forward left in each layer of `cache`, when every layer is one of
-    transformers' plain static layers (whose state after one update is their shapes and a
-    count); None otherwise (an indexed or linear-attention layer: warm up with a forward)."""
+def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
+    """Leave a new cache of transformers' plain static layers as a one-token update of each
+    layer would (one position written, the layer initialized), without a forward: each layer's
+    backing tensors are made, muted, by its own first update inside the recorded step, when
+    their shapes (heads, widths, dtypes: per layer, per tensor-parallel shard, per MLA form)
+    are known. False (nothing done) for a cache with any other layer type (an indexed or a
+    linear-attention layer): that one warms up by a forward."""
     from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
     layers = getattr(cache, "layers", None)
     if not layers or any(type(layer) not in (StaticLayer, StaticSlidingWindowLayer)
                          for layer in layers):
-        return None
-    return tuple((i, int(layer.keys.shape[1]), int(layer.keys.shape[-1]),
-                  int(layer.values.shape[-1]), layer.keys.dtype, layer.values.dtype)
-                 for i, layer in enumerate(layers) if layer.is_initialized)
-
-
-def _warm_up(cache: Any, layout: CacheLayout, batch: int) -> bool:
-    """The warm-up forward's effect on a new cache of the same model, without the forward:
-    each layer it updated is updated once with one token of its shapes. False (nothing done)
-    when the cache is not laid out as `layout` was read from."""
-    import torch
-
-    if cache_layout(cache) != ():  # a new cache of plain layers has none updated yet
         return False
-    for i, heads, width_k, width_v, dtype_k, dtype_v in layout:
-        cache.layers[i].update(torch.zeros((batch, heads, 1, width_k), dtype=dtype_k),
-                               torch.zeros((batch, heads, 1, width_v), dtype=dtype_v))
+    recorder.muted += 1
+    try:
+        for layer in layers:
+            layer.cumulative_length.add_(1)
+            if isinstance(layer, StaticSlidingWindowLayer):
+                layer.cumulative_length_int += 1
+            layer.is_initialized = True
+            layer.update = _first_update(layer, recorder)
+    finally:
+        recorder.muted -= 1
     return True
 
 
+def _first_update(layer: Any, recorder: Any) -> Callable[..., Any]:
+    """The layer's update for its first call: its backing tensors allocated (muted: a serving
+    stack's cache exists before the step), then the class's own update, from then on."""
+    def update(key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
+        del layer.update
+        recorder.muted += 1
+        try:
+            layer.lazy_initialization(key_states, value_states)
+        finally:
+            recorder.muted -= 1
+        return layer.update(key_states, value_states, *args, **kwargs)
+    return update
+
+
 def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
-              absorb_mla: bool, layout: CacheLayout | None = None
-              ) -> tuple[tuple[CapturedOp, ...], Any, bool]:
+              absorb_mla: bool) -> tuple[tuple[CapturedOp, ...], Any, bool]:
     """One recorded forward of `step` on a new static cache of context + seq positions: its
     ops, the cache and whether MLA ran absorbed. The model's hooks and patches last for this
     step only, so that the next step runs on the model as built.
 
     The cache is warmed up first (a one-token update of each layer, muted: transformers
     attends a cache's first update over the new tokens only, where a step over `context`
-    cached tokens reads them all): by a one-token forward, or, once an earlier step of the
-    same model showed the cache's `layout`, by replaying that update on each layer (the same
-    state, without a second forward per step)."""
+    cached tokens reads them all): in place on a cache of plain static layers, by a muted
+    one-token forward on any other."""
     import torch
     from transformers import StaticCache
 
@@ -294,7 +293,7 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
         position = torch.arange(context, context + seq)
         with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
             recorder.muted += 1
-            if layout is None or not _warm_up(cache, layout, batch):
+            if not _warm_up_in_place(cache, recorder):
                 model(input_ids=ids[:, :1], past_key_values=cache,
                       cache_position=position[:1], use_cache=True, logits_to_keep=1)
             recorder.muted -= 1
@@ -311,7 +310,9 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
         for hook in hooks:
             hook.remove()
         attention_forms.restore(patched)
-    return tuple(recorder.captured), cache, bool(patched)
+    captured = tuple(recorder.captured)
+    recorder.release()
+    return captured, cache, bool(patched)
 
 
 def _kv_layers(cache: Any, batch: int, window: int | None
