@@ -29,6 +29,10 @@ With `fused=False` attention runs transformers' eager (matmul, softmax, matmul) 
 run op by op; the experts are always priced by `ops.moe` (their data-dependent routing cannot
 run without data).
 
+A decoder's layers of one kind (`models/repeats.py`: same modules, sizes, window, layer
+type) are recorded once per step and their ops repeated for the others, as the forward
+through every layer would have recorded them (the tests compare the two on real configs).
+
 The LM head is applied to the last token of each sequence only (`logits_to_keep=1`), as in
 serving. Multi-head latent attention decodes in the absorbed form serving stacks run
 (`models/attention_forms.py`); `mla="expanded"` keeps transformers' form, the latent cache
@@ -50,7 +54,7 @@ from roofwise.base.dtypes import bytes_per_element
 from roofwise.base.errors import InputError
 from roofwise.base.text import shown
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
-from roofwise.models import attention_forms
+from roofwise.models import attention_forms, repeats
 from roofwise.models.config import ModelConfig, config_value, decoder_of
 from roofwise.ops.attention import attention, causal_pairs
 from roofwise.ops.moe import moe
@@ -162,9 +166,11 @@ class Step:
 
 def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16",
                   kv_dtype: str | None = None, fused: bool = True,
-                  mla: str = "absorbed") -> list[Capture]:
+                  mla: str = "absorbed", repeat_layers: bool = True) -> list[Capture]:
     """Record each step, in order, on one model built once (a sweep or a serving grid: the
-    model's build is the same for every step, each step runs on its own new cache)."""
+    model's build is the same for every step, each step runs on its own new cache).
+    `repeat_layers`: record one decoder layer of each kind and repeat its ops for the others
+    (`models/repeats.py`); False records every layer (what the tests compare it with)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers.utils import logging as hf_logging
@@ -206,10 +212,11 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
         has_mla = any(attention_forms.is_mla(m) for m in model.modules())
         weights = int(sum(p.numel() * p.element_size() for p in model.parameters()))
         weight_list = _weights(model)
+        chosen = _representatives(model, config) if repeat_layers else None
         captures = []
         for step in steps:
             absorb = has_mla and mla == "absorbed" and fused and step.phase == "decode"
-            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb)
+            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb, chosen)
             kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                               for t in (getattr(layer, "keys", None),
                                         getattr(layer, "values", None))
@@ -223,6 +230,18 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
                 weight_list, ("absorbed" if patched else "expanded") if has_mla else None,
                 (*config.notes, attention_note)))
     return captures
+
+
+def _representatives(model: Any, config: ModelConfig) -> list[int] | None:
+    """Per decoder layer, the layer recorded for it (`models/repeats.py`); None when every
+    layer is recorded (no single list of decoder layers, or no two of a kind)."""
+    layers = repeats.layer_list(model, config.layers)
+    if layers is None:
+        return None
+    text = decoder_of(config.hf)
+    chosen = repeats.representatives([repeats.kind_of(layer, i, text, config.layers)
+                                      for i, layer in enumerate(layers)])
+    return chosen if chosen != list(range(config.layers)) else None
 
 
 def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
@@ -266,7 +285,8 @@ def _first_update(layer: Any, recorder: Any) -> Callable[..., Any]:
 
 
 def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
-              absorb_mla: bool) -> tuple[tuple[CapturedOp, ...], Any, bool]:
+              absorb_mla: bool, chosen: list[int] | None = None
+              ) -> tuple[tuple[CapturedOp, ...], Any, bool]:
     """One recorded forward of `step` on a new static cache of context + seq positions: its
     ops, the cache and whether MLA ran absorbed. The model's hooks and patches last for this
     step only, so that the next step runs on the model as built.
@@ -274,7 +294,11 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
     The cache is warmed up first (a one-token update of each layer, muted: transformers
     attends a cache's first update over the new tokens only, where a step over `context`
     cached tokens reads them all): in place on a cache of plain static layers, by a muted
-    one-token forward on any other."""
+    one-token forward on any other.
+
+    With `chosen` (each layer's representative) and a cache warmed in place, only the
+    representatives run and their ops are repeated for the others; a run that does not fit
+    that (`Repeats.ops`) is recorded again whole."""
     import torch
     from transformers import StaticCache
 
@@ -287,6 +311,7 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
     patched = (attention_forms.absorb(model, recorder, CapturedOp, layer_pattern,
                                       _torch_dtype_name)
                if absorb_mla and fused and step.phase == "decode" else [])
+    skipping = None
     try:
         cache = StaticCache(config=model.config, max_cache_len=context + seq)
         ids = torch.zeros((batch, seq), dtype=torch.long)
@@ -294,9 +319,13 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
         with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
             recorder.muted += 1
             if not _warm_up_in_place(cache, recorder):
+                chosen = None
                 model(input_ids=ids[:, :1], past_key_values=cache,
                       cache_position=position[:1], use_cache=True, logits_to_keep=1)
             recorder.muted -= 1
+        if chosen is not None:
+            skipping = repeats.Repeats(repeats.layer_list(model, config.layers), chosen)
+            skipping.install(recorder.captured)
         with torch.no_grad(), _AttentionMode(recorder, fused), _sdpa_kernels(recorder, fused), \
                 recorder:
             model(input_ids=ids, past_key_values=cache, cache_position=position,
@@ -310,9 +339,16 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
         for hook in hooks:
             hook.remove()
         attention_forms.restore(patched)
-    captured = tuple(recorder.captured)
+        if skipping is not None:
+            skipping.remove()
+    captured = list(recorder.captured)
     recorder.release()
-    return captured, cache, bool(patched)
+    if skipping is not None:
+        laid = skipping.ops(captured, cache)
+        if laid is None:  # not a run that repeating fits: every layer recorded
+            return _run_step(config, model, step, kv, fused, absorb_mla)
+        captured = laid
+    return tuple(captured), cache, bool(patched)
 
 
 def _kv_layers(cache: Any, batch: int, window: int | None
