@@ -62,3 +62,30 @@ def test_python_dash_m_runs_the_same_command(examples):
     bad = subprocess.run([sys.executable, "-m", "roofwise", "analyze", "no-such-file.jsonl"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no-such-file.jsonl" in bad.stderr
+
+
+ENDS = """
+import atexit, sys
+import torch  # a process that imported torch ends without the interpreter's teardown
+sys.argv = ["roofwise", *sys.argv[1:]]
+atexit.register(lambda: print("EXIT HOOK RAN", file=sys.stderr))
+from roofwise.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["analyze", "EXAMPLE", "--json"], 0), (["analyze", "no-such-file.jsonl"], 2)])
+def test_a_process_that_imported_torch_ends_with_its_output_and_code(examples, args, code):
+    """Its exit hooks run, every line written to a pipe arrives, and the exit code is the
+    command's."""
+    pytest.importorskip("torch")
+    args = [str(examples / "records.jsonl") if a == "EXAMPLE" else a for a in args]
+    done = subprocess.run([sys.executable, "-c", ENDS, *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == code, done.stderr
+    assert "EXIT HOOK RAN" in done.stderr
+    if code == 0:
+        lines = done.stdout.splitlines()
+        assert len(lines) == 8 and all(line.startswith('{"') for line in lines)
+        assert lines[-1].endswith("}")

@@ -142,10 +142,23 @@ def run() -> None:
         with contextlib.suppress(Exception):
             importlib.import_module(f".{COMMANDS[sys.argv[1]].partition(':')[0]}", __name__)
     gc.freeze()
+    if sys.argv[1:2] == ["model"]:
+        _young_collections_only()
     code = main()
     if "torch" in sys.modules:
         _exit_without_teardown(code)
     sys.exit(code)
+
+
+def _young_collections_only() -> None:
+    """For the rest of a `roofwise model` process, Python's cycle collector keeps to young
+    objects. Its full passes walk every object torch and transformers make at import (all
+    alive until the process ends): seven of them took 0.6 s of a 3.1 s projection. Passes over
+    the youngest objects, every 20,000 allocations, still free the short-lived cycles torch
+    makes on every op (its pytree helpers), so a sweep's memory stays where it was. Set here,
+    for the process, not around the command: putting the thresholds back sets off the full
+    pass they held back."""
+    gc.set_threshold(20_000, 1_000, 1_000_000)
 
 
 def _exit_without_teardown(code: int) -> None:

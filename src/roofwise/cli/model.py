@@ -4,7 +4,6 @@ its Hugging Face config alone (no weights, no network, no GPU)."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import json
 import sys
@@ -92,7 +91,7 @@ def model_command(config_path: str, machine_name: str, phase: str | None, batche
                                "batch=...)")
     if serve_text is None and phase is None:
         raise click.UsageError("needs --phase prefill|decode, or --serve input=N,output=N")
-    with _no_stdin(), _young_collections_only():
+    with _no_stdin():
         if serve_text is not None:
             _serve(config_path, machine_name, serve_text, sizes, tp, dtype, kv_dtype, regime,
                    unfused, allow_long, as_json, mla, weights, no_cache)
@@ -112,21 +111,6 @@ def parse_batches(text: str) -> list[int]:
     if not sizes or any(s < 1 for s in sizes):
         raise InputError("--batch", f"expected positive integers, got {text!r}")
     return sizes
-
-
-@contextlib.contextmanager
-def _young_collections_only() -> Iterator[None]:
-    """Python's cycle collector kept to young objects while a model is imported, built and
-    captured. Its full passes walk every object torch and transformers make at import (all
-    alive until the process ends): six of them took 0.5 s of a 3.1 s projection. Passes over
-    the youngest objects, every 20,000 allocations, still free the short-lived cycles torch
-    makes on every op (its pytree helpers), so a sweep's memory stays where it was."""
-    saved = gc.get_threshold()
-    gc.set_threshold(20_000, 1_000, 1_000_000)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*saved)
 
 
 @contextlib.contextmanager
