@@ -257,16 +257,12 @@ def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
     if not layers or any(type(layer) not in (StaticLayer, StaticSlidingWindowLayer)
                          for layer in layers):
         return False
-    recorder.muted += 1
-    try:
-        for layer in layers:
-            layer.cumulative_length.add_(1)
-            if isinstance(layer, StaticSlidingWindowLayer):
-                layer.cumulative_length_int += 1
-            layer.is_initialized = True
-            layer.update = _first_update(layer, recorder)
-    finally:
-        recorder.muted -= 1
+    for layer in layers:  # before the recorded forward: nothing here is recorded
+        layer.cumulative_length.add_(1)
+        if isinstance(layer, StaticSlidingWindowLayer):
+            layer.cumulative_length_int += 1
+        layer.is_initialized = True
+        layer.update = _first_update(layer, recorder)
     return True
 
 
