@@ -195,7 +195,7 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
     with warnings.catch_warnings(), _quiet_torch(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
         try:
-            model = model_class._from_config(hf, dtype=getattr(torch, TORCH_DTYPES[dtype]))
+            model = _built(model_class, hf, getattr(torch, TORCH_DTYPES[dtype]))
         except Exception as exc:  # transformers or torch refusing a size, a type, a value
             raise InputError(config.path, f"transformers cannot build a {hf.model_type} model "
                                           f"from it ({reason_of(exc)})") from None
@@ -230,6 +230,18 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
                 weight_list, ("absorbed" if patched else "expanded") if has_mla else None,
                 (*config.notes, attention_note)))
     return captures
+
+
+def _built(model_class: Any, hf: Any, dtype: Any) -> Any:
+    """The model, its weights left as created: a fake tensor has no values to initialise,
+    and the initialisers' ops (one or two per weight) were a third of the build. The tying
+    `init_weights` would have done (an output projection sharing the embedding) is kept."""
+    from transformers.initialization import no_init_weights
+
+    with no_init_weights():
+        model = model_class._from_config(hf, dtype=dtype)
+    model.tie_weights()
+    return model
 
 
 def _representatives(model: Any, config: ModelConfig) -> list[int] | None:
