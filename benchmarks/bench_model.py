@@ -8,10 +8,11 @@ config, the capture on fake tensors, pricing, JSON to /dev/null), median of `--r
 - the ratio of the two (issue 22's goal: a sweep under 2x one projection, one projection
   under 2.5 s), with the machine's load average beside them;
 
-each first with no capture store (`ROOFWISE_NO_CACHE=1`: every step captured, as the first
-run of a config does), then again on a warm store in a fresh folder (the steps read back, as
-every later run of the same steps does, on any card, regime or output format): the single
-projection is timed on the warm store on another card (b200) than the one that stored it.
+each first as the first run of a config on a machine: every run on its own new, empty
+capture store (every step captured, and written to the store, as a first run does), then
+again on a warm store (the steps read back, as every later run of the same steps does, on
+any card, regime or output format): the single projection is timed on the warm store on
+another card (b200) than the one that stored it.
 
 Python writes its bytecode as usual (`PYTHONDONTWRITEBYTECODE` is dropped from the runs'
 environment, and one untimed run comes first): an installed package has its modules compiled,
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,20 +47,23 @@ BATCHES = "1,2,4,8,16,32,64,128,256"
 def timed(argv: list[str], runs: int, src: str | None,
           store: str | None = None) -> tuple[float, float]:
     """Median (wall, CPU) seconds of `runs` runs of a whole `roofwise` process, with the
-    capture store in folder `store` (None: off)."""
+    capture store in folder `store` (None: a new, empty one for each run)."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
     env.pop("ROOFWISE_NO_CACHE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if store is None:
-        env["ROOFWISE_NO_CACHE"] = "1"
-    else:
-        env["ROOFWISE_CACHE_DIR"] = store
     walls, cpus = [], []
+    env["ROOFWISE_NO_CACHE"] = "1"
     subprocess.run([sys.executable, "-m", "roofwise", *argv], env=env, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # bytecode written
+    del env["ROOFWISE_NO_CACHE"]
     for _ in range(runs):
+        if store is None:
+            fresh = tempfile.mkdtemp(prefix="roofwise-store-")
+            env["ROOFWISE_CACHE_DIR"] = fresh
+        else:
+            env["ROOFWISE_CACHE_DIR"] = store
         started = time.perf_counter()
         child = subprocess.Popen([sys.executable, "-m", "roofwise", *argv], env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -67,6 +72,8 @@ def timed(argv: list[str], runs: int, src: str | None,
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"roofwise {' '.join(argv)} failed (PYTHONPATH={src})")
         cpus.append(usage.ru_utime + usage.ru_stime)
+        if store is None:
+            shutil.rmtree(fresh)
     return statistics.median(walls), statistics.median(cpus)
 
 

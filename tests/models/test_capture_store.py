@@ -73,17 +73,47 @@ def test_a_capture_round_trips_through_its_entry_exactly(tmp_path, name):
     for made in capture_steps(config, [Step("prefill", 2, 24, 0),
                                           Step("decode", 3, 1, 200)]):
         text = json.dumps(stored.capture_data(made), allow_nan=False)
-        assert stored.capture_from_data(json.loads(text)) == made
+        back = stored.capture_from_data(json.loads(text))
+        assert back == made
+        # a repeated layer's ops are one object each, read back as one object each
+        assert _sharing(back.ops) == _sharing(made.ops)
         # and the ledgers inside, stages and notes included, are the ones captured
         ledgers = [op.ledger for op in made.ops if op.ledger is not None]
         assert ledgers and all(isinstance(x, Ledger) for x in ledgers)
+
+
+def _sharing(ops):
+    """Each op as the place of the first op that is the same object."""
+    first = {}
+    return [first.setdefault(id(op), i) for i, op in enumerate(ops)]
+
+
+def test_a_repeated_op_is_written_once(tmp_path):
+    config = load_config(reduced(tmp_path, layers=4))
+    made = capture_steps(config, [Step("decode", 2, 1, 64)])[0]
+    data = stored.capture_data(made)
+    distinct = len({id(op) for op in made.ops})
+    assert distinct < len(made.ops)  # 4 layers: the third recorded as the second
+    assert len(data["ops"]) == distinct and len(data["order"]) == len(made.ops)
+    assert [data["ops"][at]["op"] for at in data["order"]] == [op.op for op in made.ops]
+
+
+@pytest.mark.parametrize("order", [[0, 5], [0, -1], [0, 0], [0, "1"]])
+def test_an_order_that_does_not_fit_its_ops_is_unreadable(order):
+    op = CapturedOp("l", "o", "s", None)
+    data = stored.capture_data(Capture((op, replace(op, op="p")), 0, 0, 0, 0, 0, "bf16",
+                                       "bf16"))
+    assert data["order"] == [0, 1]
+    data["order"] = order
+    with pytest.raises(stored._Unreadable):
+        stored.capture_from_data(data)
 
 
 def test_every_field_of_a_capture_and_a_ledger_is_written():
     """A field added to Capture, CapturedOp or Ledger without a place in the entry would be
     dropped silently on the way back; this names it."""
     empty = Capture((), 0, 0, 0, 0, 0, "bf16", "bf16")
-    assert set(stored.capture_data(empty)) == {f.name for f in fields(Capture)}
+    assert set(stored.capture_data(empty)) == {f.name for f in fields(Capture)} | {"order"}
     op = CapturedOp("l", "o", "s", Ledger("n", "r", (), ()))
     written = stored.capture_data(replace(empty, ops=(op,)))["ops"][0]
     assert set(written) == {f.name for f in fields(CapturedOp)}

@@ -66,7 +66,7 @@ def import_models_package() -> None:
             return build(folder)
         return build(module_path, prefix)
 
-    setattr(import_utils, "define_import_structure", once)  # noqa: B010 (typed as a cache)
+    import_utils.define_import_structure = once  # type: ignore[assignment]
     try:
         import transformers.models
     finally:

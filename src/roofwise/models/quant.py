@@ -436,13 +436,16 @@ def quantize_capture(capture: Any, scheme: WeightScheme) -> Any:
     and its weight bytes as stored."""
     linear = quantized_linear_layers(capture.weights, scheme)
     experts = quantized_experts_layers(capture.weights, scheme)
-    ops = []
+    done: dict[int, Any] = {}  # id of an op -> its quantized form: a repeated layer's ops
+    ops = []                   # are the same objects (models/repeats.py), read once
     for op in capture.ops:
-        ledger = op.ledger
-        if ledger is not None and op.op in WEIGHT_GEMMS and op.layer in linear:
-            ledger = quantized_gemm(op.shapes, scheme) or ledger
-        elif ledger is not None and op.op == "moe experts (fused)" and op.layer in experts:
-            ledger = quantized_experts(ledger, scheme)
-        ops.append(op if ledger is op.ledger else replace(op, ledger=ledger))
+        if id(op) not in done:
+            ledger = op.ledger
+            if ledger is not None and op.op in WEIGHT_GEMMS and op.layer in linear:
+                ledger = quantized_gemm(op.shapes, scheme) or ledger
+            elif ledger is not None and op.op == "moe experts (fused)" and op.layer in experts:
+                ledger = quantized_experts(ledger, scheme)
+            done[id(op)] = op if ledger is op.ledger else replace(op, ledger=ledger)
+        ops.append(done[id(op)])
     return replace(capture, ops=tuple(ops),
                    weight_bytes=stored_weight_bytes(capture.weights, scheme, capture.dtype))

@@ -36,7 +36,7 @@ from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
 from roofwise.models.capture import Capture, CapturedOp, Step
 from roofwise.models.config import DecoderSizes, ModelConfig
 
-FORMAT = 1  # bumped whenever an entry's layout changes: older entries are then misses
+FORMAT = 2  # bumped whenever an entry's layout changes: older entries are then misses
 MAX_ENTRIES = 2048  # beyond this, the least recently used entries are removed on a write
 
 
@@ -220,10 +220,21 @@ class _Unreadable(Exception):
 
 
 def capture_data(capture: Capture) -> dict[str, Any]:
+    """Each distinct op written once (a decoder's repeated layers hand on the same op
+    objects, `models/repeats.py`), and the step's ops as indices into them."""
+    index: dict[int, int] = {}  # id of an op -> its place among the distinct ones
+    distinct: list[CapturedOp] = []
+    order = []
+    for op in capture.ops:
+        at = index.setdefault(id(op), len(distinct))
+        if at == len(distinct):
+            distinct.append(op)
+        order.append(at)
     return {
         "ops": [{"layer": op.layer, "op": op.op, "shapes": op.shapes,
                  "ledger": None if op.ledger is None else ledger_data(op.ledger),
-                 "reason": op.reason, "cache_write": op.cache_write} for op in capture.ops],
+                 "reason": op.reason, "cache_write": op.cache_write} for op in distinct],
+        "order": order,
         "weight_bytes": capture.weight_bytes, "kv_cache_bytes": capture.kv_cache_bytes,
         "tokens": capture.tokens, "layers": capture.layers, "hidden": capture.hidden,
         "dtype": capture.dtype, "kv_dtype": capture.kv_dtype,
@@ -244,9 +255,13 @@ def ledger_data(ledger: Ledger) -> dict[str, Any]:
 
 def capture_from_data(data: Any) -> Capture:
     """The capture `capture_data` wrote; _Unreadable for anything else."""
-    body = _keys(data, ("ops", "weight_bytes", "kv_cache_bytes", "tokens", "layers", "hidden",
-                        "dtype", "kv_dtype", "kv_layers", "weights", "mla", "notes"))
-    ops = tuple(_op(op) for op in _list(body["ops"]))
+    body = _keys(data, ("ops", "order", "weight_bytes", "kv_cache_bytes", "tokens", "layers",
+                        "hidden", "dtype", "kv_dtype", "kv_layers", "weights", "mla", "notes"))
+    distinct = [_op(op) for op in _list(body["ops"])]
+    order = [_whole(at) for at in _list(body["order"])]
+    if any(not 0 <= at < len(distinct) for at in order) or len(set(order)) != len(distinct):
+        raise _Unreadable
+    ops = tuple(distinct[at] for at in order)  # a repeated op is one object, as captured
     kv_layers = tuple(_pair(layer) for layer in _list(body["kv_layers"]))
     weights = tuple(_weight(w) for w in _list(body["weights"]))
     mla = body["mla"]
