@@ -52,11 +52,9 @@ REFUSED = {
     "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16": "num_hidden_layers: missing",
     "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8": "num_hidden_layers: missing",
     "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4": "num_hidden_layers: missing",
-    # an fp32 norm converted inside __init__ cannot be swapped on fake tensors by torch
-    "deepseek-ai--DeepSeek-V4-Flash": "cannot build a deepseek_v4 model",
-    "deepseek-ai--DeepSeek-V4-Pro": "cannot build a deepseek_v4 model",
-    "nvidia--DeepSeek-V4-Flash-NVFP4": "cannot build a deepseek_v4 model",
-    "nvidia--DeepSeek-V4-Pro-NVFP4": "cannot build a deepseek_v4 model",
+    # compressed attention (compress ratio 128 from the first layer): no static cache layer
+    "deepseek-ai--DeepSeek-V4-Pro": "no layer for its 'heavily_compressed_attention' layers",
+    "nvidia--DeepSeek-V4-Pro-NVFP4": "no layer for its 'heavily_compressed_attention' layers",
 }
 
 
@@ -117,3 +115,15 @@ def test_each_config_serves_and_shards_or_says_why(capsys, tmp_path, name, how):
         assert "--tp" in err or "does not divide" in err or "replicated" in err, err
     else:
         assert code == 0 and out, err
+
+
+def test_compressed_attention_at_full_size_is_refused_in_one_line(capsys):
+    """DeepSeek-V4's compressed sparse attention layers (its `compress_ratios` of 4 and 128)
+    have no layer in transformers' static cache, so they cannot run on fake tensors: refused
+    naming the layer type, never a traceback (cut to its first two layers, which compress
+    nothing, it projects above)."""
+    path = CORPUS / "deepseek-ai--DeepSeek-V4-Flash.json"
+    code = main(["model", str(path), "-m", "b200", "--phase", "decode", "--context", "64"])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert f"{path}: layer_types" in err and "'compressed_sparse_attention'" in err

@@ -1,8 +1,10 @@
 """Run one prefill or decode step of a transformers model on fake tensors and record every op.
 
-Why FakeTensorMode: the model builds and runs with shapes and dtypes only, no weights, no
-memory, no GPU (a forward on the meta device fails in transformers' mask code; see
-docs/references.md). The meta-tensor tracer's dispatch mode (`capture/tracer.py`) records
+Why FakeTensorMode: the model runs with shapes and dtypes only, no weights, no memory, no
+GPU (a forward on the meta device fails in transformers' mask code; see
+docs/references.md). It is built on the meta device (no dispatch per weight), and the
+weights a step runs on are made fake tensors before it (`_make_fake`). The meta-tensor
+tracer's dispatch mode (`capture/tracer.py`) records
 each aten op with the tensors it reads and writes and counts its work; each op becomes one
 ledger. A static KV cache of `context + seq` tokens is preallocated, so a decode step reads
 the cache and writes only its new tokens, as a serving stack's paged cache does.
@@ -192,13 +194,15 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
     if mla not in attention_forms.MLA_FORMS:
         raise InputError("--mla", f"expected one of {', '.join(attention_forms.MLA_FORMS)}, "
                                   f"got {mla!r}")
-    with warnings.catch_warnings(), _quiet_torch(), FakeTensorMode(allow_non_fake_inputs=True):
+    with warnings.catch_warnings(), _quiet_torch():
         warnings.simplefilter("ignore")
         try:
             model = _built(model_class, hf, getattr(torch, TORCH_DTYPES[dtype]))
         except Exception as exc:  # transformers or torch refusing a size, a type, a value
             raise InputError(config.path, f"transformers cannot build a {hf.model_type} model "
                                           f"from it ({reason_of(exc)})") from None
+    with warnings.catch_warnings(), _quiet_torch(), FakeTensorMode(allow_non_fake_inputs=True):
+        warnings.simplefilter("ignore")
         _refuse_recurrent(config.path, model)
         # MLA sets its own head sizes (the config's head_dim is its rope part), and a
         # DeepSeek-V3.2 indexer, replicated on every device as serving stacks run it, would
@@ -213,10 +217,12 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
         weights = int(sum(p.numel() * p.element_size() for p in model.parameters()))
         weight_list = _weights(model)
         chosen = _representatives(model, config) if repeat_layers else None
+        made: dict[int, tuple[Any, Any]] = {}  # a meta tensor's id -> it and its fake one
         captures = []
         for step in steps:
             absorb = has_mla and mla == "absorbed" and fused and step.phase == "decode"
-            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb, chosen)
+            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb, chosen,
+                                            made)
             kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                               for t in (getattr(layer, "keys", None),
                                         getattr(layer, "values", None))
@@ -233,15 +239,53 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
 
 
 def _built(model_class: Any, hf: Any, dtype: Any) -> Any:
-    """The model, its weights left as created: a fake tensor has no values to initialise,
-    and the initialisers' ops (one or two per weight) were a third of the build. The tying
-    `init_weights` would have done (an output projection sharing the embedding) is kept."""
+    """The model on the meta device: shapes and dtypes, no dispatch through the fake mode per
+    weight (a tenth of a second for DeepSeek-V3's 61 layers); `_make_fake` makes fake the
+    weights a step runs on. No initialiser runs (there are no values to initialise); the
+    tying `init_weights` would have done (an output projection sharing the embedding) is
+    kept."""
+    import torch
     from transformers.initialization import no_init_weights
 
-    with no_init_weights():
+    with torch.device("meta"), no_init_weights():
         model = model_class._from_config(hf, dtype=dtype)
     model.tie_weights()
     return model
+
+
+def _make_fake(model: Any, layers: Any, chosen: list[int] | None,
+               made: dict[int, tuple[Any, Any]]) -> None:
+    """Every meta tensor a step can touch made a fake one, inside the fake mode: the
+    parameters, buffers and tensor attributes of every module but the decoder layers the
+    step skips (`chosen`: each layer's representative; None: every layer runs). A tensor
+    held in two places (tied weights) becomes one fake tensor; a second call makes only
+    what the first left."""
+    import torch
+
+    skipped: set[int] = set()
+    if chosen is not None and layers is not None:
+        for i, layer in enumerate(layers):
+            if chosen[i] != i:
+                skipped.update(id(m) for m in layer.modules())
+
+    def fake(tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in made:  # the meta tensor kept beside it: its id stays its own
+            empty = torch.empty(tensor.shape, dtype=tensor.dtype)
+            made[id(tensor)] = (tensor, torch.nn.Parameter(
+                empty, requires_grad=tensor.requires_grad)
+                if isinstance(tensor, torch.nn.Parameter) else empty)
+        return made[id(tensor)][1]
+
+    for module in model.modules():
+        if id(module) in skipped:
+            continue
+        for table in (module._parameters, module._buffers):
+            for name, tensor in table.items():
+                if tensor is not None and tensor.is_meta:
+                    table[name] = fake(tensor)
+        for name, value in list(vars(module).items()):
+            if isinstance(value, torch.Tensor) and value.is_meta:
+                setattr(module, name, fake(value))
 
 
 def _representatives(model: Any, config: ModelConfig) -> list[int] | None:
@@ -293,7 +337,7 @@ def _first_update(layer: Any, recorder: Any) -> Callable[..., Any]:
 
 
 def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
-              absorb_mla: bool, chosen: list[int] | None = None
+              absorb_mla: bool, chosen: list[int] | None, made: dict[int, tuple[Any, Any]]
               ) -> tuple[tuple[CapturedOp, ...], Any, bool]:
     """One recorded forward of `step` on a new static cache of context + seq positions: its
     ops, the cache and whether MLA ran absorbed. The model's hooks and patches last for this
@@ -321,13 +365,21 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
                if absorb_mla and fused and step.phase == "decode" else [])
     skipping = None
     try:
-        cache = StaticCache(config=model.config, max_cache_len=context + seq)
+        try:
+            cache = StaticCache(config=model.config, max_cache_len=context + seq)
+        except KeyError as exc:  # a layer type transformers' static cache has no layer for
+            raise InputError(f"{config.path}: layer_types", f"transformers' static cache has "
+                             f"no layer for its {shown(exc.args[0], 80)} layers: that attention "
+                             "cannot be run on fake tensors, so it is not priced") from None
         ids = torch.zeros((batch, seq), dtype=torch.long)
         position = torch.arange(context, context + seq)
+        in_place = _warm_up_in_place(cache, recorder)
+        if not in_place:
+            chosen = None
+        _make_fake(model, repeats.layer_list(model, config.layers), chosen, made)
         with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
             recorder.muted += 1
-            if not _warm_up_in_place(cache, recorder):
-                chosen = None
+            if not in_place:
                 model(input_ids=ids[:, :1], past_key_values=cache,
                       cache_position=position[:1], use_cache=True, logits_to_keep=1)
             recorder.muted -= 1
@@ -354,7 +406,7 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
     if skipping is not None:
         laid = skipping.ops(captured, cache)
         if laid is None:  # not a run that repeating fits: every layer recorded
-            return _run_step(config, model, step, kv, fused, absorb_mla)
+            return _run_step(config, model, step, kv, fused, absorb_mla, None, made)
         captured = laid
     return tuple(captured), cache, bool(patched)
 
