@@ -72,7 +72,7 @@ def test_repeated_layers_capture_what_every_layer_does(tmp_path, relative, chang
     config = cut(tmp_path, relative, **changes)
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = causal_lm_class(config)._from_config(config.hf, dtype=torch.bfloat16)
-    assert _representatives(model, config) == chosen
+    assert _representatives(repeats.layer_list(model, config.layers), config) == chosen
     once = capture_steps(config, STEPS)
     every = capture_steps(cut(tmp_path, relative, **changes), STEPS, repeat_layers=False)
     assert without_counts(once) == without_counts(every)

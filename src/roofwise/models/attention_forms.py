@@ -37,16 +37,17 @@ def is_mla(module: Any) -> bool:
         "qk_rope_head_dim", "num_heads"))
 
 
-def absorb(model: Any, recorder: Any, captured_op: Any, layer_of: Any, dtype_of: Any
+def absorb(modules: Any, recorder: Any, captured_op: Any, layer_of: Any, dtype_of: Any
            ) -> list[tuple[Any, Any]]:
-    """Replace each MLA module's `expand_kv` (for this step) by the absorbed form's ops.
+    """Replace each MLA module's `expand_kv` (for this step) by the absorbed form's ops;
+    `modules`: (path, module, ...) of each module the step runs.
 
     Returns (module, saved) pairs for `restore`. `captured_op(layer, op, shapes, ledger)`
     makes one captured op; `layer_of(path)` the layer pattern; `dtype_of(tensor)` its dtype
     name. The recorder's `skip_attention` makes the next attention call unrecorded (its
     kernel is the latent attention recorded here)."""
     patched = []
-    for name, module in model.named_modules():
+    for name, module, *_ in modules:
         if not is_mla(module):
             continue
         original = module.expand_kv

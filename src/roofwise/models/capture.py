@@ -216,13 +216,14 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
         has_mla = any(attention_forms.is_mla(m) for m in model.modules())
         weights = int(sum(p.numel() * p.element_size() for p in model.parameters()))
         weight_list = _weights(model)
-        chosen = _representatives(model, config) if repeat_layers else None
-        made: dict[int, tuple[Any, Any]] = {}  # a meta tensor's id -> it and its fake one
+        layers = repeats.layer_list(model, config.layers)
+        chosen = _representatives(layers, config) if repeat_layers else None
+        hooked = _hook_plan(model, fused)
+        built = _Model(model, layers, hooked, frozenset(_dense_moe_blocks(hooked)), {})
         captures = []
         for step in steps:
             absorb = has_mla and mla == "absorbed" and fused and step.phase == "decode"
-            ops, cache, patched = _run_step(config, model, step, kv, fused, absorb, chosen,
-                                            made)
+            ops, cache, patched = _run_step(config, built, step, kv, fused, absorb, chosen)
             kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
                               for t in (getattr(layer, "keys", None),
                                         getattr(layer, "values", None))
@@ -253,20 +254,36 @@ def _built(model_class: Any, hf: Any, dtype: Any) -> Any:
     return model
 
 
-def _make_fake(model: Any, layers: Any, chosen: list[int] | None,
-               made: dict[int, tuple[Any, Any]]) -> None:
-    """Every meta tensor a step can touch made a fake one, inside the fake mode: the
-    parameters, buffers and tensor attributes of every module but the decoder layers the
-    step skips (`chosen`: each layer's representative; None: every layer runs). A tensor
-    held in two places (tied weights) becomes one fake tensor; a second call makes only
-    what the first left."""
-    import torch
+@dataclass(frozen=True)
+class _Model:
+    """The model as built once for a capture's steps, and what every step reuses of it."""
 
+    model: Any
+    layers: Any  # the decoder's list of layers (repeats.layer_list), or None
+    hooked: tuple[tuple[str, Any, Callable[..., CapturedOp] | None], ...]  # `_hook_plan`
+    quiet: frozenset[str]  # `_dense_moe_blocks`
+    made: dict[int, tuple[Any, Any]]  # a meta tensor's id -> it and its fake tensor
+
+
+def _skipped(layers: Any, chosen: list[int] | None) -> set[int]:
+    """The ids of the modules of every layer a step skips (one whose representative is
+    another layer): none of them runs."""
     skipped: set[int] = set()
     if chosen is not None and layers is not None:
         for i, layer in enumerate(layers):
             if chosen[i] != i:
                 skipped.update(id(m) for m in layer.modules())
+    return skipped
+
+
+def _make_fake(built: _Model, skipped: set[int]) -> None:
+    """Every meta tensor a step can touch made a fake one, inside the fake mode: the
+    parameters, buffers and tensor attributes of every module but those of the layers the
+    step skips. A tensor held in two places (tied weights) becomes one fake tensor; a later
+    step makes only what the earlier ones left."""
+    import torch
+
+    made = built.made
 
     def fake(tensor: torch.Tensor) -> torch.Tensor:
         if id(tensor) not in made:  # the meta tensor kept beside it: its id stays its own
@@ -276,7 +293,7 @@ def _make_fake(model: Any, layers: Any, chosen: list[int] | None,
                 if isinstance(tensor, torch.nn.Parameter) else empty)
         return made[id(tensor)][1]
 
-    for module in model.modules():
+    for module in built.model.modules():
         if id(module) in skipped:
             continue
         for table in (module._parameters, module._buffers):
@@ -288,10 +305,10 @@ def _make_fake(model: Any, layers: Any, chosen: list[int] | None,
                 setattr(module, name, fake(value))
 
 
-def _representatives(model: Any, config: ModelConfig) -> list[int] | None:
-    """Per decoder layer, the layer recorded for it (`models/repeats.py`); None when every
-    layer is recorded (no single list of decoder layers, or no two of a kind)."""
-    layers = repeats.layer_list(model, config.layers)
+def _representatives(layers: Any, config: ModelConfig) -> list[int] | None:
+    """Per decoder layer (`layers`: the decoder's list of them, or None), the layer recorded
+    for it (`models/repeats.py`); None when every layer is recorded (no single list of
+    decoder layers, or no two of a kind)."""
     if layers is None:
         return None
     text = decoder_of(config.hf)
@@ -336,8 +353,8 @@ def _first_update(layer: Any, recorder: Any) -> Callable[..., Any]:
     return update
 
 
-def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
-              absorb_mla: bool, chosen: list[int] | None, made: dict[int, tuple[Any, Any]]
+def _run_step(config: ModelConfig, built: _Model, step: Step, kv: str, fused: bool,
+              absorb_mla: bool, chosen: list[int] | None
               ) -> tuple[tuple[CapturedOp, ...], Any, bool]:
     """One recorded forward of `step` on a new static cache of context + seq positions: its
     ops, the cache and whether MLA ran absorbed. The model's hooks and patches last for this
@@ -357,12 +374,11 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
     from roofwise.models.config import reason_of
 
     batch, seq, context = step.batch, step.seq, step.context
+    model = built.model
     recorder = _recorder_class()(seq, kv)
     recorder.positions = context + seq
-    hooks = _hook_modules(model, recorder, fused)
-    patched = (attention_forms.absorb(model, recorder, CapturedOp, layer_pattern,
-                                      _torch_dtype_name)
-               if absorb_mla and fused and step.phase == "decode" else [])
+    hooks: list[Any] = []
+    patched: list[tuple[Any, Any]] = []
     skipping = None
     try:
         try:
@@ -376,7 +392,15 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
         in_place = _warm_up_in_place(cache, recorder)
         if not in_place:
             chosen = None
-        _make_fake(model, repeats.layer_list(model, config.layers), chosen, made)
+        skipped = _skipped(built.layers, chosen)
+        _make_fake(built, skipped)
+        running = [(name, module, price) for name, module, price in built.hooked
+                   if id(module) not in skipped]
+        recorder.quiet = built.quiet
+        hooks = _hook_modules(running, recorder)
+        if absorb_mla and fused and step.phase == "decode":
+            patched = attention_forms.absorb(running, recorder, CapturedOp, layer_pattern,
+                                             _torch_dtype_name)
         with torch.no_grad():  # allocates the cache (its zero-fill is not part of a step)
             recorder.muted += 1
             if not in_place:
@@ -384,7 +408,7 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
                       cache_position=position[:1], use_cache=True, logits_to_keep=1)
             recorder.muted -= 1
         if chosen is not None:
-            skipping = repeats.Repeats(repeats.layer_list(model, config.layers), chosen)
+            skipping = repeats.Repeats(built.layers, chosen)
             skipping.install(recorder.captured)
         with torch.no_grad(), _AttentionMode(recorder, fused), _sdpa_kernels(recorder, fused), \
                 recorder:
@@ -406,7 +430,7 @@ def _run_step(config: ModelConfig, model: Any, step: Step, kv: str, fused: bool,
     if skipping is not None:
         laid = skipping.ops(captured, cache)
         if laid is None:  # not a run that repeating fits: every layer recorded
-            return _run_step(config, model, step, kv, fused, absorb_mla, None, made)
+            return _run_step(config, built, step, kv, fused, absorb_mla, None)
         captured = laid
     return tuple(captured), cache, bool(patched)
 
@@ -851,13 +875,22 @@ def _narrow_values(ledger: Ledger, b: int, seq: int, skv: int, q_heads: int, hk:
                    notes=(*ledger.notes, f"values {dv} wide, queries and keys {d}"))
 
 
-def _hook_modules(model: Any, recorder: Any, fused: bool) -> list[Any]:
-    """Forward hooks: the module path of every op, and the fused modules' ledgers."""
-    hooks = []
-    recorder.quiet = frozenset(_dense_moe_blocks(model))
+def _hook_plan(model: Any, fused: bool
+               ) -> tuple[tuple[str, Any, Callable[..., CapturedOp] | None], ...]:
+    """Each module with its path and its fused ledger (None: its ops are recorded one by
+    one), once per model: every step hooks the modules it runs from this."""
     top_k = config_value(model.config, "num_experts_per_tok")
-    for name, module in model.named_modules():
-        fused_ledger = _fused_module(module, fused, top_k if isinstance(top_k, int) else None)
+    return tuple((name, module, _fused_module(module, fused,
+                                              top_k if isinstance(top_k, int) else None))
+                 for name, module in model.named_modules())
+
+
+def _hook_modules(running: Sequence[tuple[str, Any, Callable[..., CapturedOp] | None]],
+                  recorder: Any) -> list[Any]:
+    """Forward hooks on the modules a step runs: the module path of every op, and the fused
+    modules' ledgers."""
+    hooks = []
+    for name, module, fused_ledger in running:
 
         def enter(mod: Any, args: Any, kwargs: Any, name: str = name,
                   price: Callable[..., CapturedOp | None] | None = fused_ledger) -> None:
@@ -878,7 +911,7 @@ def _hook_modules(model: Any, recorder: Any, fused: bool) -> list[Any]:
     return hooks
 
 
-def _dense_moe_blocks(model: Any) -> list[str]:
+def _dense_moe_blocks(hooked: Sequence[tuple[str, Any, Any]]) -> list[str]:
     """The MoE blocks whose experts take every token (Llama-4: the block copies its tokens
     once per expert, scales each copy by its routing score and sums the experts' outputs).
     Their experts are priced routed (`_experts_op`), as a serving kernel runs them, so the
@@ -887,7 +920,7 @@ def _dense_moe_blocks(model: Any) -> list[str]:
     import inspect
 
     found = []
-    for name, module in model.named_modules():
+    for name, module, _ in hooked:
         for child in module.children():
             if _is_experts(child) and "top_k_index" not in inspect.signature(
                     type(child).forward).parameters:
