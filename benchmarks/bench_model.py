@@ -26,6 +26,7 @@ the same run, so that two versions are compared under the same load.
 
 Run: python benchmarks/bench_model.py [--config examples/models/llama-3.2-1b.json] [--runs 3]
      [--src OTHER/src --src src]
+     python benchmarks/bench_model.py --corpus tests/fixtures/configs/aiconfigurator --runs 1
 """
 
 from __future__ import annotations
@@ -45,19 +46,21 @@ BATCHES = "1,2,4,8,16,32,64,128,256"
 
 
 def timed(argv: list[str], runs: int, src: str | None,
-          store: str | None = None) -> tuple[float, float]:
+          store: str | None = None, untimed_first: bool = True) -> tuple[float, float]:
     """Median (wall, CPU) seconds of `runs` runs of a whole `roofwise` process, with the
-    capture store in folder `store` (None: a new, empty one for each run)."""
+    capture store in folder `store` (None: a new, empty one for each run); SystemExit when a
+    run fails."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
     env.pop("ROOFWISE_NO_CACHE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     walls, cpus = [], []
-    env["ROOFWISE_NO_CACHE"] = "1"
-    subprocess.run([sys.executable, "-m", "roofwise", *argv], env=env, check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # bytecode written
-    del env["ROOFWISE_NO_CACHE"]
+    if untimed_first:
+        env["ROOFWISE_NO_CACHE"] = "1"
+        subprocess.run([sys.executable, "-m", "roofwise", *argv], env=env, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # bytecode
+        del env["ROOFWISE_NO_CACHE"]
     for _ in range(runs):
         if store is None:
             fresh = tempfile.mkdtemp(prefix="roofwise-store-")
@@ -84,7 +87,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--src", action="append", default=None,
                         help="a folder holding the roofwise package to time (repeatable)")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="a folder of configs: one projection of each, as a first run")
     args = parser.parse_args()
+    if args.corpus is not None:
+        corpus(args.corpus, args.runs)
+        return
     base = ["model", args.config, "-m", "h200", "--phase", "decode", "--context", "4096",
             "--json"]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.config}; "
@@ -106,6 +114,32 @@ def main() -> None:
         print(f"  stored steps: one projection (another card) CPU {warm_cpu:6.2f} s, wall "
               f"{warm_wall:6.2f} s; sweep of 9 CPU {warm_sweep_cpu:6.2f} s, wall "
               f"{warm_sweep_wall:6.2f} s")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+def corpus(folder: Path, runs: int) -> None:
+    """One projection (decode, context 4,096, h200) of every config in `folder` that
+    projects, each as a first run (median of `runs`): how the time spreads over configs
+    written by others. A config refused in one line (rc 2) is named and left out."""
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; every config in "
+          f"{folder}; one projection each, median of {runs} runs, a new empty store per run")
+    walls: dict[str, float] = {}
+    refused = []
+    for k, path in enumerate(sorted(folder.glob("*.json"))):
+        argv = ["model", str(path), "-m", "h200", "--phase", "decode", "--context", "4096",
+                "--json"]
+        try:
+            walls[path.stem], cpu = timed(argv, runs, None, untimed_first=k == 0)
+        except SystemExit:
+            refused.append(path.stem)
+            continue
+        print(f"  wall {walls[path.stem]:5.2f} s  CPU {cpu:5.2f} s  {path.stem}", flush=True)
+    ordered = sorted(walls.values())
+    under = sum(w < 2.5 for w in ordered)
+    print(f"{len(ordered)} configs projected ({len(refused)} refused: {', '.join(refused)})")
+    print(f"wall: median {statistics.median(ordered):.2f} s, 90th percentile "
+          f"{ordered[int(0.9 * (len(ordered) - 1))]:.2f} s, max {ordered[-1]:.2f} s; "
+          f"{under} of {len(ordered)} under 2.5 s")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

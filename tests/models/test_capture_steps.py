@@ -83,3 +83,25 @@ def test_no_step_runs_a_warm_up_forward_on_a_plain_static_cache(tmp_path):
     # x 8 KV heads x 64 x 2 (K and V) x 2 bytes per sequence
     assert captures[0].kv_cache_bytes == 2 * 101 * 8 * 64 * 2 * 2
     assert captures[1].kv_cache_bytes == 4 * captures[0].kv_cache_bytes
+
+
+@pytest.mark.parametrize("relative", [
+    "tests/fixtures/configs/aiconfigurator/deepseek-ai--DeepSeek-V3.2.json",
+    "tests/fixtures/configs/aiconfigurator/zai-org--GLM-5.1.json",
+])
+def test_an_indexed_cache_warmed_in_place_is_one_warmed_by_a_forward(tmp_path, monkeypatch,
+                                                                     relative):
+    """A sparse-attention model's cache (keys, values and the indexer's keys) warmed in place
+    records the same steps as one warmed by a muted one-token forward; its size counts the
+    indexer's keys."""
+    from roofwise.models import capture
+
+    steps = [Step("decode", 2, 1, 100), Step("decode", 3, 2, 40), Step("prefill", 1, 16, 0)]
+    in_place = capture_steps(reduced(tmp_path, relative), steps, repeat_layers=False)
+    monkeypatch.setattr(capture, "_warm_up_in_place", lambda cache, recorder: False)
+    by_forward = capture_steps(reduced(tmp_path, relative), steps, repeat_layers=False)
+    assert in_place == by_forward
+    # the cache holds, per layer and position, the latent (kv_lora_rank 512 + rope 64) and
+    # the indexer's key (index_head_dim 128), in bf16: 2 layers x (100 + 1) positions x 2
+    # sequences in the first step
+    assert in_place[0].kv_cache_bytes == 2 * 101 * 2 * (512 + 64 + 128) * 2

@@ -64,6 +64,11 @@ def without_counts(captures):
     # layer's index, sets no layer apart)
     ("tests/fixtures/configs/llama-4-scout-17b-16e-instruct.json", {},
      [0, 1, 1, 3, 1, 1, 1, 7]),
+    # sparse attention with an indexer key cache (DSA), three dense layers, then MoE ones
+    ("tests/fixtures/configs/aiconfigurator/deepseek-ai--DeepSeek-V3.2.json", {},
+     [0, 1, 1, 3, 3, 3, 3, 7]),
+    ("tests/fixtures/configs/aiconfigurator/zai-org--GLM-5.1.json", {},
+     [0, 1, 1, 3, 3, 3, 3, 7]),
 ])
 def test_repeated_layers_capture_what_every_layer_does(tmp_path, relative, changes, chosen):
     import torch

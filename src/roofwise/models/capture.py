@@ -225,9 +225,7 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
             absorb = has_mla and mla == "absorbed" and fused and step.phase == "decode"
             ops, cache, patched = _run_step(config, built, step, kv, fused, absorb, chosen)
             kv_elements = sum(t.numel() for layer in getattr(cache, "layers", ())
-                              for t in (getattr(layer, "keys", None),
-                                        getattr(layer, "values", None))
-                              if t is not None)
+                              for t in _cache_tensors(layer))
             kv_layers = _kv_layers(cache, step.batch,
                                    config_value(decoder_of(hf), "sliding_window"))
             captures.append(Capture(
@@ -322,13 +320,16 @@ def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
     layer would (one position written, the layer initialized), without a forward: each layer's
     backing tensors are made, muted, by its own first update inside the recorded step, when
     their shapes (heads, widths, dtypes: per layer, per tensor-parallel shard, per MLA form)
-    are known. False (nothing done) for a cache with any other layer type (an indexed or a
+    are known; a sparse-attention layer's indexer keys (DeepSeek-V3.2, GLM-5) likewise, by
+    its first indexer update. False (nothing done) for a cache with any other layer type (a
     linear-attention layer): that one warms up by a forward."""
+    from transformers import cache_utils
     from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
+    indexed = getattr(cache_utils, "StaticIndexedLayer", None)
+    known = (StaticLayer, StaticSlidingWindowLayer, *([indexed] if indexed else []))
     layers = getattr(cache, "layers", None)
-    if not layers or any(type(layer) not in (StaticLayer, StaticSlidingWindowLayer)
-                         for layer in layers):
+    if not layers or any(type(layer) not in known for layer in layers):
         return False
     for layer in layers:  # before the recorded forward: nothing here is recorded
         layer.cumulative_length.add_(1)
@@ -336,7 +337,24 @@ def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
             layer.cumulative_length_int += 1
         layer.is_initialized = True
         layer.update = _first_update(layer, recorder)
+        if indexed is not None and isinstance(layer, indexed):
+            layer.update_indexer = _first_indexer_update(layer, recorder)
     return True
+
+
+def _first_indexer_update(layer: Any, recorder: Any) -> Callable[..., Any]:
+    """An indexed layer's indexer update for its first call: its key buffer allocated and
+    one position counted as written (muted, as `_first_update`), then the class's own."""
+    def update_indexer(indexer_key_states: Any, *args: Any, **kwargs: Any) -> Any:
+        del layer.update_indexer
+        recorder.muted += 1
+        try:
+            layer.lazy_initialization_indexer(indexer_key_states)
+            layer.indexer_cumulative_length.add_(1)
+        finally:
+            recorder.muted -= 1
+        return layer.update_indexer(indexer_key_states, *args, **kwargs)
+    return update_indexer
 
 
 def _first_update(layer: Any, recorder: Any) -> Callable[..., Any]:
@@ -435,6 +453,13 @@ def _run_step(config: ModelConfig, built: _Model, step: Step, kv: str, fused: bo
     return tuple(captured), cache, bool(patched)
 
 
+def _cache_tensors(layer: Any) -> list[Any]:
+    """The tensors a cache layer holds (its keys and values, and a sparse-attention layer's
+    indexer keys, which a serving stack keeps beside them)."""
+    return [t for t in (getattr(layer, name, None) for name in repeats.CACHE_TENSORS)
+            if t is not None]
+
+
 def _kv_layers(cache: Any, batch: int, window: int | None
                ) -> tuple[tuple[int, int | None], ...]:
     """Per cache layer, elements per sequence and position, and its window (None: full;
@@ -445,7 +470,7 @@ def _kv_layers(cache: Any, batch: int, window: int | None
         if keys is None or values is None or keys.dim() < 3:
             continue
         positions = int(keys.shape[-2])
-        elements = (keys.numel() + values.numel()) // max(1, batch * positions)
+        elements = sum(t.numel() for t in _cache_tensors(layer)) // max(1, batch * positions)
         sliding = "Sliding" in type(layer).__name__
         found.append((int(elements), int(window or positions) if sliding else None))
     return tuple(found)

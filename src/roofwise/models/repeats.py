@@ -26,6 +26,9 @@ from typing import Any
 # one kind (its cache slot follows from it).
 _INDEX_ATTRS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "idx"})
 _PLAIN = (bool, int, float, str, type(None))
+# A cache layer's tensors: its keys and values, and a sparse-attention layer's indexer keys
+# (DeepSeek-V3.2, GLM-5). A skipped layer is given its kind's.
+CACHE_TENSORS = ("keys", "values", "indexer_keys")
 
 
 def layer_list(model: Any, layers: int) -> Any | None:
@@ -135,8 +138,9 @@ class Repeats:
             if r != i:
                 if type(cache_layers[i]) is not type(cache_layers[r]):
                     return None
-                cache_layers[i].keys = cache_layers[r].keys
-                cache_layers[i].values = cache_layers[r].values
+                for name in CACHE_TENSORS:
+                    if hasattr(cache_layers[r], name):
+                        setattr(cache_layers[i], name, getattr(cache_layers[r], name))
         own = {i: (start, end) for i, start, end in self.spans}
         laid: list[Any] = []
         cursor = 0
