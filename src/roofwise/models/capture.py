@@ -1,13 +1,13 @@
 """Run one prefill or decode step of a transformers model on fake tensors and record every op.
 
 Why FakeTensorMode: the model runs with shapes and dtypes only, no weights, no memory, no
-GPU (a forward on the meta device fails in transformers' mask code; see
-docs/references.md). It is built on the meta device (no dispatch per weight), and the
-weights a step runs on are made fake tensors before it (`_make_fake`). The meta-tensor
-tracer's dispatch mode (`capture/tracer.py`) records
-each aten op with the tensors it reads and writes and counts its work; each op becomes one
-ledger. A static KV cache of `context + seq` tokens is preallocated, so a decode step reads
-the cache and writes only its new tokens, as a serving stack's paged cache does.
+GPU (a forward on the meta device fails in transformers' mask code; see docs/references.md).
+It is built on the meta device (no dispatch per weight), and the weights a step runs on are
+made fake tensors before it (`_make_fake`). The meta-tensor tracer's dispatch mode
+(`capture/tracer.py`) records each aten op with the tensors it reads and writes and counts
+its work; each op becomes one ledger. A static KV cache of `context + seq` tokens is
+preallocated, so a decode step reads the cache and writes only its new tokens, as a serving
+stack's paged cache does.
 
 What a serving stack fuses is priced as the fused kernel from its shapes (operator library):
 - attention (`F.scaled_dot_product_attention`): the flash / paged-decode kernel, causal and
