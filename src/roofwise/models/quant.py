@@ -38,6 +38,7 @@ cores), reading the packed weights and their scales and zero points.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import re
 from dataclasses import dataclass, replace
@@ -106,7 +107,44 @@ class WeightScheme:
         """Whether the parameter `name` (a module path and `.weight`) is not left out by
         the config's ignore list."""
         module = name.rsplit(".", 1)[0]
-        return not any(_names(module, pattern) for pattern in self.ignore)
+        plain, other = _split_ignore(self.ignore)
+        if plain and not plain.isdisjoint(_dotted_parts(module)):
+            return False
+        return not any(_names(module, pattern) for pattern in other)
+
+
+@functools.lru_cache(maxsize=16)
+def _split_ignore(ignore: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The ignore list as (plain dotted names, as `_names` reads them; the globs and `re:`
+    patterns): a checkpoint lists hundreds of plain names (a Qwen3-235B FP8 283, one per
+    norm and router), which a set answers at once for each weight."""
+    plain, other = set(), []
+    for pattern in ignore:
+        if pattern.startswith("re:") or any(c in pattern for c in "*?["):
+            other.append(pattern)
+        else:
+            plain.add(_text_decoder_name(pattern).removesuffix("."))
+    return frozenset(plain), tuple(other)
+
+
+def _dotted_parts(module: str) -> set[str]:
+    """The names a plain ignore entry may give `module` by (`_names`): the path itself, each
+    dotted prefix (a module above it) and each dotted suffix (its last parts)."""
+    parts = {module}
+    for at, char in enumerate(module):
+        if char == ".":
+            parts.add(module[:at])
+            parts.add(module[at + 1:])
+    return parts
+
+
+def _text_decoder_name(pattern: str) -> str:
+    """A multimodal checkpoint's `model.language_model.` (or `language_model.`) prefix read
+    as the text decoder's `model.`."""
+    for prefix in ("model.language_model.", "language_model.model.", "language_model."):
+        if pattern.startswith(prefix):
+            return ("model." if prefix != "language_model." else "") + pattern[len(prefix):]
+    return pattern
 
 
 def _names(module: str, pattern: str) -> bool:
@@ -120,11 +158,7 @@ def _names(module: str, pattern: str) -> bool:
                 pattern[3:], module + ".weight") is not None
         except re.error:
             return False
-    for prefix in ("model.language_model.", "language_model.model.", "language_model."):
-        if pattern.startswith(prefix):
-            pattern = ("model." if prefix != "language_model." else "") + pattern[len(prefix):]
-            break
-    pattern = pattern.removesuffix(".")
+    pattern = _text_decoder_name(pattern).removesuffix(".")
     return (fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*")
             or fnmatch.fnmatchcase(module, "*." + pattern))
 
