@@ -47,9 +47,10 @@ def names_for(ignore):
         "mlp.experts.gate_up_proj", "mlp.shared_experts.down_proj", "input_layernorm")]
     names += ["lm_head.weight", "model.embed_tokens.weight", "model.norm.weight"]
     for entry in ignore[::max(1, len(ignore) // 40)]:  # 40 entries of a long list, spread
-        plain = entry.removeprefix("re:")
+        plain = entry.removeprefix("re:").replace("*", "").replace("?", "x")
         names += [f"{plain}.weight", f"{plain}.sub.weight", f"model.{plain}.weight",
-                  f"{plain}x.weight", f"model.language_model.{plain}.weight"]
+                  f"{plain}x.weight", f"{plain}0.mlp.weight", f"{plain[:-1]}.weight",
+                  f"model.language_model.{plain}.weight"]
     return names
 
 
@@ -75,6 +76,10 @@ PATTERN = st.one_of(
     NAME.map(lambda n: "model.language_model." + n),
     NAME.map(lambda n: "language_model." + n),
     NAME.map(lambda n: n.replace("0", "*")),
+    NAME.map(lambda n: n + "*"),
+    NAME.map(lambda n: n[:-2] + "*"),
+    NAME.map(lambda n: "language_model." + n + "*"),
+    NAME.map(lambda n: "*" + n),
     NAME.map(lambda n: n.replace("1", "?")),
     NAME.map(lambda n: n.replace("gate", "[gu]ate")),
     NAME.map(lambda n: "re:.*" + n.replace(".", r"\.")),

@@ -107,24 +107,36 @@ class WeightScheme:
         """Whether the parameter `name` (a module path and `.weight`) is not left out by
         the config's ignore list."""
         module = name.rsplit(".", 1)[0]
-        plain, other = _split_ignore(self.ignore)
+        plain, starts, other = _split_ignore(self.ignore)
         if plain and not plain.isdisjoint(_dotted_parts(module)):
+            return False
+        if starts and any(part[:n] in starts for part in _dotted_suffixes(module)
+                          for n in range(len(part) + 1)):
             return False
         return not any(_names(module, pattern) for pattern in other)
 
 
 @functools.lru_cache(maxsize=16)
-def _split_ignore(ignore: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The ignore list as (plain dotted names, as `_names` reads them; the globs and `re:`
-    patterns): a checkpoint lists hundreds of plain names (a Qwen3-235B FP8 283, one per
-    norm and router), which a set answers at once for each weight."""
-    plain, other = set(), []
+def _split_ignore(ignore: tuple[str, ...]
+                  ) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+    """The ignore list as `_names` reads it, in three parts: plain dotted names; what globs
+    that end in their only `*` start with ("model.layers.1.self_attn*"); the other globs and
+    `re:` patterns. A checkpoint lists hundreds of the first two (a Qwen3-235B FP8 283 names,
+    a Kimi-K2.6 NVFP4 124 globs), which sets answer at once for each weight."""
+    plain, starts, other = set(), set(), []
     for pattern in ignore:
-        if pattern.startswith("re:") or any(c in pattern for c in "*?["):
+        if pattern.startswith("re:"):
             other.append(pattern)
+            continue
+        text = _text_decoder_name(pattern).removesuffix(".")
+        special = [c for c in text if c in "*?["]
+        if not special:
+            plain.add(text)
+        elif special == ["*"] and text.endswith("*"):
+            starts.add(text[:-1])
         else:
-            plain.add(_text_decoder_name(pattern).removesuffix("."))
-    return frozenset(plain), tuple(other)
+            other.append(pattern)
+    return frozenset(plain), frozenset(starts), tuple(other)
 
 
 def _dotted_parts(module: str) -> set[str]:
@@ -136,6 +148,12 @@ def _dotted_parts(module: str) -> set[str]:
             parts.add(module[:at])
             parts.add(module[at + 1:])
     return parts
+
+
+def _dotted_suffixes(module: str) -> list[str]:
+    """The path and each of its dotted suffixes: a glob `X*` names `module` when one of them
+    starts with X (`_names`: `X*`, `X*.*` and `*.X*`)."""
+    return [module, *(module[at + 1:] for at, char in enumerate(module) if char == ".")]
 
 
 def _text_decoder_name(pattern: str) -> str:
