@@ -24,6 +24,7 @@ from bench_end_to_end import FORMATS, records_frame, write_files
 _CHILD = r"""
 import collections, json, sys, time
 import roofwise.cli.analyze as command
+import roofwise.output.stream as stream
 
 spent = collections.Counter()
 
@@ -47,7 +48,10 @@ class WriteHere:  # `BackgroundWriter` without the thread: each write runs when 
         pass
 
 command.BackgroundWriter = WriteHere
-command.in_order = lambda jobs, workers=0: (timed("read and screen", job)() for job in jobs)
+# reading and judging run in output/stream.py (`judged_batches`); the names are looked up
+# there, so they are replaced there
+stream.in_order = lambda jobs, workers=0: (timed("read and screen", job)() for job in jobs)
+stream.analyze = timed("price and judge", stream.analyze)
 command.analyze = timed("price and judge", command.analyze)
 command.lint_columns = timed("lint", command.lint_columns)
 command.json_writer = timed("verdict frame", command.json_writer)
@@ -56,6 +60,9 @@ sys.stdout = open("/dev/null", "w")
 start = time.perf_counter()
 code = main(["analyze", sys.argv[1], "-m", "h200", "--json"])
 spent["total"] = time.perf_counter() - start
+for stage in ("read and screen", "price and judge", "lint", "verdict frame", "write"):
+    if not spent[stage]:  # a stage that moved: the table would show 0 for it
+        raise SystemExit(f"stage {stage!r} was not timed: the instrumented names moved")
 print(json.dumps(spent), file=sys.stderr)
 sys.exit(code)
 """
