@@ -25,6 +25,7 @@ read back, composed with `roofwise.ledgers.ledger.separate`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -210,6 +211,40 @@ def _ref(t: torch.Tensor) -> TensorRef:
                      shape=tuple(t.shape), stride=tuple(t.stride()), dtype=_dtype(t.dtype))
 
 
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors an argument holds: itself, those of a list (`cat`'s), or any nested."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return []
+    return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _kind_of(func: Any) -> tuple[str, bool, bool]:
+    """An op overload's base name, whether it only reads metadata (a size, a stride), and
+    whether roofwise counts it itself (else it is decomposed), once per overload."""
+    base = _base_name(func)
+    metadata = base in _METADATA_OPS or func._overloadpacket.__name__ in _METADATA_OPS
+    known = (base in OP_CLASS_TABLE or base in MOVEMENT_OPS or base in VIEW_OPS
+             or func._overloadpacket in flop_counter.flop_registry)
+    return base, metadata, known
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema_of(func: Any, base: str
+               ) -> tuple[tuple[tuple[str, bool, bool], ...], tuple[bool, ...]]:
+    """What `_op` reads of an op's schema, once per op overload: per argument its name,
+    whether the op writes it and whether it reads it (an `out=` or a `fill_`'s self is
+    written, not read); per return whether it aliases an input."""
+    arguments = []
+    for arg in func._schema.arguments:
+        writes = arg.alias_info is not None and arg.alias_info.is_write
+        arguments.append((arg.name, writes,
+                          not (writes and (arg.kwarg_only or base in _WRITE_ONLY))))
+    return tuple(arguments), tuple(r.alias_info is not None for r in func._schema.returns)
+
+
 def _base_name(func: Any) -> str:
     return str(func._overloadpacket.__name__).removesuffix("_")
 
@@ -234,11 +269,9 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        base = _base_name(func)
-        if base in _METADATA_OPS or func._overloadpacket.__name__ in _METADATA_OPS:
+        base, metadata, known = _kind_of(func)
+        if metadata:
             return func(*args, **kwargs)
-        known = (base in OP_CLASS_TABLE or base in MOVEMENT_OPS or base in VIEW_OPS
-                 or func._overloadpacket in flop_counter.flop_registry)
         if not known:  # as FlopCounterMode does: count what it decomposes into
             with self:
                 decomposed = func.decompose(*args, **kwargs)
@@ -250,26 +283,22 @@ class _Recorder(TorchDispatchMode):
         return out
 
     def _op(self, func: Any, base: str, args: Any, kwargs: Any, out: Any) -> TracedOp:
-        schema = func._schema
-        mutated: list[TensorRef] = []
-        read: list[TensorRef] = []
-        bound = dict(zip((a.name for a in schema.arguments), args, strict=False))
-        bound.update(kwargs)
-        for arg in schema.arguments:
-            value = bound.get(arg.name)
-            tensors = [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
-            writes = arg.alias_info is not None and arg.alias_info.is_write
-            if writes:
-                mutated += map(_ref, tensors)
-            if not (writes and (arg.kwarg_only or base in _WRITE_ONLY)):  # out= is not read
-                read += map(_ref, tensors)
-        aliased = [r.alias_info is not None for r in schema.returns]
-        outs = tree_flatten(out)[0]
-        fresh = [_ref(t) for t, alias in zip(outs, aliased + [False] * len(outs), strict=False)
-                 if isinstance(t, torch.Tensor) and not alias]
         if base in VIEW_OPS:  # an alias or an allocation: no kernel, nothing moved
             return TracedOp(index=len(self.ops), name=str(func), kind="view", reads=(),
                             writes=(), mutates=(), work=())
+        arguments, aliased = _schema_of(func, base)
+        mutated: list[TensorRef] = []
+        read: list[TensorRef] = []
+        for k, (name, writes, is_read) in enumerate(arguments):
+            value = args[k] if k < len(args) else kwargs.get(name)
+            tensors = _tensors_in(value)
+            if writes:
+                mutated += map(_ref, tensors)
+            if is_read:
+                read += map(_ref, tensors)
+        outs = _tensors_in(out) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
+        fresh = [_ref(t) for t, alias in zip(outs, aliased + (False,) * len(outs), strict=False)
+                 if isinstance(t, torch.Tensor) and not alias]
         kind, work = self._count(func, base, args, kwargs, out, read, [*fresh, *mutated])
         return TracedOp(index=len(self.ops), name=str(func), kind=kind, reads=tuple(read),
                         writes=tuple(dict.fromkeys([*fresh, *mutated])),
