@@ -114,3 +114,34 @@ def test_readme_command_runs(in_checkout_copy, capsys, command):
         return
     allowed = {0, 1} if argv[0] in GATES else {0}
     assert code in allowed, f"{command}: exit {code}: {err}"
+
+
+def output_blocks() -> list[tuple[str, list[str]]]:
+    """(command, printed lines) of every block that shows a `$ roofwise` command and what it
+    prints."""
+    found = []
+    for language, block in fenced_blocks():
+        lines = block.rstrip("\n").splitlines()
+        if language == "" and lines and lines[0].startswith("$ roofwise "):
+            found.append((lines[0][2:], [line.rstrip() for line in lines[1:]]))
+    return found
+
+
+def test_readme_shows_its_outputs():
+    assert len(output_blocks()) >= 4
+
+
+@pytest.mark.parametrize(("command", "shown"), output_blocks(),
+                         ids=[c[:60] for c, _ in output_blocks()])
+def test_a_readme_output_is_what_the_command_prints(in_checkout_copy, capsys, monkeypatch,
+                                                    command, shown):
+    """Each block's lines are what its command prints today: at 100 columns, or at the
+    width a pipe gets (the block says which by its width)."""
+    printed = []
+    for columns in ("100", None):
+        if columns is None:
+            monkeypatch.delenv("COLUMNS")
+        main(shlex.split(command)[1:])
+        out, err = capsys.readouterr()
+        printed.append([line.rstrip() for line in (out + err).rstrip("\n").splitlines()])
+    assert shown in printed, "\n".join(printed[0])

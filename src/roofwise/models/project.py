@@ -175,10 +175,15 @@ def project(capture: Capture, machine: Machine, phase: str, batch: int, seq: int
 
 
 def _grouped(ops: tuple[CapturedOp, ...]) -> dict[tuple[str, str, str], list[CapturedOp]]:
+    """The ops by (layer, op, shapes): layers in the order the step first ran them, and one
+    layer's rows by op and shapes. Not the order the ops ran within a layer: transformers
+    builds a model's masks for `set(config.layer_types)`, whose order changes with Python's
+    hash seed, so that order would change from one run to the next."""
     groups: dict[tuple[str, str, str], list[CapturedOp]] = {}
     for op in ops:
         groups.setdefault((op.layer, op.op, op.shapes), []).append(op)
-    return groups
+    layers = {layer: k for k, layer in enumerate(dict.fromkeys(op.layer for op in ops))}
+    return {key: groups[key] for key in sorted(groups, key=lambda k: (layers[k[0]], k[1], k[2]))}
 
 
 def _row(key: tuple[str, str, str], ops: list[CapturedOp], machine: Machine,
