@@ -296,7 +296,7 @@ class _Recorder(TorchDispatchMode):
                 mutated += map(_ref, tensors)
             if is_read:
                 read += map(_ref, tensors)
-        outs = _tensors_in(out) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
+        outs = [out] if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
         fresh = [_ref(t) for t, alias in zip(outs, aliased + (False,) * len(outs), strict=False)
                  if isinstance(t, torch.Tensor) and not alias]
         kind, work = self._count(func, base, args, kwargs, out, read, [*fresh, *mutated])

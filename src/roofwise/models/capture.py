@@ -44,6 +44,7 @@ re-expanded through `kv_b_proj` every step. Prefill runs expanded in both.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import re
@@ -336,39 +337,40 @@ def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
         if isinstance(layer, StaticSlidingWindowLayer):
             layer.cumulative_length_int += 1
         layer.is_initialized = True
-        layer.update = _first_update(layer, recorder)
+        layer.update = _first_call(layer, "update", recorder, functools.partial(
+            _first_keys_and_values, layer))
         if indexed is not None and isinstance(layer, indexed):
-            layer.update_indexer = _first_indexer_update(layer, recorder)
+            layer.update_indexer = _first_call(layer, "update_indexer", recorder,
+                                               functools.partial(_first_indexer_keys, layer))
     return True
 
 
-def _first_indexer_update(layer: Any, recorder: Any) -> Callable[..., Any]:
-    """An indexed layer's indexer update for its first call: its key buffer allocated and
-    one position counted as written (muted, as `_first_update`), then the class's own."""
-    def update_indexer(indexer_key_states: Any, *args: Any, **kwargs: Any) -> Any:
-        del layer.update_indexer
-        recorder.muted += 1
-        try:
-            layer.lazy_initialization_indexer(indexer_key_states)
-            layer.indexer_cumulative_length.add_(1)
-        finally:
-            recorder.muted -= 1
-        return layer.update_indexer(indexer_key_states, *args, **kwargs)
-    return update_indexer
+def _first_keys_and_values(layer: Any, key_states: Any, value_states: Any, *_: Any) -> None:
+    """A static layer's key and value buffers allocated, in the shapes of its first update."""
+    layer.lazy_initialization(key_states, value_states)
 
 
-def _first_update(layer: Any, recorder: Any) -> Callable[..., Any]:
-    """The layer's update for its first call: its backing tensors allocated (muted: a serving
-    stack's cache exists before the step), then the class's own update, from then on."""
-    def update(key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
-        del layer.update
+def _first_indexer_keys(layer: Any, indexer_key_states: Any, *_: Any) -> None:
+    """An indexed layer's indexer key buffer allocated and one position counted as written,
+    as a one-token update would leave it."""
+    layer.lazy_initialization_indexer(indexer_key_states)
+    layer.indexer_cumulative_length.add_(1)
+
+
+def _first_call(layer: Any, method: str, recorder: Any, initialize: Callable[..., Any]
+                ) -> Callable[..., Any]:
+    """A cache layer's `method` for its first call: `initialize` on the call's arguments
+    (muted: a serving stack's cache exists before the step), then the class's own method,
+    from then on."""
+    def first(*args: Any, **kwargs: Any) -> Any:
+        delattr(layer, method)
         recorder.muted += 1
         try:
-            layer.lazy_initialization(key_states, value_states)
+            initialize(*args)
         finally:
             recorder.muted -= 1
-        return layer.update(key_states, value_states, *args, **kwargs)
-    return update
+        return getattr(layer, method)(*args, **kwargs)
+    return first
 
 
 def _run_step(config: ModelConfig, built: _Model, step: Step, kv: str, fused: bool,

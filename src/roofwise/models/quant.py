@@ -140,14 +140,10 @@ def _split_ignore(ignore: tuple[str, ...]
 
 
 def _dotted_parts(module: str) -> set[str]:
-    """The names a plain ignore entry may give `module` by (`_names`): the path itself, each
-    dotted prefix (a module above it) and each dotted suffix (its last parts)."""
-    parts = {module}
-    for at, char in enumerate(module):
-        if char == ".":
-            parts.add(module[:at])
-            parts.add(module[at + 1:])
-    return parts
+    """The names a plain ignore entry may give `module` by (`_names`): the path itself and
+    each dotted suffix (its last parts), and each dotted prefix (a module above it)."""
+    return {*_dotted_suffixes(module),
+            *(module[:at] for at, char in enumerate(module) if char == ".")}
 
 
 def _dotted_suffixes(module: str) -> list[str]:
