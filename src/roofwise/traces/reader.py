@@ -509,8 +509,9 @@ MAX_RUN_BYTES = 16 << 20  # bytes with no `"` in them: a trace has a string ever
 #                 cost grows with the square of a string's length
 MAX_GZIP_RATIO = 200  # decompressed over compressed size: Kineto traces inflate 10-40x;
 MIN_INFLATED_BYTES = 256 << 20  # ... more (past 256 MiB) is padding: a gzip bomb
-MAX_EVENTS = 4_000_000  # events kept (ops, launches, device activity, flow arrows): a profiled
-#                 step of a large model holds well under a million; each costs ~40 B to keep
+MAX_EVENTS = 16_000_000  # events kept (ops, launches, device activity, flow arrows): a profiled
+#                 step of a large model holds well under a million, a trace of several steps a few
+#                 million; each costs ~65 B at the peak (4.5 M events: 364 MiB), so ~1 GiB here
 MAX_NAME_CHARS = 65536  # an op or kernel name: demangled templated kernels run to a few thousand
 MAX_DEVICES = 4096  # deviceProperties entries: one per GPU of the host
 READ_BYTES = 1 << 20  # read size: also about the length of the runs of events decoded at once
