@@ -116,9 +116,16 @@ def _innermost(ops: OpColumns, calls: CallColumns, wanted: np.ndarray) -> np.nda
     for k, i in enumerate(wanted.tolist()):
         calls_by_thread[int(calls.thread[i])].append(k)
     call_ts = calls.ts_us[wanted].tolist()
+    # Two ops with the same span (a wrapper and the op it calls, within the clock's
+    # microsecond) are told apart by their External ids, which the profiler hands out as ops
+    # start: the caller's is the lower, so the callee is the inner one, whatever the file's
+    # order. Ids that are not integers leave such ties in file order.
+    ids = (ops.external_id if ops.external_id.dtype != object
+           else np.zeros(len(ops.external_id), dtype=np.int64))
     for thread, ks in calls_by_thread.items():
         mine = np.flatnonzero(ops.thread == thread)
-        order = mine[np.lexsort((-(ops.end_us[mine] - ops.ts_us[mine]), ops.ts_us[mine]))]
+        order = mine[np.lexsort((ids[mine], -(ops.end_us[mine] - ops.ts_us[mine]),
+                                 ops.ts_us[mine]))]
         starts, ends = ops.ts_us[order].tolist(), ops.end_us[order].tolist()
         numbers = order.tolist()
         ks.sort(key=lambda k: call_ts[k])
