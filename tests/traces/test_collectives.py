@@ -264,3 +264,22 @@ def test_real_nccl_kernels_priced_from_their_recorded_messages(capsys):
         assert comms[label]["sol_time_s"] == pytest.approx(wire / ONE_WAY)
         assert "impossible" not in comms[label]["verdicts"]
     assert comms["broadcast 53 x Long, group of 2"]["verdicts"] == {"latency_bound": 3}
+
+
+def test_a_call_that_launched_a_collective_is_its_own_group(capsys, tmp_path):
+    """Two calls of one op with the same shapes, one of which launched an NCCL kernel (a
+    custom op that all-reduces on some steps): two groups, one communication (its 30 us) and
+    one priced on the roofline (its 2 us); before, they were one group and the command ended
+    in a KeyError."""
+    dims, types = [[16, 4096], [16, 4096]], ["c10::BFloat16"] * 2
+    rows = analyze_json(capsys, write_trace(tmp_path, [
+        _op("aten::add_", 0, 10, 1, dims, types), _launch(2, 100, 1),
+        _kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, "
+                "ncclWork*)", 100, 30, 100),
+        _op("aten::add_", 20, 10, 2, dims, types), _launch(22, 101, 2),
+        _kernel("vectorized_elementwise_kernel", 200, 2, 101)], H100))
+    adds = sorted((r for r in rows if r["op"] == "aten::add_"), key=lambda r: r["time_s"])
+    assert [(r["count"], r["time_s"]) for r in adds] == [(1, pytest.approx(2e-6)),
+                                                         (1, pytest.approx(30e-6))]
+    assert adds[0]["priced_by"] == "class" and adds[1]["priced_by"] == "interconnect"
+    assert rows[-1]["communication_time_s"] == pytest.approx(30e-6)

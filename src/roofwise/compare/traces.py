@@ -83,16 +83,21 @@ class GroupChange:
 def compare_groups(base: Sequence[Group], new: Sequence[Group],
                    threshold: float) -> list[GroupChange]:
     """Every group of either side, regressions first (most time added first)."""
-    by_key = {(g.op, g.shapes): g for g in new}
-    seen: set[tuple[str, str]] = set()
+    by_key = {_key(g): g for g in new}
+    seen: set[tuple[str, str, bool]] = set()
     changes = []
     for g in base:
-        key = (g.op, g.shapes)
+        key = _key(g)
         seen.add(key)
-        changes.append(_pair(key, g, by_key.get(key), threshold))
-    changes += [_pair((g.op, g.shapes), None, g, threshold) for g in new
-                if (g.op, g.shapes) not in seen]
+        changes.append(_pair(key[:2], g, by_key.get(key), threshold))
+    changes += [_pair(_key(g)[:2], None, g, threshold) for g in new if _key(g) not in seen]
     return sorted(changes, key=lambda c: (_ORDER[c.status], -abs(c.time_added_s)))
+
+
+def _key(group: Group) -> tuple[str, str, bool]:
+    """A group's identity: its op, its shapes, and whether it is communication (an op's
+    calls that launched a collective are a group apart from its other calls)."""
+    return group.op, group.shapes, group.communication
 
 
 def _pair(key: tuple[str, str], base: Group | None, new: Group | None,

@@ -318,7 +318,7 @@ def groups(result: TraceAnalysis) -> list[Group]:
                        np.cumsum(np.bincount(group_of_op, minlength=len(keys)))[:-1]
                        ) if keys else []
     found: list[Group] = []
-    for (name, shapes), index in zip(keys, members, strict=True):
+    for (name, shapes, _), index in zip(keys, members, strict=True):
         times = time_of_op[index]
         record = result.record_of_op[index]
         rows = record[record >= 0]
@@ -350,17 +350,20 @@ def groups(result: TraceAnalysis) -> list[Group]:
 
 
 def _group_keys(ops: Sequence[TraceOp], table: OpTable
-                ) -> tuple[dict[tuple[str, str], int], np.ndarray]:
-    """Each op's group (op, shapes) as a code into the keys, in first-call order. An op that
-    is no collective is keyed by its signature alone, so the keys are made once per distinct
-    signature (and once per collective call: its message may differ call by call)."""
+                ) -> tuple[dict[tuple[str, str, bool], int], np.ndarray]:
+    """Each op's group (op, shapes, whether it communicates) as a code into the keys, in
+    first-call order. An op that is no collective is keyed by its signature alone, so the keys
+    are made once per distinct signature (and once per collective call: its message may differ
+    call by call). A call that launched a collective kernel is never grouped with calls of the
+    same op and shapes that did not: they are priced on different roofs."""
     n_signatures = int(table.signature.max()) + 1 if len(table) else 0
     comm_at = np.flatnonzero(table.communication)
     proto = table.signature.copy()  # calls that surely share a key share a proto
     proto[comm_at] = n_signatures + np.arange(len(comm_at))
     proto_of_op, first = _first_seen(proto)  # protos in first-call order
-    keys: dict[tuple[str, str], int] = {}
-    key_of_proto = np.array([keys.setdefault((ops[i].op, _group_shapes(ops[i])), len(keys))
+    keys: dict[tuple[str, str, bool], int] = {}
+    key_of_proto = np.array([keys.setdefault((ops[i].op, _group_shapes(ops[i]),
+                                              bool(table.communication[i])), len(keys))
                              for i in first.tolist()], dtype=np.int64)
     return keys, key_of_proto[proto_of_op]
 

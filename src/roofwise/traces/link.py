@@ -38,6 +38,7 @@ def launching_ops(events: TraceEvents) -> np.ndarray:
     assert gpu is not None and calls is not None and ops is not None
     call_of_event = _calls_of_events(gpu, calls, events.flow_start_columns,
                                      events.flow_end_columns)
+    call_of_event = _within_processes(call_of_event, gpu, calls, events.threads)
     op_of_call = np.append(_ops_of_calls(ops, calls), NO_OP)  # index -1 (no call): NO_OP
     return op_of_call[call_of_event] if len(call_of_event) else np.zeros(0, dtype=np.int64)
 
@@ -90,6 +91,48 @@ def _calls_of_events(gpu: GpuColumns, calls: CallColumns, starts: FlowColumns | 
         if hit is not None:
             found[k] = hit
     return found
+
+
+def _within_processes(found: np.ndarray, gpu: GpuColumns, calls: CallColumns,
+                      threads: list[tuple[Any, Any]]) -> np.ndarray:
+    """`found` where each correlation id names one process's launch. Where the launches of
+    several processes share ids (the traces of several ranks merged into one file: each
+    process counts its own from the same start), an id alone would hand one rank's kernels to
+    another's ops. Then each device is matched with the process that launched its
+    unambiguous events (most of them), and an ambiguous event takes that process's launch;
+    one whose device has no such process is left unlinked rather than guessed."""
+    if calls.correlation.dtype == object or gpu.correlation.dtype == object or not len(found):
+        return found
+    pid_codes: dict[Any, int] = {}
+    pid_of_thread = np.array([pid_codes.setdefault(str(pid), len(pid_codes))
+                              for pid, _ in threads] or [0], dtype=np.int64)
+    call_pid = pid_of_thread[calls.thread]
+    given = calls.correlation != NONE_ID
+    corr = calls.correlation[given]
+    n_pids = len(pid_codes)
+    if not len(corr) or corr.min() < 0 or corr.max() >= np.iinfo(np.int64).max // (n_pids + 1):
+        return found  # ids a composite key cannot hold: left as found
+    ids, per_id = np.unique(corr, return_counts=True)
+    if len(ids) == len(corr) or len(np.unique(corr * n_pids + call_pid[given])) == len(ids):
+        return found  # no id is named by two processes
+    shared_ids = ids[per_id > 1]
+    ambiguous = np.isin(gpu.correlation, shared_ids) & (found >= 0)
+    device = pid_of_thread[gpu.thread]
+    sure = np.flatnonzero((found >= 0) & ~ambiguous)
+    host_of_device = np.full(n_pids, -1, dtype=np.int64)
+    if len(sure):  # each device: the process that launched most of its unambiguous events
+        pairs, counts = np.unique(device[sure] * n_pids + call_pid[found[sure]],
+                                  return_counts=True)
+        order = np.lexsort((-counts, pairs // n_pids))  # by device, the most common first
+        devices, first = np.unique((pairs // n_pids)[order], return_index=True)
+        host_of_device[devices] = (pairs % n_pids)[order][first]
+    at = np.flatnonzero(ambiguous)
+    host = host_of_device[device[at]]
+    keys = np.where(given, calls.correlation * n_pids + call_pid, NONE_ID)
+    wanted = np.where(host >= 0, gpu.correlation[at] * n_pids + host, NONE_ID)
+    result = found.copy()
+    result[at] = _first_index(keys, wanted)
+    return result
 
 
 def _ops_of_calls(ops: OpColumns, calls: CallColumns) -> np.ndarray:

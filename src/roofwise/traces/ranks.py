@@ -197,18 +197,15 @@ def _rank(path: str, result: TraceAnalysis, position: int) -> Rank:
 
 
 def line_up_ranks(ranks: tuple[Rank, ...]) -> RankSet:
-    time_by: dict[tuple[str, str], dict[int, float]] = {}
-    count_by: dict[tuple[str, str], dict[int, int]] = {}
-    comm: set[tuple[str, str]] = set()
+    # a group is its op, its shapes and whether it communicates (as `analysis.groups`)
+    time_by: dict[tuple[str, str, bool], dict[int, float]] = {}
+    count_by: dict[tuple[str, str, bool], dict[int, int]] = {}
     for r in ranks:
         for g in r.groups:
-            key = (g.op, g.shapes)
+            key = (g.op, g.shapes, g.communication)
             time_by.setdefault(key, {})[r.rank] = g.time_s
             count_by.setdefault(key, {})[r.rank] = g.count
-            if g.communication:
-                comm.add(key)
-    spreads = sorted((Spread(op, shapes, time_by[(op, shapes)], count_by[(op, shapes)],
-                             (op, shapes) in comm) for op, shapes in time_by),
+    spreads = sorted((Spread(*key[:2], time_by[key], count_by[key], key[2]) for key in time_by),
                      key=lambda s: (-(s.max_s - s.min_s), s.op, s.shapes))
     return RankSet(ranks, tuple(spreads), _slowest(ranks, spreads))
 
