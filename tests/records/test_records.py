@@ -134,12 +134,27 @@ def test_directory_is_not_a_record_file(tmp_path):
     ("op,flops,bytes,time_s", "a,1,2,3", ":1: header lacks roof"),
     ("op,flops,bytes,roof,time_s,op", "a,1,2,cuda_core.fp32,3,b", ":1: header repeats op"),
     ("op,flops,bytes,roof,time_s", "a,1,2,cuda_core.fp32,3,9", ":2: 6 cells under a header of 5"),
+    # the usual slips of a file saved from a spreadsheet, each named
+    ("op;flops;bytes;roof;time_s", "a;1;2;cuda_core.fp32;3", "separated by semicolons"),
+    ("op\tflops\tbytes\troof\ttime_s", "a\t1\t2\tcuda_core.fp32\t3", "separated by tabs"),
+    ("Op,flops,bytes,Roof,time_s", "a,1,2,cuda_core.fp32,3",
+     r"header lacks op, roof \(names are case- and space-sensitive: 'Op' for op, 'Roof' for "),
+    ("op,flops,bytes,roof,time_s,,", "a,1,2,cuda_core.fp32,3,,",
+     ":1: header names no field for columns 6, 7; expected a name for every column"),
 ])
 def test_csv_structure(tmp_path, header, row, problem):
     path = tmp_path / "r.csv"
     path.write_text(f"{header}\n{row}\n")
     with pytest.raises(InputError, match=problem):
         read_records(path, strict=True)
+
+
+def test_a_utf16_csv_is_named(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_bytes("op,flops,bytes,roof,time_s\na,1,2,cuda_core.fp32,3\n".encode("utf-16"))
+    with pytest.raises(InputError, match=r":1: header lacks .* \(its text holds NUL bytes: "
+                                         "UTF-16"):
+        read_records(path)
 
 
 def test_parquet_rows_are_numbered(tmp_path):

@@ -1662,9 +1662,31 @@ def _csv_dict_rows(path: Path, text: str, header_line: int) -> Iterator[tuple[st
 def _check_header(path: Path, header: list[str]) -> None:
     missing = [name for name in REQUIRED_FIELDS if name not in header]
     if missing:
-        raise InputError(f"{path}:1", f"header lacks {', '.join(missing)}; expected a header "
-                                      f"naming at least {', '.join(REQUIRED_FIELDS)}")
+        raise InputError(f"{path}:1", f"header lacks {', '.join(missing)}{_header_hint(header)}"
+                                      f"; expected a header naming at least "
+                                      f"{', '.join(REQUIRED_FIELDS)}")
+    unnamed = [str(k + 1) for k, name in enumerate(header) if not name.strip()]
+    if unnamed:  # a spreadsheet's trailing empty columns
+        raise InputError(f"{path}:1", f"header names no field for column{'s' * (len(unnamed) > 1)}"
+                                      f" {', '.join(unnamed)}; expected a name for every column "
+                                      "(delete the empty columns)")
     repeated = sorted({name for name in header if header.count(name) > 1})
     if repeated:
-        raise InputError(f"{path}:1", f"header repeats {', '.join(repeated)}")
+        raise InputError(f"{path}:1", f"header repeats {', '.join(repeated)}; expected each "
+                                      "field once")
+
+
+def _header_hint(header: list[str]) -> str:
+    """What a header that lacks the contract's fields looks like instead, where it is one of
+    the usual slips: another separator, UTF-16 text, names in another case."""
+    text = ",".join(header)
+    if "\x00" in text:
+        return " (its text holds NUL bytes: UTF-16, as some spreadsheets save; save it as UTF-8)"
+    for separator, called in ((";", "semicolons"), ("\t", "tabs")):
+        if set(REQUIRED_FIELDS) <= {name.strip() for name in text.split(separator)}:
+            return f" (its fields are separated by {called}; expected commas)"
+    folded = {name.strip().lower(): name for name in header}
+    near = [f"{folded[name]!r} for {name}" for name in REQUIRED_FIELDS
+            if name not in header and name in folded]
+    return f" (names are case- and space-sensitive: {', '.join(near)})" if near else ""
 
