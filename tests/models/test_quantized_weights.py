@@ -141,3 +141,64 @@ def test_gptq_and_nf4_matrix_bytes_by_hand():
     fp8 = scheme_from_config({"quantization_config": {
         "quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}, "c.json")
     assert fp8.matrix_bytes(576, 7168) == 576 * 7168 + 5 * 56 * 4  # 576 rows: 5 blocks
+
+
+def int8_gptq(out, inp, group):
+    groups = math.ceil(inp / group) * out
+    return out * inp + groups * 2 + groups + inp * 4  # weights, fp16 scales, 8-bit zeros, g_idx
+
+
+def test_gptq_int8_weights_are_priced_at_their_stored_bytes(capsys, tmp_path):
+    # the quantization_config Qwen publishes with its GPTQ-Int8 checkpoints (8 bits, group
+    # 128, symmetric, no act-order), on the Qwen2.5-7B config the AWQ test reads
+    path, c = reduced(tmp_path, CONFIGS / "serve_qwen2.5-7b-instruct-awq.json",
+                      quantization_config={"bits": 8, "damp_percent": 0.01, "desc_act": False,
+                                           "group_size": 128, "quant_method": "gptq",
+                                           "static_groups": False, "sym": True,
+                                           "true_sequential": True})
+    rows, total = project(capsys, path)
+    h, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    kv = c["num_key_value_heads"] * (h // c["num_attention_heads"])
+    layer = (2 * int8_gptq(h, h, 128) + 2 * int8_gptq(kv, h, 128)  # q, o; k, v
+             + 2 * int8_gptq(inter, h, 128) + int8_gptq(h, inter, 128)  # gate, up, down
+             + (h + 2 * kv) * BF16 + 2 * h * BF16)  # q/k/v biases, two norms
+    expected = 2 * vocab * h * BF16 + 2 * layer + h * BF16
+    assert total["weight_bytes"] == pytest.approx(expected, rel=1e-9)
+    assert total["weights"] == "gptq int8, group 128"
+    up = row(rows, "model.layers.*.mlp.up_proj")  # weight-only: bf16 tensor cores, dequantised
+    assert up["bytes"] == pytest.approx(2 * (4 * h * BF16 + int8_gptq(inter, h, 128)
+                                             + 4 * inter * BF16))
+    assert up["flops_by_unit"]["tensor_core.bf16"] == 2 * 2 * 4 * inter * h
+    assert up["flops_by_unit"]["cuda_core.fp32"] == 2 * 3 * inter * h
+
+
+def test_fbgemm_fp8_rowwise_weights_and_per_token_activations(capsys, tmp_path):
+    # Meta's FP8 Llama-3.1 checkpoints: `fbgemm_fp8`, the layers named in
+    # modules_to_not_convert (here layer 0's MLP, as the 405B lists its first and last
+    # layers' MLPs, and the LM head) stay bf16
+    path, c = reduced(tmp_path, MODELS / "llama-3.2-1b.json", quantization_config={
+        "activation_scale_ub": 1200.0, "quant_method": "fbgemm_fp8",
+        "modules_to_not_convert": ["model.layers.0.mlp.down_proj",
+                                   "model.layers.0.mlp.gate_proj",
+                                   "model.layers.0.mlp.up_proj", "lm_head"]})
+    rows, total = project(capsys, path)
+    h, inter, vocab, d = c["hidden_size"], c["intermediate_size"], c["vocab_size"], 64
+    q, kv = c["num_attention_heads"] * d, c["num_key_value_heads"] * d
+
+    def rowwise(out, inp):  # 1 byte a weight, one fp32 scale per output channel
+        return out * inp + out * 4
+
+    attention = rowwise(q, h) + 2 * rowwise(kv, h) + rowwise(h, q)
+    mlp_fp8 = 2 * rowwise(inter, h) + rowwise(h, inter)
+    mlp_bf16 = 3 * inter * h * BF16
+    expected = (vocab * h * BF16 + 2 * attention + mlp_fp8 + mlp_bf16  # tied embeddings
+                + 2 * 2 * h * BF16 + h * BF16)  # norms
+    assert total["weight_bytes"] == pytest.approx(expected, rel=1e-9)
+    assert total["weights"] == "fp8 e4m3, one scale per output channel, per-token activations"
+    o = row(rows, "model.layers.*.self_attn.o_proj")  # quantized in both layers
+    assert o["flops_by_unit"]["tensor_core.fp8"] == 2 * 2 * 4 * h * q
+    assert "tensor_core.bf16" not in o["flops_by_unit"]
+    up = row(rows, "model.layers.*.mlp.up_proj")  # quantized in layer 1: priced fp8 in both
+    assert up["flops_by_unit"]["tensor_core.fp8"] == 2 * 2 * 4 * inter * h
+    notes = " ".join(total.get("notes", []))
+    assert "activations quantized per token" in notes

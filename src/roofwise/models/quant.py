@@ -6,7 +6,8 @@ Stored bytes per quantized weight matrix (out x in; an experts tensor is E such 
   weight and one fp32 scale per 128 x 128 block (ceil-divided at the edges);
 - AWQ int4 (group g along the input): 4 bits per weight, one fp16 scale and one 4-bit zero
   point per group of g inputs and output column (qzeros packs eight to an int32);
-- GPTQ int4: as AWQ, plus `g_idx`, one int32 per input row (its act-order map);
+- GPTQ int4 or int8 (Qwen's official GPTQ-Int8 checkpoints): as AWQ at that width (zero points
+  packed at the weights' width), plus `g_idx`, one int32 per input row (its act-order map);
   group_size -1 is one group per column;
 - bitsandbytes nf4: 4 bits per weight and one fp32 absmax per 64 weights
   (`bnb_4bit_use_double_quant`: the absmax in 8 bits, one fp32 per 256 of them);
@@ -15,6 +16,8 @@ Stored bytes per quantized weight matrix (out x in; an experts tensor is E such 
 - NVFP4 (NVIDIA ModelOpt, compressed-tensors: float, 4 bits, group 16): 4-bit e2m1 weights,
   one fp8 e4m3 scale per 16 inputs and one fp32 scale per matrix;
 - FP8 per tensor (ModelOpt's static FP8): 1 byte per weight, one fp32 scale per matrix;
+- FBGEMM FP8 (`fbgemm_fp8`, Meta's Llama-3.1-405B-Instruct-FP8): 1 byte per weight, one fp32
+  scale per output channel, activations quantized per token at run time;
 - compressed-tensors int4 groups (Kimi-K2.5): as AWQ, without zero points when symmetric.
 Quantized: the weights of linear layers and experts, less the modules the config leaves
 unquantized (`modules_to_not_convert`, `ignore`, `exclude_modules`: names, globs or `re:`
@@ -66,17 +69,20 @@ class WeightScheme:
     block: tuple[int, int] | None = None  # fp8: (out, in) rows and columns per fp32 scale
     group: int | None = None  # weight-only: inputs per scale (None: one per output channel)
     scale_dtype: str = "fp16"
-    zero_points: bool = False  # 4-bit zero points per group
+    zero_points: bool = False  # a zero point per group, packed at the weights' width
     g_idx: bool = False  # GPTQ's int32 per input row
     double_quant: bool = False  # bitsandbytes nf4 absmax in 8 bits
     activations: str | None = None  # "fp8", "fp4": activations quantized, the GEMM on those
     act_group: int = ACT_GROUP  # tensor cores; inputs per activation scale
+    act_per_token: bool = False  # one activation scale per token (row), found at run time
     matrix_scale_bytes: int = 0  # one more scale per matrix (NVFP4's fp32 global scale)
     ignore: tuple[str, ...] = ()  # modules left unquantized (names, globs, `re:` patterns)
     source: str = "quantization_config"
 
     @property
     def act_groups_label(self) -> str:
+        if self.act_per_token:
+            return "per token"
         return "per tensor" if self.act_group >= PER_TENSOR else f"1x{self.act_group} group"
 
     @property
@@ -98,7 +104,7 @@ class WeightScheme:
         groups = math.ceil(inp / (self.group or inp)) * out
         extra = groups * bytes_per_element(self.scale_dtype) + self.matrix_scale_bytes
         if self.zero_points:
-            extra += groups * 0.5
+            extra += groups * bytes_per_element(self.weight_dtype)
         if self.g_idx:
             extra += inp * 4
         return weights + extra
@@ -206,18 +212,26 @@ def scheme_from_config(raw: dict[str, Any], path: str) -> WeightScheme | None:
                             block=(block[0], block[1]), scale_dtype="fp32",
                             activations="fp8" if q.get("activation_scheme", "dynamic")
                             == "dynamic" else None, ignore=ignore)
+    if method == "fbgemm_fp8":
+        return WeightScheme("fp8 e4m3, one scale per output channel, per-token activations",
+                            "fp8_e4m3", block=(1, 1 << 30), scale_dtype="fp32",
+                            activations="fp8", act_group=PER_TENSOR, act_per_token=True,
+                            ignore=ignore)
     if method in ("awq", "gptq"):
         bits = q.get("bits", q.get("w_bit", 4))
-        if bits != 4:
-            raise InputError(f"{where}.bits", f"expected 4 ({method} int4), got {bits!r}")
+        widths = (4, 8) if method == "gptq" else (4,)
+        if bits not in widths:
+            raise InputError(f"{where}.bits", f"expected {' or '.join(map(str, widths))} "
+                                              f"({method} int{'/int'.join(map(str, widths))})"
+                                              f", got {bits!r}")
         group = q.get("group_size", q.get("q_group_size", 128))
         if not isinstance(group, int) or (group < 1 and group != -1):
             raise InputError(f"{where}.group_size",
                              f"expected a positive integer or -1, got {group!r}")
         size = None if group == -1 else group
         label = f"group {group}" if size else "per channel"
-        return WeightScheme(f"{method} int4, {label}", "int4", group=size, zero_points=True,
-                            g_idx=method == "gptq", ignore=ignore)
+        return WeightScheme(f"{method} int{bits}, {label}", f"int{bits}", group=size,
+                            zero_points=True, g_idx=method == "gptq", ignore=ignore)
     if method == "bitsandbytes":
         if q.get("load_in_4bit") and str(q.get("bnb_4bit_quant_type", "nf4")) == "nf4":
             double = bool(q.get("bnb_4bit_use_double_quant", False))
@@ -231,8 +245,8 @@ def scheme_from_config(raw: dict[str, Any], path: str) -> WeightScheme | None:
         return _grouped_scheme(q, where, ignore)
     raise InputError(f"{where}.quant_method",
                      f"{_got(method) if method else 'none given'} is not priced; expected fp8, "
-                     "awq, gptq, bitsandbytes (nf4), mxfp4, modelopt or compressed-tensors, "
-                     "or --weights to override")
+                     "fbgemm_fp8, awq, gptq, bitsandbytes (nf4), mxfp4, modelopt or "
+                     "compressed-tensors, or --weights to override")
 
 
 def _mxfp4(ignore: tuple[str, ...]) -> WeightScheme:
@@ -443,7 +457,7 @@ def _scale_tensors(scheme: WeightScheme, n: int, k: int) -> list[Tensor]:
         found.append(Tensor("b_matrix_scale", (scheme.matrix_scale_bytes,), "uint8",
                             Role.LOOKUP))
     if scheme.zero_points:
-        found.append(Tensor("b_zeros", (groups, n), "int4", Role.LOOKUP))
+        found.append(Tensor("b_zeros", (groups, n), scheme.weight_dtype, Role.LOOKUP))
     if scheme.g_idx:
         found.append(Tensor("g_idx", (k,), "int32", Role.LOOKUP))
     return found
