@@ -266,3 +266,13 @@ def test_a_malformed_interconnect_is_named_in_one_line(tmp_path):
     with pytest.raises(InputError) as bad:
         parse_machine(data, "my.yaml")
     assert "speed" in str(bad.value)
+
+
+@pytest.mark.parametrize(("context", "said"), [(0, True), (4096, False)])
+def test_decode_over_an_empty_cache_says_so(capsys, tmp_path, context, said):
+    # --context defaults to 0: a decode step that reads no KV cache, a step no generation
+    # takes after its first token; the projection says so where it is the one asked for
+    path, _ = reduced(tmp_path, "llama-3.2-1b")
+    _, total = project(capsys, path, "decode", 1, 1, context, 1)
+    notes = [n for n in total["notes"] if "empty KV cache" in n]
+    assert bool(notes) == said

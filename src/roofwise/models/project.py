@@ -167,6 +167,9 @@ def project(capture: Capture, machine: Machine, phase: str, batch: int, seq: int
             context: int, tp: int = 1, regime: str | None = None) -> Projection:
     rows = [_row(key, ops, machine, regime) for key, ops in _grouped(capture.ops).items()]
     notes = [*capture.notes, "LM head on the last token of each sequence only"]
+    if phase == "decode" and context == 0:  # the default: say what it leaves out
+        notes.append("decode over an empty KV cache (--context 0): attention reads no cached "
+                     "tokens; pass --context N for a step later in a generation")
     if tp > 1:
         rows.append(_all_reduce(capture, machine, tp))
         notes.append(f"tensor parallel over {tp} devices: figures are per device")
