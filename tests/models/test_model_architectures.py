@@ -127,3 +127,30 @@ def test_falcon_projects(capsys, tmp_path):
     mm = sum(r["flops"] for r in rows if r["op"] in ("aten::mm", "aten::addmm"))
     assert mm == pytest.approx(2 * (LAYERS * per_layer + hidden * vocab), rel=1e-6)
     assert FUSED in " ".join(total["notes"])
+
+
+@pytest.mark.parametrize("model_type", ["exaone", "internlm3"])
+def test_a_model_type_transformers_runs_with_llamas_class_projects(capsys, tmp_path,
+                                                                   model_type):
+    # EXAONE 3.5 and InternLM3 checkpoints name their own model_type (and remote code in
+    # auto_map, never run); transformers 5 builds them with LlamaForCausalLM. They were
+    # refused ("no causal-LM model"). EXAONE's config in the field names LG publishes
+    # (num_layers, activation_function, layer_norm_epsilon), with a 2.4B model's sizes.
+    h, inter, heads, kv_heads, vocab = 2560, 7168, 32, 8, 102400
+    config = {"architectures": ["ExaoneForCausalLM"], "model_type": model_type,
+              "auto_map": {"AutoModelForCausalLM": "modeling_exaone.ExaoneForCausalLM"},
+              "hidden_size": h, "intermediate_size": inter, "num_attention_heads": heads,
+              "num_key_value_heads": kv_heads, "vocab_size": vocab,
+              "head_dim": h // heads, "max_position_embeddings": 32768,
+              "tie_word_embeddings": True,
+              "rope_theta": 1000000.0, "torch_dtype": "bfloat16"}
+    config.update({"num_layers": 2, "activation_function": "silu", "layer_norm_epsilon": 1e-5}
+                  if model_type == "exaone" else
+                  {"num_hidden_layers": 2, "hidden_act": "silu", "rms_norm_eps": 1e-5})
+    path = tmp_path / f"{model_type}.json"
+    path.write_text(json.dumps(config))
+    rows, total = project(capsys, path)
+    kv = kv_heads * (h // heads)
+    layer = 2 * h * h + 2 * kv * h + 3 * inter * h + 2 * h  # q, o; k, v; MLP; two norms
+    assert total["weight_bytes"] == 2 * (vocab * h + 2 * layer + h)  # tied head, final norm
+    assert not [r for r in rows if r["sol_time_s"] is None]

@@ -390,6 +390,10 @@ def _decoder(path: str, hf: Any) -> tuple[Any, type, tuple[str, ...]]:
         return hf, type(hf), ()
     elif own is not None and text is not hf and getattr(own, "config_class", None) is type(text):
         key = type(hf)  # mllama: the outer config's entry builds from its text config
+    elif own is not None and text is hf:
+        # a model type transformers runs with another family's class (EXAONE 3.5 and
+        # InternLM3 with Llama's, Sarvam-M with DeepSeek-V3's): built as transformers builds it
+        return hf, type(hf), ()
     elif text is not hf and type(hf) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
         # no causal LM for its text decoder alone (Qwen3-VL): the whole model is built and
         # run on text, which takes none of its vision tower's work
@@ -410,10 +414,11 @@ def _check_built(path: str, hf: Any, raw: dict[str, Any]) -> None:
     """What every decoder needs, on the config transformers built (aliases resolved). The
     hidden size and the layer count must be the config's own: transformers would fill in its
     defaults (4,096 and 32 for llama) without a word."""
-    aliases = getattr(hf, "attribute_map", {})
-    for name in ("hidden_size", "num_hidden_layers"):
-        value = config_value(hf, name)
-        if value is None or (name not in raw and aliases.get(name) not in raw):
+    aliases = getattr(hf, "attribute_map", {})  # either way round: GPT-2's maps the usual
+    for name in ("hidden_size", "num_hidden_layers"):  # name to its own (n_layer), EXAONE's
+        value = config_value(hf, name)                 # its own (num_layers) to the usual
+        named = {name, aliases.get(name), *(k for k, v in aliases.items() if v == name)}
+        if value is None or named.isdisjoint(raw):
             raise InputError(f"{path}: {name}", f"missing; expected {hf.model_type}'s "
                                                 f"{name.replace('_', ' ')} as an integer")
         _size(value, f"{path}: {name}", *SIZE_LIMITS[name])

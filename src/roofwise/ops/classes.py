@@ -23,7 +23,8 @@ OP_CLASS_TABLE: dict[str, dict[str, int]] = {
         "abs", "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clamp_min",
         "clamp_max", "clip", "gt", "lt", "ge", "le", "eq", "ne", "argmax", "argmin", "relu",
         "sign", "logical_and", "logical_or", "logical_not", "isnan", "isinf", "floor", "ceil",
-        "round", "trunc", "masked_fill")},
+        "round", "trunc", "masked_fill", "bitwise_not", "bitwise_and", "bitwise_or",
+        "bitwise_xor")},
     # composites with a fixed mix: softmax = max, sub, exp, sum, div
     **{n: {_C: 1, _T: 1, _A: 3} for n in ("_softmax", "_safe_softmax", "_log_softmax")},
     "silu": {_T: 1, _A: 1},    # x * sigmoid(x)
@@ -43,8 +44,8 @@ OP_CLASS_TABLE: dict[str, dict[str, int]] = {
 UNARY_OPS = frozenset((
     "neg", "square", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "rsqrt", "sqrt",
     "sigmoid", "tanh", "erf", "erfc", "erfinv", "sin", "cos", "tan", "atan", "reciprocal",
-    "abs", "relu", "sign", "sgn", "logical_not", "isnan", "isinf", "floor", "ceil", "round",
-    "trunc", "silu", "gelu", "clamp", "clamp_min", "clamp_max", "clip", "cumsum",
+    "abs", "relu", "sign", "sgn", "logical_not", "bitwise_not", "isnan", "isinf", "floor",
+    "ceil", "round", "trunc", "silu", "gelu", "clamp", "clamp_min", "clamp_max", "clip", "cumsum",
     "nan_to_num", "logit",
     "_softmax", "_safe_softmax", "_log_softmax"))
 TERNARY_OPS = frozenset(("where", "addcmul", "addcdiv", "lerp"))
@@ -57,7 +58,12 @@ MOVEMENT_OPS = frozenset((  # a kernel that moves or fills data, no FLOPs
     "gather", "scatter", "scatter_add", "index_put", "index_copy", "contiguous", "repeat",
     "fill", "zero", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
     "embedding", "constant_pad_nd", "flip", "roll", "tril", "triu", "masked_select",
-    "_unsafe_index", "select_scatter", "slice_scatter"))
+    "_unsafe_index", "select_scatter", "slice_scatter", "new_ones", "new_zeros", "new_full"))
+# Selections, counted by the meta-tensor tracer only (from the values and indices it sees
+# written): one comparison per input element, the least any top-k or sort does, so the bound
+# stays a bound. The trace reader does not price them by class: a profiler records no k, so
+# it cannot size their outputs (they are replayed on meta tensors instead).
+SELECTION_OPS: dict[str, dict[str, int]] = {"topk": {_C: 1}, "sort": {_C: 1}}
 VIEW_OPS = frozenset((  # no kernel: aliases or allocations
     "view", "_unsafe_view", "reshape", "_reshape_alias", "transpose", "permute", "t", "expand",
     "slice", "select", "unsqueeze", "squeeze", "split", "split_with_sizes", "chunk", "unbind",

@@ -164,6 +164,49 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         'aten::baddbmm.dtype_out(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)',
         'aten::baddbmm.dtype(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor',
     ),
+    'aten::bitwise_and': (
+        'aten::bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor',
+        'aten::bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor',
+        'aten::bitwise_and.Scalar_Tensor(Scalar self, Tensor other) -> Tensor',
+        'aten::bitwise_and.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)',
+        'aten::bitwise_and.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)',
+        'aten::bitwise_and.Scalar_Tensor_out(Scalar self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)',
+    ),
+    'aten::bitwise_and_': (
+        'aten::bitwise_and_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)',
+        'aten::bitwise_and_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)',
+    ),
+    'aten::bitwise_not': (
+        'aten::bitwise_not(Tensor self) -> Tensor',
+        'aten::bitwise_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)',
+    ),
+    'aten::bitwise_not_': (
+        'aten::bitwise_not_(Tensor(a!) self) -> Tensor(a!)',
+    ),
+    'aten::bitwise_or': (
+        'aten::bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor',
+        'aten::bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor',
+        'aten::bitwise_or.Scalar_Tensor(Scalar self, Tensor other) -> Tensor',
+        'aten::bitwise_or.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)',
+        'aten::bitwise_or.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)',
+        'aten::bitwise_or.Scalar_Tensor_out(Scalar self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)',
+    ),
+    'aten::bitwise_or_': (
+        'aten::bitwise_or_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)',
+        'aten::bitwise_or_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)',
+    ),
+    'aten::bitwise_xor': (
+        'aten::bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor',
+        'aten::bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor',
+        'aten::bitwise_xor.Scalar_Tensor(Scalar self, Tensor other) -> Tensor',
+        'aten::bitwise_xor.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)',
+        'aten::bitwise_xor.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)',
+        'aten::bitwise_xor.Scalar_Tensor_out(Scalar self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)',
+    ),
+    'aten::bitwise_xor_': (
+        'aten::bitwise_xor_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)',
+        'aten::bitwise_xor_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)',
+    ),
     'aten::bmm': (
         'aten::bmm(Tensor self, Tensor mat2) -> Tensor',
         'aten::bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)',
