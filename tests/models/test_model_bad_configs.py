@@ -201,3 +201,15 @@ def test_an_unknown_regime_is_named_with_the_known_ones(capsys):
     assert code == 2
     assert err.splitlines() == ["roofwise: error: --regime: expected one of sustained, burst, "
                                 "unspecified, got 'nonsense'"]
+
+
+def test_a_model_that_routes_on_tensor_values_is_refused_saying_why(capsys, tmp_path):
+    # JetMoE's experts loop over the tokens each expert was given, read from the router's
+    # output: no fake tensor holds them. Its config is transformers' own default, cut to two
+    # layers; the refusal says what the bare op name did not.
+    from transformers import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING["jetmoe"]().to_dict()
+    config.update(num_hidden_layers=2, architectures=["JetMoeForCausalLM"])
+    err, _ = refused(capsys, tmp_path, config)
+    assert "(aten._local_scalar_dense.default: the step reads tensor values" in err

@@ -99,6 +99,10 @@ class Capture:
     notes: tuple[str, ...] = ()  # how the step was priced, and what of the model was not
 
 
+# torch's fake-tensor exceptions for an op whose result depends on tensor values
+_DATA_DEPENDENT = frozenset(("DataDependentOutputException", "DynamicOutputShapeException"))
+
+
 def layer_pattern(path: str) -> str:
     return re.sub(r"\.\d+(?=\.|$)", ".*", path) or "(model)"
 
@@ -437,8 +441,11 @@ def _run_step(config: ModelConfig, built: _Model, step: Step, kv: str, fused: bo
     except InputError:
         raise
     except Exception as exc:  # transformers or torch refusing this model on fake tensors
+        why = reason_of(exc)
+        if type(exc).__name__ in _DATA_DEPENDENT:  # its text is only the op's name
+            why = f"{why}: the step reads tensor values, which fake tensors lack"
         raise InputError(config.path, f"transformers could not run one {step.phase} step on "
-                                      f"fake tensors ({reason_of(exc)})") from None
+                                      f"fake tensors ({why})") from None
     finally:
         for hook in hooks:
             hook.remove()
