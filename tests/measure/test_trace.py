@@ -357,3 +357,20 @@ def test_a_name_that_is_not_callable_says_so(capsys, tmp_path, monkeypatch):
                    "expected a function\n")
     code, _, err = run(capsys, "trace", "rw_odd_mod:zz", "--shape", "x=4")
     assert code == 2 and "module 'rw_odd_mod' has no function 'zz'" in err
+
+
+@pytest.mark.parametrize(("fn", "by_class", "nbytes"), [
+    # 6 x 10 fp32 in; counted per input element, bytes of what is read and written
+    (torch.nn.functional.softplus, {"transcendental": 120.0, "compare": 60.0}, 2 * 240),
+    (lambda x: x.std(-1), {"arithmetic": 180.0}, 240 + 6 * 4),
+    (lambda x: torch.polar(x, x), {"transcendental": 120.0, "arithmetic": 120.0},
+     240 + 60 * 8),  # one input read for both arguments; complex64 out
+    (lambda x: torch.topk(x, 3, dim=-1), {"compare": 60.0}, 240 + 6 * 3 * (4 + 8)),
+    (lambda x: torch.histc(x, bins=7), {"compare": 60.0}, 240 + 7 * 4),
+])
+def test_ops_models_call_are_counted(fn, by_class, nbytes):
+    # softplus (Ergo's and Laguna's residual gates), std (Gemma-3n), polar (Llama-4's rope),
+    # topk and histc (MoE routing) were "the tracer has no count" rows of model projections
+    ledger = trace_ledger(fn, torch.empty(6, 10, device="meta"))
+    assert ledger.ops_by_class == by_class
+    assert ledger.bytes == nbytes

@@ -126,3 +126,30 @@ def test_load_config_keeps_no_code_pointers():
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert os.environ["TRANSFORMERS_OFFLINE"] == "1"
     assert not getattr(config.hf, "auto_map", None)
+
+
+def test_no_hub_kernel_is_looked_for(tmp_path, monkeypatch):
+    """Importing GPT-Neo's modeling file makes transformers probe for flash attention by
+    loading the hub's flash-attention kernels (compiled code), from the local cache when
+    offline, and print three warnings about their publishers. The `kernels` package is
+    pointed at a cache that holds nothing and at no local kernels: nothing is loaded or said."""
+    from transformers import CONFIG_MAPPING
+
+    from roofwise.models.config import offline_transformers
+
+    monkeypatch.setenv("LOCAL_KERNELS", f"kernels-community/flash-attn2={tmp_path}")
+    offline_transformers()
+    assert os.environ["KERNELS_CACHE"] == os.devnull
+    assert os.environ["USE_HUB_KERNELS"] == "NO"
+    assert "LOCAL_KERNELS" not in os.environ
+    config = CONFIG_MAPPING["gpt_neo"]().to_dict()  # transformers' own default config
+    config.update(architectures=["GPTNeoForCausalLM"])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "TRANSFORMERS_", "KERNELS_", "USE_HUB"))}
+    done = subprocess.run([sys.executable, "-m", "roofwise", "model", str(path), "-m", "h200",
+                           "--phase", "decode", "--json", "--no-cache"], text=True,
+                          capture_output=True, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -48,3 +48,30 @@ def test_deepseek_v3_routing_is_priced_as_counted_by_hand(capsys, tmp_path):
     (mask,) = [r for r in rows if r["op"] == "aten::bitwise_not"]
     assert (mask["shapes"], mask["flops"], mask["bytes"]) == (
         f"[{BATCH}, {experts}] bool", BATCH * experts, 2 * BATCH * experts)
+
+
+def test_experts_without_a_gate_are_priced_as_the_moe_kernel(capsys, tmp_path):
+    # transformers' Ergo (its own default config, cut to one dense and one MoE layer): relu2
+    # experts holding 3-D `up_proj` and `down_proj`, no gate. They ran transformers'
+    # grouped-GEMM path and were two unpriced `_grouped_mm` rows and a `histc`; priced now as
+    # the MoE kernel, two matrices per expert, 8 of 256 experts for the one token of a
+    # batch-1 decode step.
+    from transformers import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING["ergo"]().to_dict()
+    config.update(num_hidden_layers=2, layer_types=config["layer_types"][:2],
+                  mlp_layer_types=config["mlp_layer_types"][:2], architectures=["ErgoForCausalLM"])
+    path = tmp_path / "ergo.json"
+    path.write_text(json.dumps(config))
+    code = main(["model", str(path), "-m", "h200", "--phase", "decode", "--context", "64",
+                 "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()][:-1]
+    assert not [r for r in rows if r["sol_time_s"] is None]
+    (experts,) = [r for r in rows if r["op"] == "moe experts (fused)"]
+    h, inter, k = config["hidden_size"], config["moe_intermediate_size"], 8
+    assert experts["shapes"] == f"1 tokens x top-{k} of 256, {h}->{inter} bf16"
+    assert experts["flops_by_unit"]["tensor_core.bf16"] == k * 2 * (2 * h * inter)
+    weights = k * 2 * h * inter * 2  # the 8 experts' up and down matrices, bf16
+    assert weights < experts["bytes"] < weights * 1.001  # plus one token's activations

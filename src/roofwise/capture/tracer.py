@@ -41,7 +41,7 @@ from roofwise.base.dtypes import BYTES_PER_ELEMENT
 from roofwise.base.errors import InputError
 from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work, separate
 from roofwise.ops._common import CUDA, SFU, contraction_unit
-from roofwise.ops.classes import MOVEMENT_OPS, OP_CLASS_TABLE, SELECTION_OPS, VIEW_OPS
+from roofwise.ops.classes import MOVEMENT_OPS, OP_CLASS_TABLE, TRACED_ONLY_OPS, VIEW_OPS
 
 DEFAULT_UNITS: dict[str, str] = {"arithmetic": CUDA, "compare": CUDA, "transcendental": SFU}
 
@@ -226,7 +226,7 @@ def _kind_of(func: Any) -> tuple[str, bool, bool]:
     whether roofwise counts it itself (else it is decomposed), once per overload."""
     base = _base_name(func)
     metadata = base in _METADATA_OPS or func._overloadpacket.__name__ in _METADATA_OPS
-    known = (base in OP_CLASS_TABLE or base in SELECTION_OPS or base in MOVEMENT_OPS
+    known = (base in OP_CLASS_TABLE or base in TRACED_ONLY_OPS or base in MOVEMENT_OPS
              or base in VIEW_OPS or func._overloadpacket in flop_counter.flop_registry)
     return base, metadata, known
 
@@ -314,7 +314,7 @@ class _Recorder(TorchDispatchMode):
             return "contraction", [Work(unit, "contraction", float(flops), label)]
         if base in MOVEMENT_OPS:
             return "movement", []
-        mix = OP_CLASS_TABLE.get(base) or SELECTION_OPS.get(base)
+        mix = OP_CLASS_TABLE.get(base) or TRACED_ONLY_OPS.get(base)
         if mix is None:
             return "uncounted", []
         if base == "pow":

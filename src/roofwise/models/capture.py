@@ -18,7 +18,8 @@ What a serving stack fuses is priced as the fused kernel from its shapes (operat
   (the heads and tokens are what the kernel sees); a chunked layer (Llama-4's local layers)
   reads the keys from its first query's chunk start and scores each query's own chunk only;
 - RMSNorm and LayerNorm modules: one fused norm kernel;
-- MoE experts (modules holding 3-D `gate_up_proj` and `down_proj`): `ops.moe` with a
+- MoE experts (modules holding 3-D `down_proj` and `gate_up_proj`, or `up_proj` where the
+  experts are not gated: Nemotron-H's and Ergo's relu2 experts): `ops.moe` with a
   balanced routing (every expert gets tokens*top_k/num_experts, the fewest tokens per
   expert); the router's own ops are recorded as they run. Experts that take every token
   (Llama-4's dense form) are priced routed with the config's top-k, and their block's copy
@@ -976,9 +977,14 @@ def _fused_module(module: Any, fused: bool, top_k: int | None = None
 
 
 def _is_experts(module: Any) -> bool:
-    up = getattr(module, "gate_up_proj", None)
     down = getattr(module, "down_proj", None)
-    return getattr(up, "ndim", 0) == 3 and getattr(down, "ndim", 0) == 3
+    return getattr(down, "ndim", 0) == 3 and (_is_gated(module) or getattr(
+        getattr(module, "up_proj", None), "ndim", 0) == 3)
+
+
+def _is_gated(module: Any) -> bool:
+    """Experts whose first projection is gate and up in one (3-D `gate_up_proj`)."""
+    return getattr(getattr(module, "gate_up_proj", None), "ndim", 0) == 3
 
 
 def _first_tensor(args: Any, kwargs: Any, name: str) -> Any:
@@ -1038,7 +1044,8 @@ def _experts_op(layer: str, module: Any, args: Any, kwargs: Any,
                                 "num_experts_per_tok in the config; expected one of them")
     dtype = _torch_dtype_name(x)
     ledger = moe(expert_tokens=balanced_counts(tokens, top_k, experts), top_k=top_k,
-                 hidden=hidden, intermediate=intermediate, dtype=dtype)
+                 hidden=hidden, intermediate=intermediate, dtype=dtype,
+                 gated=_is_gated(module))
     ledger = replace(ledger, name="moe_experts",
                      tensors=tuple(t for t in ledger.tensors if t.name != "router_weight"),
                      work=tuple(w for w in ledger.work if not w.label.startswith(_ROUTER_WORK)),

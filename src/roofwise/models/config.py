@@ -10,6 +10,7 @@ size, norms, router and MLA latent projections stay whole on every device.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import re
 import warnings
@@ -38,6 +39,16 @@ def offline_transformers() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    # No compiled kernels from the hub either. transformers' kernelize is off; and importing
+    # some modeling files (GPT-Neo's) probes for flash attention by loading the hub's
+    # flash-attention kernels, offline from the local cache: the `kernels` package is pointed
+    # at a cache that can hold none (a path under the null device), and at no local kernels.
+    os.environ["USE_HUB_KERNELS"] = "NO"
+    os.environ["KERNELS_CACHE"] = os.devnull
+    os.environ.pop("LOCAL_KERNELS", None)
+    # its warning that offline it cannot check a kernel's publisher is about a load that
+    # then finds nothing: not a line for the user
+    logging.getLogger("kernels").setLevel(logging.ERROR)
 
 
 def import_models_package() -> None:

@@ -38,6 +38,10 @@ OP_CLASS_TABLE: dict[str, dict[str, int]] = {
     "logit_backward": {_A: 3},  # grad / (x * (1 - x))
     "_softmax_backward_data": {_A: 4},  # y * (grad - sum(grad * y)): 4 per element
     "linalg_vector_norm": {_A: 2},  # the 2-norm: square-accumulate per element
+    "softplus": {_T: 2, _C: 1},  # log1p(exp(x)), x itself past the threshold
+    **{n: {_A: 3} for n in ("std", "var")},  # accumulate the mean, subtract, square-add
+    "polar": {_T: 2, _A: 2},  # abs * cos(angle), abs * sin(angle)
+    "_is_all_true": {_C: 1},  # an assertion's check, reduced to one bool
 }
 # Tensor inputs of the elementwise ops that take other than two (a profiler records an out=
 # buffer as one more tensor argument; the arity tells it from an input).
@@ -46,24 +50,26 @@ UNARY_OPS = frozenset((
     "sigmoid", "tanh", "erf", "erfc", "erfinv", "sin", "cos", "tan", "atan", "reciprocal",
     "abs", "relu", "sign", "sgn", "logical_not", "bitwise_not", "isnan", "isinf", "floor",
     "ceil", "round", "trunc", "silu", "gelu", "clamp", "clamp_min", "clamp_max", "clip", "cumsum",
-    "nan_to_num", "logit",
+    "nan_to_num", "logit", "softplus",
     "_softmax", "_safe_softmax", "_log_softmax"))
 TERNARY_OPS = frozenset(("where", "addcmul", "addcdiv", "lerp"))
 # Reductions: the work runs over the input's elements and the output is smaller.
 REDUCTION_OPS = frozenset((
     "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "max", "min",
-    "linalg_vector_norm"))
+    "linalg_vector_norm", "std", "var", "_is_all_true"))
 MOVEMENT_OPS = frozenset((  # a kernel that moves or fills data, no FLOPs
     "clone", "copy", "_to_copy", "_to_dtype", "to", "cat", "stack", "index", "index_select",
     "gather", "scatter", "scatter_add", "index_put", "index_copy", "contiguous", "repeat",
     "fill", "zero", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
     "embedding", "constant_pad_nd", "flip", "roll", "tril", "triu", "masked_select",
-    "_unsafe_index", "select_scatter", "slice_scatter", "new_ones", "new_zeros", "new_full"))
-# Selections, counted by the meta-tensor tracer only (from the values and indices it sees
-# written): one comparison per input element, the least any top-k or sort does, so the bound
-# stays a bound. The trace reader does not price them by class: a profiler records no k, so
-# it cannot size their outputs (they are replayed on meta tensors instead).
-SELECTION_OPS: dict[str, dict[str, int]] = {"topk": {_C: 1}, "sort": {_C: 1}}
+    "_unsafe_index", "select_scatter", "slice_scatter", "new_ones", "new_zeros", "new_full",
+    "scalar_tensor", "_local_scalar_dense"))  # the last: `.item()`, one element to the host
+# Ops counted by the meta-tensor tracer only, from the outputs it sees written: one
+# comparison per input element, the least any top-k, sort or histogram does, so the bound
+# stays a bound. The trace reader does not price them by class: a profiler records neither k
+# nor the bins, so it cannot size their outputs (they are replayed on meta tensors instead).
+TRACED_ONLY_OPS: dict[str, dict[str, int]] = {"topk": {_C: 1}, "sort": {_C: 1},
+                                              "histc": {_C: 1}}
 VIEW_OPS = frozenset((  # no kernel: aliases or allocations
     "view", "_unsafe_view", "reshape", "_reshape_alias", "transpose", "permute", "t", "expand",
     "slice", "select", "unsqueeze", "squeeze", "split", "split_with_sizes", "chunk", "unbind",

@@ -38,6 +38,9 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         'aten::_index_put_impl_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False, bool unsafe=False) -> Tensor(a!)',
         'aten::_index_put_impl_.hacked_twin(Tensor(a!) self, Tensor[] indices, Tensor values, bool accumulate=False, bool unsafe=False) -> Tensor(a!)',
     ),
+    'aten::_is_all_true': (
+        'aten::_is_all_true(Tensor self) -> Tensor',
+    ),
     'aten::_log_softmax': (
         'aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor',
         'aten::_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> Tensor(a!)',
@@ -707,6 +710,10 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         'aten::nonzero(Tensor self) -> Tensor',
         'aten::nonzero.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)',
     ),
+    'aten::polar': (
+        'aten::polar(Tensor abs, Tensor angle) -> Tensor',
+        'aten::polar.out(Tensor abs, Tensor angle, *, Tensor(a!) out) -> Tensor(a!)',
+    ),
     'aten::pow': (
         'aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor',
         'aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor',
@@ -829,6 +836,10 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         'aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor',
         'aten::softmax.int_out(Tensor self, int dim, ScalarType? dtype=None, *, Tensor(a!) out) -> Tensor(a!)',
     ),
+    'aten::softplus': (
+        'aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor',
+        'aten::softplus.out(Tensor self, Scalar beta=1, Scalar threshold=20, *, Tensor(a!) out) -> Tensor(a!)',
+    ),
     'aten::sqrt': (
         'aten::sqrt(Tensor self) -> Tensor',
         'aten::sqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)',
@@ -842,6 +853,13 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     ),
     'aten::square_': (
         'aten::square_(Tensor(a!) self) -> Tensor(a!)',
+    ),
+    'aten::std': (
+        'aten::std(Tensor self, bool unbiased=True) -> Tensor',
+        'aten::std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor',
+        'aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor',
+        'aten::std.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out) -> Tensor(a!)',
+        'aten::std.out(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)',
     ),
     'aten::sub': (
         'aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor',
@@ -896,6 +914,13 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     ),
     'aten::trunc_': (
         'aten::trunc_(Tensor(a!) self) -> Tensor(a!)',
+    ),
+    'aten::var': (
+        'aten::var(Tensor self, bool unbiased=True) -> Tensor',
+        'aten::var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor',
+        'aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor',
+        'aten::var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out) -> Tensor(a!)',
+        'aten::var.out(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)',
     ),
     'aten::where': (
         'aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor',
