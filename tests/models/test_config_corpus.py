@@ -48,10 +48,11 @@ REFUSED = {
     # two quantization groups (fp8 for the delta net's projections, NVFP4 elsewhere)
     "nvidia--Qwen3.6-27B-NVFP4": "2 groups",
     "nvidia--Qwen3.6-35B-A3B-NVFP4": "2 groups",
-    # its layer count is the length of layers_block_type (a Mamba hybrid all the same)
-    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16": "num_hidden_layers: missing",
-    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8": "num_hidden_layers: missing",
-    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4": "num_hidden_layers: missing",
+    # its layer count is the length of layers_block_type, read as transformers reads it
+    # (it was refused as "num_hidden_layers: missing"): a Mamba hybrid all the same
+    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16": "a recurrence",
+    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8": "a recurrence",
+    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4": "a recurrence",
     # compressed attention (compress ratio 128 from the first layer): no static cache layer
     "deepseek-ai--DeepSeek-V4-Pro": "no layer for its 'heavily_compressed_attention' layers",
     "nvidia--DeepSeek-V4-Pro-NVFP4": "no layer for its 'heavily_compressed_attention' layers",

@@ -154,3 +154,63 @@ def test_a_model_type_transformers_runs_with_llamas_class_projects(capsys, tmp_p
     layer = 2 * h * h + 2 * kv * h + 3 * inter * h + 2 * h  # q, o; k, v; MLP; two norms
     assert total["weight_bytes"] == 2 * (vocab * h + 2 * layer + h)  # tied head, final norm
     assert not [r for r in rows if r["sol_time_s"] is None]
+
+
+def test_olmo_layernorm_without_weight_or_bias_is_one_fused_kernel(capsys, tmp_path):
+    # OLMo's LayerNorm holds no weight and no bias: it ran op by op and its
+    # `native_layer_norm` was unpriced. transformers' own OLMo config, two layers.
+    from transformers import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING["olmo"]().to_dict()
+    config.update(num_hidden_layers=2, architectures=["OlmoForCausalLM"])
+    path = tmp_path / "olmo.json"
+    path.write_text(json.dumps(config))
+    rows, _ = project(capsys, path)
+    assert not [r for r in rows if r["sol_time_s"] is None]
+    h = config["hidden_size"]
+    (final,) = [r for r in rows if r["layer"] == "model.norm"]
+    # one token: read and write h bf16 values, no weight; 5 operations an element, 3 per
+    # row and an rsqrt
+    assert (final["op"], final["bytes"], final["flops"]) == ("layernorm (fused)", 4 * h,
+                                                             5 * h + 3 + 1)
+
+
+def test_a_layer_count_worked_out_from_the_configs_own_fields_is_read(capsys, tmp_path):
+    # LongCat-Flash names `num_layers` (each of two attention and MLP sublayers); transformers
+    # works num_hidden_layers out from it. It was refused as "num_hidden_layers: missing".
+    from transformers import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING["longcat_flash"]().to_dict()
+    config.update(num_layers=2, architectures=["LongcatFlashForCausalLM"])
+    path = tmp_path / "longcat.json"
+    path.write_text(json.dumps(config))
+    rows, _ = project(capsys, path)
+    q = [r for r in rows if r["layer"] == "model.layers.*.self_attn.*.q_a_proj"]
+    assert [r["count"] for r in q] == [2 * 2]  # two layers of two attention sublayers
+    (experts,) = [r for r in rows if r["op"] == "moe experts (fused)"]
+    assert experts["count"] == 2
+    # its router picks 12 of 512 experts and 256 that compute nothing: routing balanced over
+    # the 768 leaves 12 x 512 / 768 = 8 real experts a token, gate, up and down each
+    h, inter = config["hidden_size"], config["expert_ffn_hidden_size"]
+    assert experts["shapes"] == (f"1 tokens x top-12 of 512 and 256 zero-computation (8 real),"
+                                 f" {h}->{inter} bf16")
+    assert experts["flops_by_unit"]["tensor_core.bf16"] == 2 * 8 * 3 * 2 * h * inter
+
+
+def test_mllama_runs_its_text_layers_and_skips_the_cross_attention_ones(capsys, tmp_path):
+    # Llama-3.2-Vision (transformers' own Mllama config, one self-attention and one
+    # cross-attention layer): on text, the cross-attention layer asks the cache whether it
+    # holds the image's states; a cache made ready without a forward answered with a crash
+    # ("'NoneType' object has no attribute 'numel'"). It holds none: the layer is skipped.
+    from transformers import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING["mllama"]().to_dict()
+    config["text_config"].update(num_hidden_layers=2, cross_attention_layers=[1])
+    config["architectures"] = ["MllamaForConditionalGeneration"]
+    path = tmp_path / "mllama.json"
+    path.write_text(json.dumps(config))
+    rows, _ = project(capsys, path)
+    assert not [r for r in rows if r["sol_time_s"] is None]
+    attention = [r for r in rows if r["op"] == "attention (fused)"]
+    assert [r["count"] for r in attention] == [1]  # the self-attention layer only
+    assert not [r for r in rows if "cross_attn" in r["layer"]]

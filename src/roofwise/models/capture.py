@@ -329,6 +329,7 @@ def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
     are known; a sparse-attention layer's indexer keys (DeepSeek-V3.2, GLM-5) likewise, by
     its first indexer update. False (nothing done) for a cache with any other layer type (a
     linear-attention layer): that one warms up by a forward."""
+    import torch
     from transformers import cache_utils
     from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
@@ -342,6 +343,10 @@ def _warm_up_in_place(cache: Any, recorder: Any) -> bool:
         if isinstance(layer, StaticSlidingWindowLayer):
             layer.cumulative_length_int += 1
         layer.is_initialized = True
+        if getattr(layer, "keys", None) is None:  # until its first update makes them: a
+            # layer the step never updates reads as holding nothing (Mllama's cross-attention
+            # layers, skipped on text, ask whether they hold the image's states)
+            layer.keys = layer.values = torch.empty(0, device="meta")
         layer.update = _first_call(layer, "update", recorder, functools.partial(
             _first_keys_and_values, layer))
         if indexed is not None and isinstance(layer, indexed):
@@ -915,8 +920,10 @@ def _hook_plan(model: Any, fused: bool
     """Each module with its path and its fused ledger (None: its ops are recorded one by
     one), once per model: every step hooks the modules it runs from this."""
     top_k = config_value(model.config, "num_experts_per_tok")
+    zero = config_value(model.config, "zero_expert_num")
     return tuple((name, module, _fused_module(module, fused,
-                                              top_k if isinstance(top_k, int) else None))
+                                              top_k if isinstance(top_k, int) else None,
+                                              zero if isinstance(zero, int) else 0))
                  for name, module in model.named_modules())
 
 
@@ -964,15 +971,19 @@ def _dense_moe_blocks(hooked: Sequence[tuple[str, Any, Any]]) -> list[str]:
     return found
 
 
-def _fused_module(module: Any, fused: bool, top_k: int | None = None
+def _fused_module(module: Any, fused: bool, top_k: int | None = None, zero_experts: int = 0
                   ) -> Callable[..., CapturedOp] | None:
     if _is_experts(module):
-        return lambda layer, args, kwargs: _experts_op(layer, module, args, kwargs, top_k)
+        return lambda layer, args, kwargs: _experts_op(layer, module, args, kwargs, top_k,
+                                                       zero_experts)
     if fused and type(module).__name__.endswith("RMSNorm") and hasattr(module, "weight"):
         return lambda layer, args, kwargs: _rmsnorm_op(layer, args, kwargs)
-    if fused and type(module).__name__.endswith("LayerNorm") and hasattr(module, "weight"):
+    if fused and type(module).__name__.endswith("LayerNorm") and (
+            hasattr(module, "weight") or hasattr(module, "normalized_shape")):
+        # OLMo's LayerNorm has neither weight nor bias
+        weight = getattr(module, "weight", None) is not None
         bias = getattr(module, "bias", None) is not None
-        return lambda layer, args, kwargs: _layernorm_op(layer, args, kwargs, bias)
+        return lambda layer, args, kwargs: _layernorm_op(layer, args, kwargs, weight, bias)
     return None
 
 
@@ -1000,13 +1011,15 @@ def _rmsnorm_op(layer: str, args: Any, kwargs: Any) -> CapturedOp:
                       rmsnorm(rows=rows, hidden=hidden, dtype=dtype))
 
 
-def _layernorm_op(layer: str, args: Any, kwargs: Any, bias: bool) -> CapturedOp:
+def _layernorm_op(layer: str, args: Any, kwargs: Any, weight: bool, bias: bool
+                  ) -> CapturedOp:
     x = _first_tensor(args, kwargs, "input")
     hidden = int(x.shape[-1])
     rows = max(1, int(x.numel()) // hidden)
     dtype = _torch_dtype_name(x)
     return CapturedOp(layer, "layernorm (fused)", f"{list(x.shape)} {dtype}",
-                      layernorm(rows=rows, hidden=hidden, dtype=dtype, bias=bias))
+                      layernorm(rows=rows, hidden=hidden, dtype=dtype, weight=weight,
+                                bias=bias))
 
 
 def balanced_counts(tokens: int, top_k: int, experts: int) -> tuple[int, ...]:
@@ -1020,7 +1033,7 @@ _ROUTER_WORK = ("router GEMM", "router softmax", "top-k selection")
 
 
 def _experts_op(layer: str, module: Any, args: Any, kwargs: Any,
-                top_k: int | None = None) -> CapturedOp:
+                top_k: int | None = None, zero_experts: int = 0) -> CapturedOp:
     """The experts of one MoE layer by `ops.moe`, balanced routing, router work left to the
     router's own recorded ops.
 
@@ -1028,7 +1041,12 @@ def _experts_op(layer: str, module: Any, args: Any, kwargs: Any,
     DeepSeek) and the dense one (Llama-4: every expert handed every token, scaled by its
     routing score, so the input holds experts x tokens rows); a serving kernel runs each token
     through its top-k experts only, so the dense form is priced as routed, with the config's
-    `num_experts_per_tok` (`top_k`)."""
+    `num_experts_per_tok` (`top_k`).
+
+    LongCat-Flash's router also chooses among `zero_experts` that compute nothing (the token
+    passes through); transformers runs those slots through real experts at weight 0, a serving
+    kernel skips them. Routing balanced over every slot sends top_k x E / (E + zero) of a
+    token's top_k to real experts (8 of 12 for LongCat-Flash): that many are priced."""
     x = _first_tensor(args, kwargs, "hidden_states")
     hidden = int(x.shape[-1])
     experts = int(module.down_proj.shape[0])
@@ -1043,7 +1061,8 @@ def _experts_op(layer: str, module: Any, args: Any, kwargs: Any,
         raise InputError(layer, "experts called without their routing (top_k_index) and no "
                                 "num_experts_per_tok in the config; expected one of them")
     dtype = _torch_dtype_name(x)
-    ledger = moe(expert_tokens=balanced_counts(tokens, top_k, experts), top_k=top_k,
+    real = max(1, top_k * experts // (experts + zero_experts)) if zero_experts > 0 else top_k
+    ledger = moe(expert_tokens=balanced_counts(tokens, real, experts), top_k=real,
                  hidden=hidden, intermediate=intermediate, dtype=dtype,
                  gated=_is_gated(module))
     ledger = replace(ledger, name="moe_experts",
@@ -1051,6 +1070,8 @@ def _experts_op(layer: str, module: Any, args: Any, kwargs: Any,
                      work=tuple(w for w in ledger.work if not w.label.startswith(_ROUTER_WORK)),
                      notes=(*ledger.notes, "balanced routing assumed; router priced from its "
                                            "recorded ops"))
-    shapes = f"{tokens} tokens x top-{top_k} of {experts}, {hidden}->{intermediate} {dtype}"
+    shapes = (f"{tokens} tokens x top-{top_k} of {experts}"
+              + (f" and {zero_experts} zero-computation ({real} real)" if real != top_k else "")
+              + f", {hidden}->{intermediate} {dtype}")
     return CapturedOp(layer, "moe experts (fused)", shapes, ledger,
                       "balanced routing assumed")

@@ -429,7 +429,10 @@ def _check_built(path: str, hf: Any, raw: dict[str, Any]) -> None:
     for name in ("hidden_size", "num_hidden_layers"):  # name to its own (n_layer), EXAONE's
         value = config_value(hf, name)                 # its own (num_layers) to the usual
         named = {name, aliases.get(name), *(k for k, v in aliases.items() if v == name)}
-        if value is None or named.isdisjoint(raw):
+        # or a property of the class, worked out from fields the config names (LongCat-Flash's
+        # layers from its `num_layers` of two sublayers each, Nemotron-H's from its pattern)
+        derived = isinstance(getattr(type(hf), name, None), property)
+        if value is None or (named.isdisjoint(raw) and not derived):
             raise InputError(f"{path}: {name}", f"missing; expected {hf.model_type}'s "
                                                 f"{name.replace('_', ' ')} as an integer")
         _size(value, f"{path}: {name}", *SIZE_LIMITS[name])

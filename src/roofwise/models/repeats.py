@@ -41,6 +41,11 @@ def layer_list(model: Any, layers: int) -> Any | None:
     return found[0] if len(found) == 1 else None
 
 
+def _holds(keys: Any) -> bool:
+    """Whether a cache layer's keys were written: there, and not the empty stand-in."""
+    return keys is not None and (not hasattr(keys, "numel") or keys.numel() > 0)
+
+
 def _plain(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_plain(v) for v in value)
@@ -131,7 +136,9 @@ class Repeats:
         cache_layers = getattr(cache, "layers", None)
         if cache_layers is None or len(cache_layers) != len(self.chosen):
             return None
-        written = [getattr(layer, "keys", None) is not None for layer in cache_layers]
+        # a layer the step never updated holds nothing: no keys, or the empty stand-in a
+        # cache made ready in place gives it (models/capture.py)
+        written = [_holds(getattr(layer, "keys", None)) for layer in cache_layers]
         if written != [r == i for i, r in enumerate(self.chosen)]:
             return None  # a layer wrote another's cache, or none (KV sharing): record whole
         for i, r in enumerate(self.chosen):
