@@ -216,6 +216,14 @@ def test_truncated_trace_is_one_line_and_exit_2(capsys, tmp_path):
     code, out, err = run(capsys, "analyze", broken)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "unreadable trace" in err and str(broken) in err
+    assert "the file ends inside the events array: a truncated trace" in err
+    # the gzip stream itself cut short (a copy interrupted): said as such
+    short = tmp_path / "short.json.gz"
+    whole = MI250.read_bytes()
+    short.write_bytes(whole[:len(whole) * 2 // 3])
+    code, out, err = run(capsys, "analyze", short)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "the gzip stream ends early: a truncated file" in err
 
 
 def test_records_out_refuses_a_csv_before_reading(capsys, tmp_path):

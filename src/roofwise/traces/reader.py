@@ -436,8 +436,13 @@ def _open_bytes(path: Path, wrap: Callable[[IO[bytes]], IO[bytes]] | None = None
 def _head_text(path: Path) -> str:
     """The first MiB of the (decompressed) file, as text; '' when it is not readable."""
     try:
-        with _open_bytes(path) as handle:
-            head = handle.read(SNIFF_BYTES)
+        with path.open("rb") as raw:
+            head = raw.read(SNIFF_BYTES)
+            if head.startswith(GZIP_MAGIC):  # inflated by a decompressor object, which gives
+                # what precedes a cut short stream (a file reader raises and gives nothing):
+                # a truncated trace is then said to be one, not to be no trace
+                inflate = isal_zlib.decompressobj(16 + isal_zlib.MAX_WBITS)
+                head = inflate.decompress(head, SNIFF_BYTES)
     except UNREADABLE_BYTES:
         return ""
     return head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
@@ -598,7 +603,10 @@ class _Scanner:
         """Read on (dropping what was consumed); False at the end of the file."""
         if self.eof:
             return False
-        data = self.handle.read(READ_BYTES)
+        try:
+            data = self.handle.read(READ_BYTES)
+        except EOFError:  # a gzip stream cut short
+            raise ValueError("the gzip stream ends early: a truncated file") from None
         if not data:
             self.eof = True
             return False
@@ -699,7 +707,20 @@ class _Scanner:
         """The events array just opened, run by run: the longest run of whole events the buffer
         holds is cut at a `}, {` and decoded at once; where no cut decodes (the array's end, an
         event that is not an object, a `}, {` inside a string), one element is read by the
-        token scanner instead."""
+        token scanner instead.
+
+        A file that ends inside the array (a job killed while its trace was written) is
+        refused as truncated, not read in part: the launches and kernels after the cut would be
+        missing from sums that look whole."""
+        try:
+            self._events()
+        except ValueError as exc:
+            if not self.eof:
+                raise
+            raise ValueError("the file ends inside the events array: a truncated trace, as a "
+                             "job killed while writing it leaves") from exc
+
+    def _events(self) -> None:
         alone = 0
         while True:
             while len(self.buf) - self.pos < READ_BYTES and self.more():
