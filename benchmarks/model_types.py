@@ -3,11 +3,13 @@ from transformers' own default config (written by its maintainers, not by us): h
 project, how many are refused in one line and why, and that none ends in a traceback.
 
 Each type runs as its own process (`roofwise model CONFIG -m h200 --phase decode --context 64
---json --no-cache`), so that one model's state never reaches another. A projection that
+--json --no-cache`, or `--phase prefill --seq 512`), so that one model's state never reaches
+another. A projection that
 leaves ops unpriced names them. Default configs are full size (their layer counts), which
 is what the capture's repeated-layer recording is for.
 
-Run: python benchmarks/model_types.py [--only TYPE ...] > benchmarks/results/model-types-DATE.txt
+Run: python benchmarks/model_types.py [--phase prefill] [--only TYPE ...]
+         > benchmarks/results/model-types-DATE.txt
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="these model types only")
+    parser.add_argument("--phase", choices=("decode", "prefill"), default="decode")
     args = parser.parse_args()
     import transformers
     from transformers import CONFIG_MAPPING
@@ -35,7 +38,10 @@ def main() -> None:
     roofwise = str(Path(sys.executable).with_name("roofwise"))
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, transformers "
           f"{transformers.__version__}, {len(types)} causal-LM model types")
-    print("# command: python benchmarks/model_types.py")
+    step = (["--phase", "decode", "--context", "64"] if args.phase == "decode" else
+            ["--phase", "prefill", "--seq", "512"])
+    print(f"# command: python benchmarks/model_types.py --phase {args.phase} "
+          f"(roofwise model CONFIG -m h200 {' '.join(step)} --json --no-cache)")
     print()
     print("| model type | outcome | seconds | what |")
     print("| --- | --- | ---: | --- |")
@@ -56,8 +62,8 @@ def main() -> None:
             path.write_text(json.dumps(config, default=str))
             start = time.perf_counter()
             try:
-                done = subprocess.run([roofwise, "model", str(path), "-m", "h200", "--phase",
-                                       "decode", "--context", "64", "--json", "--no-cache"],
+                done = subprocess.run([roofwise, "model", str(path), "-m", "h200", *step,
+                                       "--json", "--no-cache"],
                                       capture_output=True, text=True, timeout=300,
                                       env={**os.environ, "PYTHONWARNINGS": "ignore"})
             except subprocess.TimeoutExpired:

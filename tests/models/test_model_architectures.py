@@ -214,3 +214,22 @@ def test_mllama_runs_its_text_layers_and_skips_the_cross_attention_ones(capsys, 
     attention = [r for r in rows if r["op"] == "attention (fused)"]
     assert [r["count"] for r in attention] == [1]  # the self-attention layer only
     assert not [r for r in rows if "cross_attn" in r["layer"]]
+
+
+@pytest.mark.parametrize(("model_type", "layer"), [
+    # Ling's hybrid: its delta-rule layers (a gated linear attention) ran op by op from
+    # transformers' reference form, and were priced as if those ops were the kernel
+    ("bailing_hybrid", "model.layers.0.self_attn is BailingHybridDeltaAttention"),
+    ("qwen3_next", "model.layers.0.linear_attn is Qwen3NextGatedDeltaNet"),
+])
+def test_a_delta_rule_layer_is_refused_by_name(capsys, tmp_path, monkeypatch, model_type,
+                                               layer):
+    from transformers import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING[model_type]().to_dict()  # transformers' own default config
+    monkeypatch.chdir(tmp_path)  # a short path: the one line keeps the layer's name whole
+    Path("c.json").write_text(json.dumps(config))
+    code = main(["model", "c.json", "-m", "h200", "--phase", "decode", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{layer}: a recurrence" in err

@@ -115,8 +115,8 @@ MAX_STEP_TOKENS = 1 << 24  # new tokens per step (batch x seq)
 # Layers whose work is a recurrence (an SSM's selective scan, RWKV's time mixing, a gated delta
 # net): transformers' reference form runs them token by token, and the operator library has
 # no fused ledger for them yet, so they are refused by name rather than priced wrong.
-_RECURRENT = re.compile(r"Mamba|Mixer|Rwkv|Recurrent|GatedDeltaNet|LinearAttention|ShortConv|"
-                        r"[Ll]stm|LSTM|SSM|Ssm")
+_RECURRENT = re.compile(r"Mamba|Mixer|Rwkv|Recurrent|Delta(Net|Attention)|LinearAttention|"
+                        r"ShortConv|[Ll]stm|LSTM|SSM|Ssm")
 
 
 def check_step(batch: int, seq: int, context: int) -> None:

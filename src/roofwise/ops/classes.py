@@ -63,7 +63,7 @@ MOVEMENT_OPS = frozenset((  # a kernel that moves or fills data, no FLOPs
     "fill", "zero", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
     "embedding", "constant_pad_nd", "flip", "roll", "tril", "triu", "masked_select",
     "_unsafe_index", "select_scatter", "slice_scatter", "new_ones", "new_zeros", "new_full",
-    "scalar_tensor", "_local_scalar_dense"))  # the last: `.item()`, one element to the host
+    "scalar_tensor", "_local_scalar_dense", "eye"))  # the last: `.item()`, one element to the host
 # Ops counted by the meta-tensor tracer only, from the outputs it sees written: one
 # comparison per input element, the least any top-k, sort or histogram does, so the bound
 # stays a bound. The trace reader does not price them by class: a profiler records neither k
