@@ -47,6 +47,18 @@ def project(capsys, path, *extra):
     return lines[:-1], lines[-1]
 
 
+def transformers_default(tmp_path, model_type, architecture, **changes):
+    """transformers' own default config of `model_type` (written by its maintainers), with
+    `changes`, as a file."""
+    from transformers import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING[model_type]().to_dict()
+    config.update(architectures=[architecture], **changes)
+    path = tmp_path / f"{model_type}.json"
+    path.write_text(json.dumps(config))
+    return path, config
+
+
 def gemma2_linear_flops():
     hidden, heads, kv, head, inter, vocab = 3584, 16, 8, 256, 14336, 256000
     per_layer = hidden * (heads + 2 * kv) * head + heads * head * hidden + 3 * hidden * inter
@@ -159,12 +171,8 @@ def test_a_model_type_transformers_runs_with_llamas_class_projects(capsys, tmp_p
 def test_olmo_layernorm_without_weight_or_bias_is_one_fused_kernel(capsys, tmp_path):
     # OLMo's LayerNorm holds no weight and no bias: it ran op by op and its
     # `native_layer_norm` was unpriced. transformers' own OLMo config, two layers.
-    from transformers import CONFIG_MAPPING
-
-    config = CONFIG_MAPPING["olmo"]().to_dict()
-    config.update(num_hidden_layers=2, architectures=["OlmoForCausalLM"])
-    path = tmp_path / "olmo.json"
-    path.write_text(json.dumps(config))
+    path, config = transformers_default(tmp_path, "olmo", "OlmoForCausalLM",
+                                        num_hidden_layers=2)
     rows, _ = project(capsys, path)
     assert not [r for r in rows if r["sol_time_s"] is None]
     h = config["hidden_size"]
@@ -178,12 +186,8 @@ def test_olmo_layernorm_without_weight_or_bias_is_one_fused_kernel(capsys, tmp_p
 def test_a_layer_count_worked_out_from_the_configs_own_fields_is_read(capsys, tmp_path):
     # LongCat-Flash names `num_layers` (each of two attention and MLP sublayers); transformers
     # works num_hidden_layers out from it. It was refused as "num_hidden_layers: missing".
-    from transformers import CONFIG_MAPPING
-
-    config = CONFIG_MAPPING["longcat_flash"]().to_dict()
-    config.update(num_layers=2, architectures=["LongcatFlashForCausalLM"])
-    path = tmp_path / "longcat.json"
-    path.write_text(json.dumps(config))
+    path, config = transformers_default(tmp_path, "longcat_flash", "LongcatFlashForCausalLM",
+                                        num_layers=2)
     rows, _ = project(capsys, path)
     q = [r for r in rows if r["layer"] == "model.layers.*.self_attn.*.q_a_proj"]
     assert [r["count"] for r in q] == [2 * 2]  # two layers of two attention sublayers
@@ -204,11 +208,10 @@ def test_mllama_runs_its_text_layers_and_skips_the_cross_attention_ones(capsys, 
     # ("'NoneType' object has no attribute 'numel'"). It holds none: the layer is skipped.
     from transformers import CONFIG_MAPPING
 
-    config = CONFIG_MAPPING["mllama"]().to_dict()
-    config["text_config"].update(num_hidden_layers=2, cross_attention_layers=[1])
-    config["architectures"] = ["MllamaForConditionalGeneration"]
-    path = tmp_path / "mllama.json"
-    path.write_text(json.dumps(config))
+    text = CONFIG_MAPPING["mllama"]().text_config.to_dict()
+    text.update(num_hidden_layers=2, cross_attention_layers=[1])
+    path, _ = transformers_default(tmp_path, "mllama", "MllamaForConditionalGeneration",
+                                   text_config=text)
     rows, _ = project(capsys, path)
     assert not [r for r in rows if r["sol_time_s"] is None]
     attention = [r for r in rows if r["op"] == "attention (fused)"]
