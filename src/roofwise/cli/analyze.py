@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
+import polars as pl
 
 from roofwise.base.overlap import BackgroundWriter
 from roofwise.base.text import shown
@@ -25,7 +26,7 @@ from roofwise.cli.common import (
     report_skipped,
 )
 from roofwise.ledgers.ledger import Ledger
-from roofwise.lint import Finding, lint_analysis, lint_columns
+from roofwise.lint import BatchFindings, file_finding_kinds, lint_columns
 from roofwise.output.analysis import Analysis, analyze
 from roofwise.output.frame import Write, csv_writer, json_writer
 from roofwise.output.stream import StreamTotals, judged_batches
@@ -117,7 +118,8 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
             _note_mismatches(mismatch_counts(analysis), len(analysis))
             _prepare(analysis, as_json, True, references, records_path)[1](sys.stdout)
         else:
-            _render(analysis, lint_analysis(analysis, references, path=records_path), limit)
+            _render(analysis, file_finding_kinds([BatchFindings.of(analysis, references,
+                                                                   records_path)]), limit)
         from roofwise.cli.plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
         return
@@ -125,7 +127,7 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
         for _ in iter_batches(records_path, strict=True, keep_rows=False,
                               batch_rows=BATCH_ROWS):
             pass
-    findings: list[Finding] = []
+    findings: list[BatchFindings] = []  # each batch's findings folded by kind
     stream = StreamTotals(records_path)
     with reading_progress(records_path) as advance, BackgroundWriter() as writer:
         for loaded, judged in judged_batches(records_path, machines, machine, regime, mix,
@@ -145,7 +147,7 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
                 writer.submit(functools.partial(write, sys.stdout))
             else:
                 stream.keep_worst(analysis, None if limit == 0 else limit)
-                findings += lint_analysis(analysis, references, path=records_path)
+                findings.append(BatchFindings.of(analysis, references, records_path))
             stream.first = False
     said = stream.finish()
     if said:
@@ -156,10 +158,11 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
              f"left out of the CSV: {', '.join(shown(c) for c in stream.left_out)}; --json "
              "keeps them")
     if not (as_json or as_csv):
+        kinds = file_finding_kinds(findings)
         if stream.batches == 1 and stream.last is not None:  # the whole input at once
-            _render(stream.last, findings, limit)
+            _render(stream.last, kinds, limit)
         else:
-            _render(stream.worst(machines, machine, regime, mix), findings, limit,
+            _render(stream.worst(machines, machine, regime, mix), kinds, limit,
                     stream.verdicts)
 
 
@@ -171,9 +174,10 @@ def _references(paths: tuple[str, ...]) -> list[Ledger]:
     return [load_ledger(p) for p in paths]
 
 
-def _render(analysis: Analysis, findings: list[Finding], limit: int,
+def _render(analysis: Analysis, findings: pl.DataFrame, limit: int,
             counts: dict[str, int] | None = None) -> None:
-    """The table and the findings under it (rich loads here: --json and --csv never draw)."""
+    """The table and the findings under it, by kind (rich loads here: --json and --csv
+    never draw)."""
     from roofwise.cli.lint import render_findings_brief
     from roofwise.render.table import render_analysis
 

@@ -44,7 +44,7 @@ def fleet_command(dataset: str, scheduler: str | None, local: int | None,
     if scheduler is not None and local is not None:
         raise click.UsageError("--scheduler and --local are exclusive; choose one")
     from roofwise.fleet import judge_dataset  # deferred: polars and Dask
-    from roofwise.lint import lint_analysis, lint_columns
+    from roofwise.lint import BatchFindings, file_finding_kinds, lint_columns
 
     references = _references(reference_paths)
     machine = load_machine_arg(machine_name)
@@ -54,7 +54,7 @@ def fleet_command(dataset: str, scheduler: str | None, local: int | None,
         on_json=_write_bytes if as_json else None,
         row_lint=functools.partial(lint_columns, ledgers=references, path=dataset,
                                    machine_level=True),
-        findings=functools.partial(lint_analysis, ledgers=references, path=dataset))
+        findings=functools.partial(BatchFindings.of, ledgers=references, path=dataset))
     for skipped in result.skipped:
         note(f"roofwise: skipped {skipped}")
     if result.skipped_line:
@@ -66,7 +66,8 @@ def fleet_command(dataset: str, scheduler: str | None, local: int | None,
              f"({len(result.parts)} Parquet files, {result.shards} shards)")
     if result.worst is not None and not as_json:
         whole = len(result.worst) == result.records  # the table holds every row
-        _render(result.worst, list(result.findings), limit, None if whole else result.counts)
+        _render(result.worst, file_finding_kinds(result.findings), limit,
+                None if whole else result.counts)
 
 
 def _write_bytes(lines: bytes) -> None:

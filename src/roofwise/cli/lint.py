@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import sys
 import textwrap
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import click
+import polars as pl
 from rich.console import Console
 from rich.text import Text
 
@@ -16,8 +17,16 @@ from roofwise.base.text import for_terminal
 from roofwise.cli.common import all_machines, console, load_machine_arg, machine_option
 from roofwise.ledgers.files import load_ledger, parse_ledger
 from roofwise.ledgers.ledger import Ledger
-from roofwise.lint import CODES, Finding, has_errors, lint_analysis, lint_ledger, lint_machine
+from roofwise.lint import (
+    CODES,
+    ERROR,
+    finding_frame,
+    findings_frame,
+    lint_ledger,
+    lint_machine,
+)
 from roofwise.output.analysis import analyze
+from roofwise.output.frame import ndjson_writer
 from roofwise.profiles.load import parse_machine
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import read_records
@@ -35,8 +44,10 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
               help="A ledger of the operator as it should be counted; records are matched to it "
                    "by op name (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per finding.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
+              help="Findings in the table, in order (0 for all).")
 def lint_command(paths: tuple[str, ...], machine_name: str | None,
-                 reference_paths: tuple[str, ...], as_json: bool) -> int:
+                 reference_paths: tuple[str, ...], as_json: bool, limit: int = 50) -> int:
     """Flag the eight roofline misuses (and units a profile lacks) in ledgers, profiles, records.
 
     Records (JSONL, CSV, Parquet) are judged as `roofwise analyze` judges them. Exit code 1
@@ -47,40 +58,42 @@ def lint_command(paths: tuple[str, ...], machine_name: str | None,
     if not paths and machine is None:
         raise click.UsageError("give ledger, profile or record files, or --machine to lint "
                                "a profile")
-    findings: list[Finding] = []
+    frames: list[pl.DataFrame] = []
     if not paths and machine is not None:
-        findings = lint_machine(machine)
+        frames.append(finding_frame(lint_machine(machine)))
     kinds: list[str] = []
     for path in paths:
         kind, found = lint_path(path, machine, references)
         kinds.append(kind)
-        findings += found
+        frames.append(found)
+    findings = pl.concat(frames)
     if as_json:
-        for finding in findings:
-            click.echo(json.dumps(finding.to_dict()))
+        ndjson_writer(findings)(sys.stdout)
     else:
-        render_findings(findings, console(), len(paths) or 1)
+        render_findings(findings, console(), len(paths) or 1, None if limit == 0 else limit)
     ledgers = kinds.count("ledger")
     if machine is None and ledgers:
         console(err=True).print(f"roofwise: no --machine: checks M1, M5, M7 and R1 of "
                                 f"{ledgers} ledger(s) need a machine and were skipped",
                                 markup=False)
-    return 1 if has_errors(findings) else 0
+    return 1 if (findings["severity"] == ERROR).any() else 0
 
 
 def lint_path(path: str, machine: Machine | None, references: Sequence[Ledger]
-              ) -> tuple[str, list[Finding]]:
-    """What one file is ("profile", "ledger" or "records") and its findings."""
+              ) -> tuple[str, pl.DataFrame]:
+    """What one file is ("profile", "ledger" or "records") and its findings (as
+    `findings_frame` columns: a million records' findings are no million objects)."""
     if Path(path).suffix.lower() in _YAML_SUFFIXES:
         data = schema.load_yaml(path)
         if isinstance(data, dict) and "units" in data and "memory" in data:
-            return "profile", lint_machine(parse_machine(data, path))
+            return "profile", finding_frame(lint_machine(parse_machine(data, path)))
         ledger = parse_ledger(data, path)
-        return "ledger", lint_ledger(ledger, machine, _reference_for(ledger, references),
-                                     where=path)
+        return "ledger", finding_frame(lint_ledger(ledger, machine,
+                                                   _reference_for(ledger, references),
+                                                   where=path))
     loaded = read_records(path, strict=True)
     analysis = analyze(loaded.columns, all_machines(), machine)
-    return "records", lint_analysis(analysis, references, path=path)
+    return "records", findings_frame(analysis, references, path=path)
 
 
 def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | None:
@@ -89,14 +102,18 @@ def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | Non
     return next((r for r in references if r.name.lower() == ledger.name.lower()), None)
 
 
-def render_findings(findings: Sequence[Finding], out: Console, files: int) -> None:
-    if not findings:
+def render_findings(findings: pl.DataFrame, out: Console, files: int,
+                    limit: int | None = 50) -> None:
+    """The findings as a table (the first `limit` of them, in order), titled with how many
+    there are, and what each code shown means."""
+    if not len(findings):
         out.print(f"clean: no misuse found in {files} input(s)", markup=False)
         return
-    errors = sum(f.severity == "error" for f in findings)
+    errors = int((findings["severity"] == ERROR).sum())
+    table = findings if limit is None else findings.head(limit)
     rows: list[list[str | Text]] = [
-        [f.code, Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")), f.where,
-         f.reason, f.fix] for f in findings]
+        [code, Text(severity, style=_SEVERITY_STYLE.get(severity, "")), where, reason, fix]
+        for code, severity, where, reason, fix in table.iter_rows()]
     fitted = fit_table((Column("code"), Column("severity"), Column("where", wrap=True,
                                                                    min_width=14),
                         Column("reason", wrap=True, min_width=24),
@@ -104,30 +121,33 @@ def render_findings(findings: Sequence[Finding], out: Console, files: int) -> No
                        f"{len(findings)} finding(s): {errors} error(s), "
                        f"{len(findings) - errors} warning(s)")
     out.print(fitted.table)
-    seen = dict.fromkeys(f.code for f in findings)
+    if len(table) < len(findings):
+        out.print(f"{len(findings) - len(table)} more (--limit 0 for all, --json for "
+                  "machines)", markup=False)
+    seen = table["code"].unique(maintain_order=True).to_list()
     out.print("; ".join(f"{code}: {CODES[code]}" for code in seen), style="dim",
               markup=False)
 
 
-def render_findings_brief(findings: Sequence[Finding], out: Console, limit: int = 20,
+def render_findings_brief(kinds: pl.DataFrame, out: Console, limit: int = 20,
                           shown: Collection[str] = frozenset()) -> None:
-    """`code where: reason — fix`, one line per distinct finding (repeats folded), wrapped
+    """`code where (+n more like it): reason — fix`, one line per kind of finding
+    (`finding_kinds`: a code and its fix; the first finding shown, the rest counted), wrapped
     with a hanging indent, for analyze. A finding whose reason is already printed under its
     row (`shown`: the reasons the verdict table printed) is named by its code's meaning
     instead, so that the same sentence is not read twice."""
-    if not findings:
+    total = int(kinds["count"].sum()) if len(kinds) else 0
+    if not total:
         return
-    groups: dict[tuple[str, str, str], list[Finding]] = {}
-    for f in findings:
-        groups.setdefault((f.code, f.reason, f.fix), []).append(f)
-    out.print(f"lint: {len(findings)} finding(s)", style="bold", markup=False)
-    for (code, reason, fix), members in list(groups.items())[:limit]:
-        more = f" (+{len(members) - 1} more)" if len(members) > 1 else ""
+    out.print(f"lint: {total} finding(s)", style="bold", markup=False)
+    for code, _, where, reason, fix, count in kinds.head(limit).iter_rows():
+        more = f" (+{count - 1} more like it)" if count > 1 else ""
         said = any(reason in text for text in shown)
         body = (f"{CODES[code]} (why: under its row above)" if said else f"{reason} — {fix}")
-        text = for_terminal(f"{code} {members[0].where}{more}: {body}")
+        text = for_terminal(f"{code} {where}{more}: {body}")
         for k, line in enumerate(textwrap.wrap(text, max(20, out.width - 4),
                                                break_on_hyphens=False)):
             out.print(("  " if k == 0 else "    ") + line, markup=False, highlight=False)
-    if len(groups) > limit:
-        out.print(f"  and {len(groups) - limit} more (roofwise lint for all)", markup=False)
+    if len(kinds) > limit:
+        out.print(f"  and {len(kinds) - limit} more kinds (roofwise lint for all)",
+                  markup=False)

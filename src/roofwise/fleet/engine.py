@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ class FleetResult:
     skipped: tuple[Skipped, ...]  # the first malformed records, by shard file and row
     skipped_count: int
     mismatched: dict[str, int]  # rows judged on a profile their device does not name
-    findings: tuple[Any, ...]  # what `findings` gave, batch by batch, in dataset order
+    findings: tuple[Any, ...]  # what `findings` gave for each batch, in dataset order
     shards: int
     batches: int
     parts: tuple[str, ...]  # the Parquet files written under `out`
@@ -65,7 +65,7 @@ def judge_dataset(path: str | Path, machine: str | Machine | None = None, *,
                   limit: int | None = 50, out: str | Path | None = None,
                   on_json: Callable[[bytes], Any] | None = None,
                   row_lint: Callable[[Analysis], Lint] | None = None,
-                  findings: Callable[[Analysis], Sequence[Any]] | None = None,
+                  findings: Callable[[Analysis], Any] | None = None,
                   connect_timeout_s: float = CONNECT_TIMEOUT_S,
                   batch_rows: int = BATCH_ROWS) -> FleetResult:
     """Judge every record of a dataset (a records file, a folder of shards or a glob, local
@@ -78,7 +78,7 @@ def judge_dataset(path: str | Path, machine: str | Machine | None = None, *,
     Parquet, `part-<shard>-<batch>.parquet` in dataset order. `on_json` is called with each
     shard's `--json` lines (bytes, in dataset order); `row_lint` gives their `lint` field
     (`functools.partial(roofwise.lint.lint_columns, machine_level=True)` as analyze does) and
-    `findings` the findings of each batch (`roofwise.lint.lint_analysis`). Bad input (no such
+    `findings` the findings of each batch (`roofwise.lint.BatchFindings.of`). Bad input (no such
     dataset, an unreadable shard, no scheduler at the address) raises InputError, and
     nothing is left under `out`."""
     name = str(path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ class ShardJob:
     # the `lint` field of each --json line (`lint.lint_columns`, bound by the caller: this
     # stage sits below lint)
     row_lint: Callable[[Analysis], Lint] | None = None
-    findings: Callable[[Analysis], Sequence[Any]] | None = None  # the table's lint findings
+    findings: Callable[[Analysis], Any] | None = None  # the table's lint findings of a batch
     batch_rows: int = BATCH_ROWS
 
 
@@ -132,7 +132,7 @@ def _judged(job: ShardJob, path: str) -> ShardVerdicts:
             lint = None if job.row_lint is None else job.row_lint(analysis)
             json_writer(analysis, lint)(text)
         if job.findings is not None and not job.json:
-            findings += job.findings(analysis)
+            findings.append(job.findings(analysis))
         if job.out is not None:
             parts.append(_write_part(verdict_frame(analysis), job.out, job.index, len(parts)))
     lines = None

@@ -2,7 +2,8 @@
 
 Each check is a small function registered by its code. `lint_machine` checks a profile,
 `lint_ledger` one ledger, `lint_rows` / `lint_analysis` an analysis of benchmark records
-(`lint_columns` the same findings as a frame).
+(`lint_columns` and `findings_frame` the same findings as a frame; `finding_kinds` folds them
+by kind, `BatchFindings` / `file_finding_kinds` over a file read in batches).
 """
 
 from roofwise.lint.findings import (
@@ -25,7 +26,12 @@ from roofwise.lint.machine_checks import (
 )
 from roofwise.lint.record_checks import (
     ROW_CHECKS,
+    BatchFindings,
     RowCase,
+    file_finding_kinds,
+    finding_frame,
+    finding_kinds,
+    findings_frame,
     lint_analysis,
     lint_columns,
     lint_findings,
@@ -45,12 +51,17 @@ __all__ = [
     "MAX_STAGES_SPLIT",
     "ROW_CHECKS",
     "WARNING",
+    "BatchFindings",
     "Finding",
     "LedgerCase",
     "Reading",
     "RowCase",
     "check_stale_profiles",
     "decompositions",
+    "file_finding_kinds",
+    "finding_frame",
+    "finding_kinds",
+    "findings_frame",
     "has_errors",
     "is_matrix_unit",
     "is_sfu_unit",

@@ -63,7 +63,12 @@ from roofwise.lint.machine_checks import (
     uncalibrated_unit_fix,
     units_missing_reason,
 )
-from roofwise.lint.stale_checks import ANALYSIS_CHECKS, stale_profile_groups
+from roofwise.lint.stale_checks import (
+    ANALYSIS_CHECKS,
+    stale_findings,
+    stale_profile_groups,
+    stale_rows,
+)
 from roofwise.output.analysis import Analysis
 from roofwise.pricing.core import Priced, equal_to, pipes_near_binding
 from roofwise.pricing.reasons import Reason
@@ -786,6 +791,77 @@ def lint_analysis(analysis: Analysis,
                   ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
                   path: str = "") -> list[Finding]:
     """Every row check over an analysis, row by row (`where` is path:line, or op), then the
-    machine-level findings the rows make together (R2)."""
-    return [*(f for row in lint_rows(analysis, ledgers, path) for f in row),
-            *(f for check in ANALYSIS_CHECKS.values() for f in check(analysis))]
+    machine-level findings the rows make together (R2): `findings_frame` as `Finding`s."""
+    return [Finding(*row) for row in findings_frame(analysis, ledgers, path).iter_rows()]
+
+
+FINDING_FIELDS = ("code", "severity", "where", "reason", "fix")  # a Finding's, in order
+
+
+def findings_frame(analysis: Analysis,
+                   ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
+                   path: str = "", machine_level: Sequence[Finding] | None = None
+                   ) -> pl.DataFrame:
+    """Every finding as a frame row (code, severity, where, reason, fix): the rows' own in
+    row order (code order within a row), `where` being `path:line (op)` (`op (record n)`
+    without a path), then the machine-level ones (R2; `machine_level` instead of this
+    analysis' own: a file read in batches judges R2 over all of them). What `roofwise lint`
+    and analyze's summary read over a million rows, with no Python object per finding."""
+    frame = lint_columns(analysis, ledgers)
+    rows = frame["row"].to_numpy()
+    line = pl.Series("line", analysis.columns.line[rows], dtype=pl.Int64).cast(pl.Utf8)
+    op = strings("op", analysis.columns.op[rows])
+    where = (path + ":" + line + " (" + op + ")") if path else (op + " (record " + line + ")")
+    own = frame.select("code", "severity", where.alias("where"), "reason", "fix")
+    if machine_level is None:
+        machine_level = [f for check in ANALYSIS_CHECKS.values() for f in check(analysis)]
+    found = finding_frame(machine_level)
+    return pl.concat([own, found.cast(own.schema)]) if len(found) else own
+
+
+def finding_frame(findings: Sequence[Finding]) -> pl.DataFrame:
+    """A few `Finding`s (a ledger's, a profile's, R2's) as `findings_frame`'s columns."""
+    return pl.DataFrame([strings(k, [getattr(f, k) for f in findings]) for k in FINDING_FIELDS])
+
+
+def finding_kinds(frame: pl.DataFrame) -> pl.DataFrame:
+    """Findings folded by kind, in first-seen order: a kind is a code and its fix (and, for a
+    machine-level finding, where: one R2 per ceiling), kept with its first finding and the
+    `count` of findings folded in. Folds fold again (counts add), so a file read in batches
+    folds each batch and then the folds, holding kinds, never every finding."""
+    if "count" not in frame.columns:
+        frame = frame.with_columns(pl.lit(1, pl.Int64).alias("count"))
+    machine_level = pl.col("code").is_in(list(ANALYSIS_CHECKS))
+    return (frame.with_columns(pl.when(machine_level).then(pl.col("where")).otherwise(pl.lit(""))
+                               .alias("kind"))
+            .group_by("code", "fix", "kind", maintain_order=True)
+            .agg(pl.col("severity", "where", "reason").first(), pl.col("count").sum())
+            .select(*FINDING_FIELDS, "count"))
+
+
+@dataclass(frozen=True)
+class BatchFindings:
+    """What the summary of a file read in batches keeps of one batch: its row findings folded
+    by kind, and what R2 reads of its rows (judged over the whole file at the end)."""
+
+    kinds: pl.DataFrame
+    stale: pl.DataFrame
+    machines: Mapping[str, Machine]
+
+    @classmethod
+    def of(cls, analysis: Analysis,
+           ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
+           path: str = "") -> BatchFindings:
+        return cls(finding_kinds(findings_frame(analysis, ledgers, path, machine_level=[])),
+                   stale_rows(analysis), analysis.machines)
+
+
+def file_finding_kinds(batches: Sequence[BatchFindings]) -> pl.DataFrame:
+    """The findings of a whole file by kind: R2 over all its rows first (a few lines that
+    explain many rows), then the row findings' kinds in first-seen order."""
+    machines = {name: m for b in batches for name, m in b.machines.items()}
+    stale = pl.concat([b.stale for b in batches]) if batches else None
+    machine_level = ([] if stale is None
+                     else [finding for finding, _ in stale_findings(stale, machines)])
+    folds = [finding_kinds(finding_frame(machine_level)), *(b.kinds for b in batches)]
+    return finding_kinds(pl.concat(folds))

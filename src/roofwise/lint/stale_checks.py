@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import polars as pl
 
+from roofwise.base.text_columns import coded
 from roofwise.lint.findings import WARNING, Finding
 from roofwise.output.analysis import Analysis
-from roofwise.pricing.core import equal_to
 from roofwise.pricing.reasons import IMPOSSIBLE_REASONS
+from roofwise.profiles.machine import Machine
 from roofwise.verdicts.rules import BLANK, LATENCY_BOUND
 
 STALE_MIN_ROWS = 3  # fewer rows above a ceiling than this is not a pattern
@@ -33,41 +35,63 @@ def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]
     """Each R2 finding with the rows it reads (every readable row bound by that ceiling, the
     ones above it and the rest): `analyze --json` carries the finding in those rows' `lint`."""
     a = analysis
-    out: list[tuple[Finding, np.ndarray]] = []
+    above = (a.judged.envelope_efficiency > 1.0) & (a.judged.verdict != BLANK)
+    if np.count_nonzero(above) < STALE_MIN_ROWS:
+        return []  # no ceiling has rows enough above it (most batches: skip the grouping)
+    return stale_findings(stale_rows(analysis), analysis.machines)
+
+
+def stale_rows(analysis: Analysis) -> pl.DataFrame:
+    """What R2 reads of each row that can show a stale profile (judged, above no floor, not
+    impossible), as columns: `row`, `machine`, `ceiling` ("" for memory's, else the binding
+    unit) and `efficiency` against the envelope. A file read in batches keeps these frames
+    and judges their concatenation once (`stale_findings`), so that R2 counts the whole file."""
+    a = analysis
     readable = ((a.judged.verdict != BLANK) & (a.judged.verdict != LATENCY_BOUND)
                 & ((a.judged.flags & np.int32(IMPOSSIBLE_REASONS)) == 0))
-    above_any = readable & (a.judged.envelope_efficiency > 1.0)  # NaN compares False
-    if np.count_nonzero(above_any) < STALE_MIN_ROWS:
-        return out  # no ceiling has enough rows above it
-    memory = a.priced.bound_memory
-    binding = a.priced.binding_unit
-    for name, machine in a.machines.items():
-        mine = readable & a.on_machine(name)
-        for is_memory in (True, False):
-            rows = mine & (memory == is_memory)
-            # memory is one ceiling; a unit's is stale only with rows above it, so its key
-            # is among theirs (a few rows, not every row's unit as a string)
-            keys = [""] if is_memory else sorted(
-                {str(k) for k in np.asarray(binding[rows & above_any]).tolist()})
-            for key in keys:
-                group = np.flatnonzero(rows if is_memory else rows & equal_to(binding, key))
-                efficiency = a.judged.envelope_efficiency[group]
-                above = efficiency[efficiency > 1.0]
-                if (len(above) < STALE_MIN_ROWS or 2 * len(above) < len(group)
-                        or float(np.median(above)) < STALE_MARGIN):
-                    continue
-                ceiling = machine.ceiling(bool(is_memory), str(key))
-                if ceiling.fraction is None:
-                    continue  # an uncalibrated ceiling is M1's business
-                implied = ceiling.fraction * float(np.median(above))
-                out.append((Finding(
-                    "R2", WARNING, f"{machine.name} {ceiling.name}",
-                    f"{len(above)} of {len(group)} rows bound by {ceiling.name} sit above it "
-                    f"(median {float(np.median(above)):.1%} of it, below theoretical): they "
-                    f"imply {implied:.4f} of theoretical where {machine.name} says "
-                    f"{ceiling.fraction:.4f}; the profile looks calibrated below this card",
-                    "run `roofwise calibrate` on this card and read its rows with the profile "
-                    "it writes (or recount, if the rows share an accounting slip)"), group))
+    rows = np.flatnonzero(readable)
+    names = list(a.machines)
+    memory = a.priced.bound_memory[rows]
+    binding = np.asarray(a.priced.binding_unit)[rows]
+    return pl.DataFrame({
+        "row": pl.Series(rows, dtype=pl.Int64),
+        "machine": coded("machine", a.machine_index[rows], names),
+        "ceiling": pl.Series("ceiling", np.where(memory, "", binding), dtype=pl.Utf8),
+        "efficiency": pl.Series(a.judged.envelope_efficiency[rows], dtype=pl.Float64),
+    })
+
+
+def stale_findings(rows: pl.DataFrame, machines: Mapping[str, Machine]
+                   ) -> list[tuple[Finding, np.ndarray]]:
+    """The R2 findings of `stale_rows` (of one batch or a whole file), with the `row` values
+    each one reads, by machine (in `machines` order), memory's ceiling before the units'."""
+    efficiency = pl.col("efficiency")
+    above = (efficiency > 1.0) & efficiency.is_not_nan()  # the engine puts NaN above all
+    groups = (rows.group_by("machine", "ceiling")
+              .agg(pl.len().alias("rows"), above.sum().alias("above"),
+                   efficiency.filter(above).median().alias("median"))
+              .filter((pl.col("above") >= STALE_MIN_ROWS)
+                      & (2 * pl.col("above") >= pl.col("rows"))
+                      & (pl.col("median") >= STALE_MARGIN)))
+    order = {name: k for k, name in enumerate(machines)}
+    out: list[tuple[Finding, np.ndarray]] = []
+    for name, key, n_rows, n_above, median in sorted(
+            groups.iter_rows(), key=lambda g: (order.get(g[0], len(order)), g[1] != "", g[1])):
+        machine = machines[name]
+        ceiling = machine.ceiling(key == "", key)
+        if ceiling.fraction is None:
+            continue  # an uncalibrated ceiling is M1's business
+        implied = ceiling.fraction * median
+        group = rows.filter((pl.col("machine") == name) & (pl.col("ceiling") == key))
+        out.append((Finding(
+            "R2", WARNING, f"{machine.name} {ceiling.name}",
+            f"{n_above} of {n_rows} rows bound by {ceiling.name} sit above it "
+            f"(median {median:.1%} of it, below theoretical): they "
+            f"imply {implied:.4f} of theoretical where {machine.name} says "
+            f"{ceiling.fraction:.4f}; the profile looks calibrated below this card",
+            "run `roofwise calibrate` on this card and read its rows with the profile "
+            "it writes (or recount, if the rows share an accounting slip)"),
+            group["row"].to_numpy()))
     return out
 
 

@@ -357,7 +357,7 @@ def json_writer(analysis: Analysis, lint: Lint | Callable[[], Lint] | None = Non
         return lambda out: _write_pieces(*_fragments(frame, inputs, json_text, n, lint), out)
     if lint is not None:
         frame = frame.with_columns(_lint_column(len(analysis), lint))
-    return lambda out: _write_target(out, frame.write_ndjson)
+    return ndjson_writer(frame)
 
 
 def _csv_cells(frame: pl.DataFrame) -> list[pl.Expr]:
@@ -417,6 +417,11 @@ def _write_pieces(frame: pl.DataFrame, fragments: list[pl.Expr], complete: bool,
     pieces = _separators_escaped(pieces)
     _write_target(out, lambda target: pieces.write_csv(
         target, include_header=False, quote_style="never", line_terminator="\n"))
+
+
+def ndjson_writer(frame: pl.DataFrame) -> Write:
+    """A frame's rows as JSON lines, written by the engine."""
+    return lambda out: _write_target(out, frame.write_ndjson)
 
 
 def _write_target(out: TextIO, write: Any) -> None:

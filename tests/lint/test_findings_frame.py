@@ -1,0 +1,142 @@
+"""Findings as one frame (`findings_frame`), folded by kind (`finding_kinds`), and R2 judged
+over a whole file read in batches (`BatchFindings`, `file_finding_kinds`): what `roofwise lint`
+and analyze's summary read, with no Python object per finding.
+
+The records are those of tests/lint/test_lint_columns.py (every check fires there); the R2
+counts below are recounted by hand from the rows written for them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from test_lint_columns import FP8_KV, FUSED, analysis_of, every_check_records, fma_row
+
+from roofwise.cli import main
+from roofwise.lint import (
+    BatchFindings,
+    Finding,
+    check_stale_profiles,
+    file_finding_kinds,
+    finding_kinds,
+    findings_frame,
+    lint_analysis,
+    lint_rows,
+)
+from roofwise.lint.stale_checks import stale_findings, stale_rows
+from roofwise.output.analysis import Analysis
+
+FIELDS = ["code", "severity", "where", "reason", "fix"]
+
+
+@pytest.fixture(scope="module")
+def every() -> Analysis:
+    return analysis_of(every_check_records())
+
+
+def test_frame_is_the_findings_by_row_then_r2(every: Analysis) -> None:
+    """The frame, row for row, is what the per-row path gives (`lint_rows`, each a `Finding`
+    with its where), then R2 as `check_stale_profiles` says it: two independent paths."""
+    frame = findings_frame(every, [FUSED, FP8_KV], path="runs.jsonl")
+    assert frame.columns == FIELDS
+    by_rows = [f for row in lint_rows(every, [FUSED, FP8_KV], path="runs.jsonl") for f in row]
+    expected = [*by_rows, *check_stale_profiles(every)]
+    assert [Finding(*r) for r in frame.iter_rows()] == expected
+    assert lint_analysis(every, [FUSED, FP8_KV], path="runs.jsonl") == expected
+    assert frame.row(-1)[:3] == ("R2", "warning", "h200 cuda_core.fp32 sustained")
+    # without a path, the op and its record number
+    assert findings_frame(every)["where"][0] == "qk_norm_rope_quant (record 1)"
+
+
+def test_kinds_fold_by_code_and_fix_and_add_up(every: Analysis) -> None:
+    frame = findings_frame(every, [FUSED, FP8_KV], path="runs.jsonl")
+    kinds = finding_kinds(frame)
+    assert int(kinds["count"].sum()) == len(frame)
+    # one kind per distinct (code, fix), R2's where aside
+    assert len(kinds) == frame.select("code", "fix").unique().height
+    first = kinds.row(0, named=True)
+    assert (first["code"], first["where"]) == (frame["code"][0], frame["where"][0])
+    # folds fold again: twice the frame is twice each count, the same kinds
+    twice = finding_kinds(pl.concat([kinds, kinds]))
+    assert twice.drop("count").equals(kinds.drop("count"))
+    assert (twice["count"] == 2 * kinds["count"]).all()
+
+
+def r2_records(n_above: int, n_below: int) -> list[dict[str, Any]]:
+    """FMA rows on the h200's sustained cuda_core.fp32 ceiling (67.0e12 x 0.8548): `n_above`
+    at 0.88 of theoretical (1.0295 of the ceiling), `n_below` at 0.80 of it (0.936)."""
+    rows = [fma_row(0.88, 1e-3) for _ in range(n_above)]
+    rows += [fma_row(0.80, 1e-3) for _ in range(n_below)]
+    return [{**r, "device": "NVIDIA H200"} for r in rows]
+
+
+def test_r2_counts_the_whole_file_not_a_batch() -> None:
+    """Three batches: the first with every row above (6 of 6), then two with none above
+    (0 of 4 each). Judged alone, only the first batch makes an R2, and it says 6 of 6; over
+    the file the ceiling's rows are 14, 6 above: fewer than half, so no R2 at all."""
+    batches = [analysis_of(r2_records(6, 0)), analysis_of(r2_records(0, 4)),
+               analysis_of(r2_records(0, 4))]
+    alone = check_stale_profiles(batches[0])
+    assert [f.reason.split(" rows")[0] for f in alone] == ["6 of 6"]
+    kinds = file_finding_kinds([BatchFindings.of(b) for b in batches])
+    assert "R2" not in kinds["code"].to_list()
+    # with 8 above out of 14 (two batches of 4 above), the one R2 counts them all
+    batches = [analysis_of(r2_records(4, 3)), analysis_of(r2_records(4, 3))]
+    kinds = file_finding_kinds([BatchFindings.of(b) for b in batches])
+    r2 = kinds.filter(pl.col("code") == "R2")
+    assert r2["count"].to_list() == [1] and kinds["code"][0] == "R2"  # first, once
+    assert r2["reason"][0].startswith("8 of 14 rows bound by cuda_core.fp32 sustained")
+    implied = 0.8548 * (0.88 / 0.8548)  # the median row above, times the profile's fraction
+    assert f"imply {implied:.4f} of theoretical" in r2["reason"][0]
+
+
+def test_r2_leaves_a_nan_efficiency_out() -> None:
+    """The engine orders NaN above every number; numpy compares it False. A row whose
+    envelope efficiency is NaN is not a row above the ceiling."""
+    analysis = analysis_of(r2_records(3, 3))
+    rows = stale_rows(analysis)
+    nan = rows.with_columns(pl.when(pl.col("row") >= 3).then(float("nan"))
+                            .otherwise(pl.col("efficiency")).alias("efficiency"))
+    [(finding, read)] = stale_findings(nan, analysis.machines)
+    assert finding.reason.startswith("3 of 6 rows") and "median nan" not in finding.reason
+    assert math.isfinite(float(finding.reason.split("median ")[1].split("%")[0]))
+    assert read.tolist() == list(range(6))
+
+
+def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
+    fields = ["op", "flops", "bytes", "roof", "time_s", "timing", "device"]
+    pl.DataFrame([{k: r[k] for k in fields} for r in records]).write_csv(path)
+
+
+def test_analyze_says_r2_once_for_a_file_read_in_batches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "runs.csv"
+    write_csv(path, r2_records(4, 3) + r2_records(4, 3) + r2_records(4, 3))
+    monkeypatch.setattr("roofwise.cli.analyze.BATCH_ROWS", 7)  # three batches
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    lint = out[out.index("lint: "):]
+    assert lint.count("R2 ") == 1 and "12 of 21 rows bound by" in lint
+
+
+def test_lint_table_shows_the_first_findings_and_counts_the_rest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = "runs.csv"
+    write_csv(tmp_path / path, [{**fma_row(1.2, 1e-3), "device": "NVIDIA H200"}] * 60)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["lint", path]) == 1  # 60 rows above theoretical: M8 errors
+    out = capsys.readouterr().out
+    assert "60 finding(s): 60 error(s), 0 warning(s)" in out
+    assert "10 more (--limit 0 for all, --json for machines)" in out
+    assert out.count(path + ":") == 50
+    assert main(["lint", "--limit", "0", path]) == 1
+    out = capsys.readouterr().out
+    assert out.count(path + ":") == 60 and "more (--limit" not in out
