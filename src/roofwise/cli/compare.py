@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+import sys
 
 import click
 from rich.text import Text
@@ -32,6 +32,7 @@ from roofwise.compare.runs import (
     compare,
 )
 from roofwise.output.analysis import analyze
+from roofwise.output.frame import json_rows_writer
 from roofwise.render.layout import Column, fit_table
 from roofwise.traces.reader import is_trace
 
@@ -111,7 +112,7 @@ def compare_command(ctx: click.Context, base_path: str, new_path: str,
     if len(repeated) > MAX_SKIPPED_LINES:
         note(f"roofwise: {len(repeated) - MAX_SKIPPED_LINES} more duplicate key(s) not listed")
     if as_json:
-        write_lines(result.changes.json_lines())
+        json_rows_writer(result.changes.json_frame(), raw={"workload"})(sys.stdout)
     else:
         render_comparison(result, None if limit == 0 else limit)
     if fail_on_regression:
@@ -183,18 +184,6 @@ def _verdicts(c: Change) -> str:
     base = c.base.verdict if c.base else "—"
     new = c.new.verdict if c.new else "—"
     return base if base == new else f"{base} → {new}"
-
-
-def write_lines(lines: Iterable[str]) -> None:
-    """Lines to stdout in blocks: a million `click.echo` calls cost more than the comparison."""
-    block: list[str] = []
-    for line in lines:
-        block.append(line)
-        if len(block) >= 4096:
-            click.echo("\n".join(block))
-            block.clear()
-    if block:
-        click.echo("\n".join(block))
 
 
 def _signed_percent(value: float, loud: bool) -> str:

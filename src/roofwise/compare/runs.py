@@ -28,15 +28,17 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from roofwise.base import fmt
 from roofwise.base.built import Built
 from roofwise.base.errors import InputError
+from roofwise.base.text_columns import coded, strings
 from roofwise.output.analysis import Analysis
 from roofwise.verdicts.rules import BLANK, IMPOSSIBLE, LATENCY_BOUND, NO_EFFICIENCY, VERDICTS
 
@@ -167,9 +169,10 @@ class Changes(Built[Change]):
                       float(self.time_change[k]), float(self.efficiency_change[k]),
                       None if beyond < 0 else bool(beyond), str(self.reason[k] or ""))
 
-    def json_lines(self) -> Iterator[str]:
-        """`Change.to_json` of every pair as a JSON line, without building the objects: each
-        field is converted column by column, then each line is one string format."""
+    def json_frame(self) -> pl.DataFrame:
+        """`Change.to_json` of every pair as a frame row, built column by column (no object
+        per pair); `workload` holds its JSON text (`output.frame.json_rows_writer` writes it
+        as JSON)."""
         base, new = self._base, self._new
         b, n = self.base_index, self.new_index
         from_base = b >= 0
@@ -178,24 +181,25 @@ class Changes(Built[Change]):
             return np.where(from_base, getattr(base, column)[np.maximum(b, 0)],
                             getattr(new, column)[np.maximum(n, 0)])
 
-        fields = (
-            _texts(pick("op")),
-            [w or "null" for w in pick("workload").tolist()],
-            _texts(pick("device"), blank_null=True),
-            [f'"{STATUS_ORDER[s]}"' for s in self.status.tolist()],
-            _floats(base.time_s, b), _floats(new.time_s, n), _floats(self.time_change),
-            _floats(base.efficiency, b), _floats(new.efficiency, n),
-            _floats(self.efficiency_change),
-            _verdicts(base, b), _verdicts(new, n),
-            [("null", "false", "true")[x + 1] for x in self.beyond.tolist()],
-            _texts(self.reason, blank_null=True),
-        )
-        template = ('{"op": %s, "workload": %s, "device": %s, "status": %s, "base_time_s": %s, '
-                    '"new_time_s": %s, "time_change": %s, "base_efficiency": %s, '
-                    '"new_efficiency": %s, "efficiency_change": %s, "base_verdict": %s, '
-                    '"new_verdict": %s, "beyond_spread": %s, "reason": %s}')
-        for values in zip(*fields, strict=True):
-            yield template % values
+        def texts(name: str, values: np.ndarray) -> pl.Series:
+            column = strings(name, values)
+            return pl.Series(name, [], pl.String) if not len(column) else (
+                column.replace("", None))
+
+        return pl.DataFrame([
+            strings("op", pick("op")), texts("workload", pick("workload")),
+            texts("device", pick("device")),
+            coded("status", self.status, STATUS_ORDER),
+            _floats("base_time_s", base.time_s, b), _floats("new_time_s", new.time_s, n),
+            _floats("time_change", self.time_change),
+            _floats("base_efficiency", base.efficiency, b),
+            _floats("new_efficiency", new.efficiency, n),
+            _floats("efficiency_change", self.efficiency_change),
+            _verdicts("base_verdict", base, b), _verdicts("new_verdict", new, n),
+            pl.Series("beyond_spread", self.beyond, pl.Int8).replace_strict(
+                {-1: None, 0: False, 1: True}, return_dtype=pl.Boolean),
+            texts("reason", self.reason.astype(object)),
+        ])
 
 
 class Duplicates(Built[Duplicate]):
@@ -478,22 +482,17 @@ def _bad_time(name: str, time_s: float) -> str:
     return f"{name} time {fmt.seconds(time_s, significant=3)} is not positive"
 
 
-def _texts(values: np.ndarray, blank_null: bool = False) -> list[str]:
-    dumps = json.dumps
-    return [("null" if blank_null and not v else dumps(str(v))) for v in values.tolist()]
-
-
-def _floats(values: np.ndarray, index: np.ndarray | None = None) -> list[str]:
-    """JSON numbers (repr round-trips a float), null where not finite or the side is absent."""
+def _floats(name: str, values: np.ndarray, index: np.ndarray | None = None) -> pl.Series:
+    """Numbers, null where not finite or the side is absent."""
     picked = values if index is None else np.where(index >= 0, values[np.maximum(index, 0)],
                                                    np.nan)
-    return [repr(v) if math.isfinite(v) else "null" for v in picked.tolist()]
+    picked = np.asarray(picked, dtype=np.float64)
+    return pl.Series(name, picked).fill_nan(None).replace([math.inf, -math.inf], None)
 
 
-def _verdicts(run: _Run, index: np.ndarray) -> list[str]:
-    names = [f'"{v}"' for v in VERDICTS]
-    return ["null" if i < 0 else names[v] for i, v in
-            zip(index.tolist(), run.verdict[np.maximum(index, 0)].tolist(), strict=True)]
+def _verdicts(name: str, run: _Run, index: np.ndarray) -> pl.Series:
+    verdict = coded(name, run.verdict[np.maximum(index, 0)], VERDICTS)
+    return verdict.set(pl.Series(index < 0), None) if (index < 0).any() else verdict
 
 
 def _opt(value: float | None) -> float | None:

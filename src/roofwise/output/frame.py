@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import io
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
@@ -417,6 +417,33 @@ def _write_pieces(frame: pl.DataFrame, fragments: list[pl.Expr], complete: bool,
     pieces = _separators_escaped(pieces)
     _write_target(out, lambda target: pieces.write_csv(
         target, include_header=False, quote_style="never", line_terminator="\n"))
+
+
+def json_rows_writer(frame: pl.DataFrame, raw: Collection[str] = ()) -> Write:
+    """Each row of `frame` as a JSON object with every field (null where absent), in column
+    order; the columns in `raw` hold JSON text (a workload), written as that text. Built by
+    the engine and written unquoted by its CSV writer, as the --json lines are."""
+    pieces: list[pl.Expr] = []
+    run: list[str] = []
+    for name in frame.columns:
+        if name not in raw:
+            run.append(name)
+            continue
+        if run:
+            pieces.append(_encoded(run))
+            run = []
+        pieces.append(pl.lit(json.dumps(name) + ":") + pl.col(name).fill_null("null"))
+    if run:
+        pieces.append(_encoded(run))
+    pieces[0] = pl.lit("{") + pieces[0]
+    pieces[-1] = pieces[-1] + pl.lit("}")
+
+    def write(out: TextIO) -> None:
+        text = _separators_escaped(frame.lazy().select(
+            piece.alias(f"p{k}") for k, piece in enumerate(pieces)).collect(engine="streaming"))
+        _write_target(out, lambda target: text.write_csv(
+            target, include_header=False, quote_style="never", line_terminator="\n"))
+    return write
 
 
 def ndjson_writer(frame: pl.DataFrame) -> Write:
