@@ -8,6 +8,7 @@ counts below are recounted by hand from the rows written for them.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,17 @@ def test_lint_table_shows_the_first_findings_and_counts_the_rest(
     assert main(["lint", "--limit", "0", path]) == 1
     out = capsys.readouterr().out
     assert out.count(path + ":") == 60 and "more (--limit" not in out
+
+
+def test_lint_json_keeps_one_finding_per_line_whatever_the_op_name(
+        tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    """An op named with U+2028 and U+0085 (line breaks to `str.splitlines`, raw-legal in JSON)
+    and one beyond ASCII: one finding per line, each read back with its name."""
+    path = tmp_path / "odd.jsonl"
+    names = ["a\u2028b\x85", "h\u00e9llo"]
+    path.write_text("".join(json.dumps({**fma_row(1.2, 1e-3), "op": name,
+                                        "device": "NVIDIA H200"}) + "\n" for name in names))
+    assert main(["lint", "--json", str(path)]) == 1
+    lines = capsysbinary.readouterr().out.decode("utf-8").splitlines()
+    assert [json.loads(line)["where"] for line in lines] == [
+        f"{path}:{n} ({name})" for n, name in enumerate(names, 1)]

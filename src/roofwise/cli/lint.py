@@ -26,7 +26,7 @@ from roofwise.lint import (
     lint_machine,
 )
 from roofwise.output.analysis import analyze
-from roofwise.output.frame import ndjson_writer
+from roofwise.output.frame import json_rows_writer
 from roofwise.profiles.load import parse_machine
 from roofwise.profiles.machine import Machine
 from roofwise.records.read import read_records
@@ -68,7 +68,7 @@ def lint_command(paths: tuple[str, ...], machine_name: str | None,
         frames.append(found)
     findings = pl.concat(frames)
     if as_json:
-        ndjson_writer(findings)(sys.stdout)
+        json_rows_writer(findings)(sys.stdout)
     else:
         render_findings(findings, console(), len(paths) or 1, None if limit == 0 else limit)
     ledgers = kinds.count("ledger")
