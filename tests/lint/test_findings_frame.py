@@ -155,3 +155,20 @@ def test_lint_json_keeps_one_finding_per_line_whatever_the_op_name(
     lines = capsysbinary.readouterr().out.decode("utf-8").splitlines()
     assert [json.loads(line)["where"] for line in lines] == [
         f"{path}:{n} ({name})" for n, name in enumerate(names, 1)]
+
+
+def test_json_rows_carry_the_r2_of_their_batch_and_say_its_lines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`analyze --json` writes a batch before it reads the next: each row carries the R2 of
+    its batch, whose sentence names the lines it counted (CSV data starts on line 2)."""
+    path = tmp_path / "runs.csv"
+    write_csv(path, r2_records(4, 3) + r2_records(4, 3) + r2_records(4, 3))
+    monkeypatch.setattr("roofwise.cli.analyze.BATCH_ROWS", 7)
+    assert main(["analyze", "--json", str(path)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    said = [next(f["reason"] for f in row["lint"] if f["code"] == "R2") for row in rows]
+    for batch, first in enumerate((2, 9, 16)):
+        expected = (f"4 of 7 rows bound by cuda_core.fp32 sustained in lines {first}-"
+                    f"{first + 6} sit above it")
+        assert all(s.startswith(expected) for s in said[7 * batch:7 * batch + 7])

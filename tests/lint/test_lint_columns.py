@@ -213,9 +213,9 @@ def test_sentences_written_per_column(every: Analysis) -> None:
     r2 = frame.filter(pl.col("code") == "R2")
     assert r2["row"].to_list() == [21, 22, 23, 24]
     assert r2["reason"].unique().to_list() == [
-        "4 of 4 rows bound by cuda_core.fp32 sustained sit above it (median 114.6% of it, "
-        "below theoretical): they imply 0.9800 of theoretical where h200 says 0.8548; the "
-        "profile looks calibrated below this card"]
+        "4 of 4 rows bound by cuda_core.fp32 sustained in lines 1-27 sit above it (median "
+        "114.6% of it, below theoretical): they imply 0.9800 of theoretical where h200 says "
+        "0.8548; the profile looks calibrated below this card"]
 
 
 def test_multi_pipe_m5_is_the_pipes_sentence(every: Analysis) -> None:

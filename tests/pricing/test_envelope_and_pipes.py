@@ -203,8 +203,10 @@ def test_analyze_json_carries_the_stale_profile_finding_in_its_rows(tmp_path, ca
     assert len(out) == 4  # one object per record, no summary line
     r2 = [[f for f in row["lint"] if f["code"] == "R2"] for row in out]
     assert all(len(found) == 1 for found in r2)
-    assert r2[0][0]["reason"].startswith(
-        "3 of 4 rows bound by cuda_core.fp32 sustained sit above it (median 114.4% of it, "
+    assert r2[0][0]["reason"].startswith(  # the lines it counted: the file is written a
+        # batch at a time, each batch's rows carrying that batch's R2
+        "3 of 4 rows bound by cuda_core.fp32 sustained in lines 1-4 sit above it (median "
+        "114.4% of it, "
         "below theoretical): they imply 0.9780 of theoretical where h200 says 0.8548")
     assert [f["code"] for f in out[0]["lint"]] == ["M8", "R2"]  # its own finding first
     assert [f["code"] for f in out[3]["lint"]] == ["R2"]  # 93.6%: no M8, but read on it too

@@ -27,18 +27,24 @@ STALE_MARGIN = 1.02  # their median efficiency against it: beyond run-to-run noi
 
 
 def check_stale_profiles(analysis: Analysis) -> list[Finding]:
-    """One R2 finding per (machine, ceiling) whose rows sit consistently above it."""
-    return [finding for finding, _ in stale_profile_groups(analysis)]
+    """One R2 finding per (machine, ceiling) whose rows sit consistently above it, the
+    analysis read as a whole."""
+    return [finding for finding, _ in stale_findings(stale_rows(analysis), analysis.machines)]
 
 
 def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]:
     """Each R2 finding with the rows it reads (every readable row bound by that ceiling, the
-    ones above it and the rest): `analyze --json` carries the finding in those rows' `lint`."""
+    ones above it and the rest): `analyze --json` carries the finding in those rows' `lint`.
+    A file is written a batch at a time, so each batch's rows carry the R2 of that batch: the
+    sentence names the lines it counted (the summary of `analyze` and `lint` count the whole
+    file, `file_finding_kinds`)."""
     a = analysis
     above = (a.judged.envelope_efficiency > 1.0) & (a.judged.verdict != BLANK)
     if np.count_nonzero(above) < STALE_MIN_ROWS:
         return []  # no ceiling has rows enough above it (most batches: skip the grouping)
-    return stale_findings(stale_rows(analysis), analysis.machines)
+    lines = a.columns.line
+    scope = (int(lines.min()), int(lines.max())) if len(lines) and lines.min() > 0 else None
+    return stale_findings(stale_rows(analysis), analysis.machines, scope)
 
 
 def stale_rows(analysis: Analysis) -> pl.DataFrame:
@@ -61,10 +67,13 @@ def stale_rows(analysis: Analysis) -> pl.DataFrame:
     })
 
 
-def stale_findings(rows: pl.DataFrame, machines: Mapping[str, Machine]
-                   ) -> list[tuple[Finding, np.ndarray]]:
+def stale_findings(rows: pl.DataFrame, machines: Mapping[str, Machine],
+                   lines: tuple[int, int] | None = None) -> list[tuple[Finding, np.ndarray]]:
     """The R2 findings of `stale_rows` (of one batch or a whole file), with the `row` values
-    each one reads, by machine (in `machines` order), memory's ceiling before the units'."""
+    each one reads, by machine (in `machines` order), memory's ceiling before the units'.
+    `lines`: the first and last line the rows came from, said where they are a part of the
+    file."""
+    scope = "" if lines is None else f" in lines {lines[0]:,}-{lines[1]:,}"
     efficiency = pl.col("efficiency")
     above = (efficiency > 1.0) & efficiency.is_not_nan()  # the engine puts NaN above all
     groups = (rows.group_by("machine", "ceiling")
@@ -85,7 +94,7 @@ def stale_findings(rows: pl.DataFrame, machines: Mapping[str, Machine]
         group = rows.filter((pl.col("machine") == name) & (pl.col("ceiling") == key))
         out.append((Finding(
             "R2", WARNING, f"{machine.name} {ceiling.name}",
-            f"{n_above} of {n_rows} rows bound by {ceiling.name} sit above it "
+            f"{n_above} of {n_rows} rows bound by {ceiling.name}{scope} sit above it "
             f"(median {median:.1%} of it, below theoretical): they "
             f"imply {implied:.4f} of theoretical where {machine.name} says "
             f"{ceiling.fraction:.4f}; the profile looks calibrated below this card",
