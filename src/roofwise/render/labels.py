@@ -111,15 +111,24 @@ def place_on_first_free(text: Text, renderer: Any, obstacles: np.ndarray, frame:
     fitting spot that covers least, on a translucent white backing above the points. A spot
     that does not fit inside the axes is never taken while one that fits exists.
     """
+    # a text's box is the same shape wherever it is anchored: laid out once per wording and
+    # alignment, then moved to each spot's anchor (laying it out per spot cost a second for a
+    # six-card chart's labels)
+    anchors = text.get_transform().transform(np.array([(s.x, s.y) for s in spots], float))
+    shapes: dict[tuple[str, str, str], np.ndarray] = {}
     best: tuple[float, Spot] | None = None
-    for spot in spots:
-        _move(text, spot)
-        box = text.get_window_extent(renderer)
-        if (box.x1 > frame.x1 or box.x0 < frame.x0 or box.y1 > frame.y1
-                or box.y0 < frame.y0):
+    for spot, anchor in zip(spots, np.tile(anchors, 2), strict=True):
+        shape = shapes.get((spot.text, spot.va, spot.ha))
+        if shape is None:
+            _move(text, spot)
+            shape = shapes[(spot.text, spot.va, spot.ha)] = (
+                _box(text.get_window_extent(renderer)) - anchor)
+        box = shape + anchor
+        if box[2] > frame.x1 or box[0] < frame.x0 or box[3] > frame.y1 or box[1] < frame.y0:
             continue
-        covered = overlap_area(_box(box), obstacles)
+        covered = overlap_area(box, obstacles)
         if covered == 0.0:
+            _move(text, spot)
             return
         if best is None or covered < best[0]:
             best = (covered, spot)
