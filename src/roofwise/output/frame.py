@@ -439,11 +439,16 @@ def json_rows_writer(frame: pl.DataFrame, raw: Collection[str] = ()) -> Write:
     pieces[-1] = pieces[-1] + pl.lit("}")
 
     def write(out: TextIO) -> None:
-        text = _separators_escaped(frame.lazy().select(
-            piece.alias(f"p{k}") for k, piece in enumerate(pieces)).collect(engine="streaming"))
-        _write_target(out, lambda target: text.write_csv(
-            target, include_header=False, quote_style="never", line_terminator="\n"))
+        for part in frame.iter_slices(_ROWS_AT_ONCE):  # the text of a slice at a time
+            text = _separators_escaped(part.lazy().select(
+                piece.alias(f"p{k}") for k, piece in enumerate(pieces)
+            ).collect(engine="streaming"))
+            _write_target(out, lambda target, text=text: text.write_csv(
+                target, include_header=False, quote_style="never", line_terminator="\n"))
     return write
+
+
+_ROWS_AT_ONCE = 16_384  # rows of JSON text built before they are written
 
 
 def ndjson_writer(frame: pl.DataFrame) -> Write:
