@@ -146,3 +146,28 @@ def test_compare_pairs(tmp_path, base, new, gate, threshold):
     if gate and run.code == 0:
         assert not [ln for ln in out_lines(run)
                     if json.loads(ln)["status"] in ("regression", "incomparable", "only_base")]
+
+
+@examples(150)
+@given(f=jsonl_files(), newline=line_ends(), table=st.booleans())
+def test_lint_records_finds_what_analyze_finds(tmp_path, f, newline, table):
+    """`lint` reads strictly: a bad row (or none good) is one line and exit 2. Otherwise its
+    findings, in order, are those `analyze --json` carries row by row (R2 aside: one per
+    ceiling there, in each row it reads here), each where its row is, and it exits 1 exactly
+    when one of them is an error."""
+    path = write_lines(tmp_path / "r.jsonl", f.lines, newline)
+    run = run_cli("lint", path, *([] if table else ["--json"]), count="lint records")
+    if not f.good or f.bad:
+        assert run.code == 2 and len(run.err_lines) == 1, (run.code, run.err)
+        return
+    assert run.code in (0, 1), (run.code, run.err[-1000:])
+    if table:
+        return
+    found = [json.loads(line) for line in out_lines(run)]
+    analyzed = run_cli("analyze", path, "--json")
+    per_row = [[x["code"] for x in json.loads(line)["lint"] if x["code"] != "R2"]
+               for line in out_lines(analyzed)]
+    own = [x for x in found if x["code"] != "R2"]
+    assert [x["code"] for x in own] == [code for row in per_row for code in row]
+    assert all(x["where"].startswith(f"{path}:") for x in own)
+    assert run.code == (1 if any(x["severity"] == "error" for x in found) else 0)
