@@ -28,7 +28,7 @@ from roofwise.lint import (
     lint_analysis,
     lint_rows,
 )
-from roofwise.lint.stale_checks import stale_findings, stale_rows
+from roofwise.lint.stale_checks import stale_findings, stale_groups, stale_rows
 from roofwise.output.analysis import Analysis
 
 FIELDS = ["code", "severity", "where", "reason", "fix"]
@@ -102,10 +102,10 @@ def test_r2_leaves_a_nan_efficiency_out() -> None:
     rows = stale_rows(analysis)
     nan = rows.with_columns(pl.when(pl.col("row") >= 3).then(float("nan"))
                             .otherwise(pl.col("efficiency")).alias("efficiency"))
-    [(finding, read)] = stale_findings(nan, analysis.machines)
+    [(finding, key)] = stale_findings(stale_groups(nan), analysis.machines)
     assert finding.reason.startswith("3 of 6 rows") and "median nan" not in finding.reason
     assert math.isfinite(float(finding.reason.split("median ")[1].split("%")[0]))
-    assert read.tolist() == list(range(6))
+    assert key == ("h200", "cuda_core.fp32")
 
 
 def write_csv(path: Path, records: list[dict[str, Any]]) -> None:

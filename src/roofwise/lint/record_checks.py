@@ -65,7 +65,10 @@ from roofwise.lint.machine_checks import (
 )
 from roofwise.lint.stale_checks import (
     ANALYSIS_CHECKS,
+    StaleGroups,
+    merged_stale_groups,
     stale_findings,
+    stale_groups,
     stale_profile_groups,
     stale_rows,
 )
@@ -842,10 +845,11 @@ def finding_kinds(frame: pl.DataFrame) -> pl.DataFrame:
 @dataclass(frozen=True)
 class BatchFindings:
     """What the summary of a file read in batches keeps of one batch: its row findings folded
-    by kind, and what R2 reads of its rows (judged over the whole file at the end)."""
+    by kind, and what R2 reads of its rows by ceiling (judged over the whole file at the
+    end): a few dozen kinds and eight bytes a row above a ceiling, never a finding a row."""
 
     kinds: pl.DataFrame
-    stale: pl.DataFrame
+    stale: StaleGroups
     machines: Mapping[str, Machine]
 
     @classmethod
@@ -853,15 +857,14 @@ class BatchFindings:
            ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
            path: str = "") -> BatchFindings:
         return cls(finding_kinds(findings_frame(analysis, ledgers, path, machine_level=[])),
-                   stale_rows(analysis), analysis.machines)
+                   stale_groups(stale_rows(analysis)), analysis.machines)
 
 
 def file_finding_kinds(batches: Sequence[BatchFindings]) -> pl.DataFrame:
     """The findings of a whole file by kind: R2 over all its rows first (a few lines that
     explain many rows), then the row findings' kinds in first-seen order."""
     machines = {name: m for b in batches for name, m in b.machines.items()}
-    stale = pl.concat([b.stale for b in batches]) if batches else None
-    machine_level = ([] if stale is None
-                     else [finding for finding, _ in stale_findings(stale, machines)])
+    stale = merged_stale_groups(b.stale for b in batches)
+    machine_level = [finding for finding, _ in stale_findings(stale, machines)]
     folds = [finding_kinds(finding_frame(machine_level)), *(b.kinds for b in batches)]
     return finding_kinds(pl.concat(folds))

@@ -10,7 +10,7 @@ burst-length run above the sustained rate is no sign of a stale profile.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import polars as pl
@@ -29,7 +29,8 @@ STALE_MARGIN = 1.02  # their median efficiency against it: beyond run-to-run noi
 def check_stale_profiles(analysis: Analysis) -> list[Finding]:
     """One R2 finding per (machine, ceiling) whose rows sit consistently above it, the
     analysis read as a whole."""
-    return [finding for finding, _ in stale_findings(stale_rows(analysis), analysis.machines)]
+    groups = stale_groups(stale_rows(analysis))
+    return [finding for finding, _ in stale_findings(groups, analysis.machines)]
 
 
 def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]:
@@ -44,14 +45,17 @@ def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]
         return []  # no ceiling has rows enough above it (most batches: skip the grouping)
     lines = a.columns.line
     scope = (int(lines.min()), int(lines.max())) if len(lines) and lines.min() > 0 else None
-    return stale_findings(stale_rows(analysis), analysis.machines, scope)
+    rows = stale_rows(analysis)
+    return [(finding, rows.filter((pl.col("machine") == machine)
+                                  & (pl.col("ceiling") == ceiling))["row"].to_numpy())
+            for finding, (machine, ceiling) in stale_findings(stale_groups(rows), a.machines,
+                                                              scope)]
 
 
 def stale_rows(analysis: Analysis) -> pl.DataFrame:
     """What R2 reads of each row that can show a stale profile (judged, above no floor, not
     impossible), as columns: `row`, `machine`, `ceiling` ("" for memory's, else the binding
-    unit) and `efficiency` against the envelope. A file read in batches keeps these frames
-    and judges their concatenation once (`stale_findings`), so that R2 counts the whole file."""
+    unit) and `efficiency` against the envelope."""
     a = analysis
     readable = ((a.judged.verdict != BLANK) & (a.judged.verdict != LATENCY_BOUND)
                 & ((a.judged.flags & np.int32(IMPOSSIBLE_REASONS)) == 0))
@@ -67,40 +71,69 @@ def stale_rows(analysis: Analysis) -> pl.DataFrame:
     })
 
 
-def stale_findings(rows: pl.DataFrame, machines: Mapping[str, Machine],
-                   lines: tuple[int, int] | None = None) -> list[tuple[Finding, np.ndarray]]:
-    """The R2 findings of `stale_rows` (of one batch or a whole file), with the `row` values
-    each one reads, by machine (in `machines` order), memory's ceiling before the units'.
+# (machine, ceiling) -> (the rows bound by that ceiling, the efficiencies of those above it)
+StaleGroups = dict[tuple[str, str], tuple[int, np.ndarray]]
+
+
+def stale_groups(rows: pl.DataFrame) -> StaleGroups:
+    """`stale_rows` by ceiling: how many rows each binds and the efficiencies above it (all
+    R2 needs: a file read in batches keeps these of each batch, eight bytes a row above a
+    ceiling, and judges them together, `merged_stale_groups`)."""
+    if not len(rows):
+        return {}
+    ordered = rows.sort("machine", "ceiling")
+    keys = ordered.group_by("machine", "ceiling", maintain_order=True).len()
+    efficiency = ordered["efficiency"].to_numpy()
+    ends = np.cumsum(keys["len"].to_numpy())
+    out: StaleGroups = {}
+    for (machine, ceiling, n), end in zip(keys.iter_rows(), ends.tolist(), strict=True):
+        part = efficiency[end - n:end]
+        out[(machine, ceiling)] = (n, part[part > 1.0])  # NaN compares False
+    return out
+
+
+def merged_stale_groups(parts: Iterable[StaleGroups]) -> StaleGroups:
+    """Several batches' groups as one file's: counts added, efficiencies joined."""
+    counts: dict[tuple[str, str], int] = {}
+    above: dict[tuple[str, str], list[np.ndarray]] = {}
+    for part in parts:
+        for key, (n, values) in part.items():
+            counts[key] = counts.get(key, 0) + n
+            above.setdefault(key, []).append(values)
+    return {key: (counts[key], np.concatenate(above[key])) for key in counts}
+
+
+def stale_findings(groups: StaleGroups, machines: Mapping[str, Machine],
+                   lines: tuple[int, int] | None = None
+                   ) -> list[tuple[Finding, tuple[str, str]]]:
+    """The R2 findings of `stale_groups` (of one batch or a whole file), each with its
+    (machine, ceiling), by machine (in `machines` order), memory's ceiling before the units'.
     `lines`: the first and last line the rows came from, said where they are a part of the
     file."""
     scope = "" if lines is None else f" in lines {lines[0]:,}-{lines[1]:,}"
-    efficiency = pl.col("efficiency")
-    above = (efficiency > 1.0) & efficiency.is_not_nan()  # the engine puts NaN above all
-    groups = (rows.group_by("machine", "ceiling")
-              .agg(pl.len().alias("rows"), above.sum().alias("above"),
-                   efficiency.filter(above).median().alias("median"))
-              .filter((pl.col("above") >= STALE_MIN_ROWS)
-                      & (2 * pl.col("above") >= pl.col("rows"))
-                      & (pl.col("median") >= STALE_MARGIN)))
     order = {name: k for k, name in enumerate(machines)}
-    out: list[tuple[Finding, np.ndarray]] = []
-    for name, key, n_rows, n_above, median in sorted(
-            groups.iter_rows(), key=lambda g: (order.get(g[0], len(order)), g[1] != "", g[1])):
+    out: list[tuple[Finding, tuple[str, str]]] = []
+    for key in sorted(groups, key=lambda g: (order.get(g[0], len(order)), g[1] != "", g[1])):
+        n_rows, above = groups[key]
+        if len(above) < STALE_MIN_ROWS or 2 * len(above) < n_rows:
+            continue
+        median = float(np.median(above))
+        if median < STALE_MARGIN:
+            continue
+        name, unit = key
         machine = machines[name]
-        ceiling = machine.ceiling(key == "", key)
+        ceiling = machine.ceiling(unit == "", unit)
         if ceiling.fraction is None:
             continue  # an uncalibrated ceiling is M1's business
         implied = ceiling.fraction * median
-        group = rows.filter((pl.col("machine") == name) & (pl.col("ceiling") == key))
         out.append((Finding(
             "R2", WARNING, f"{machine.name} {ceiling.name}",
-            f"{n_above} of {n_rows} rows bound by {ceiling.name}{scope} sit above it "
+            f"{len(above)} of {n_rows} rows bound by {ceiling.name}{scope} sit above it "
             f"(median {median:.1%} of it, below theoretical): they "
             f"imply {implied:.4f} of theoretical where {machine.name} says "
             f"{ceiling.fraction:.4f}; the profile looks calibrated below this card",
             "run `roofwise calibrate` on this card and read its rows with the profile "
-            "it writes (or recount, if the rows share an accounting slip)"),
-            group["row"].to_numpy()))
+            "it writes (or recount, if the rows share an accounting slip)"), key))
     return out
 
 
