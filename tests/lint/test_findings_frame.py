@@ -143,6 +143,20 @@ def test_lint_table_shows_the_first_findings_and_counts_the_rest(
     assert out.count(path + ":") == 60 and "more (--limit" not in out
 
 
+def test_lint_table_puts_r2_first(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """R2 comes last in the findings (after every row's), but a table cut at --limit would
+    hide it: the table shows it first."""
+    monkeypatch.chdir(tmp_path)
+    write_csv(tmp_path / "runs.csv", r2_records(4, 3)
+              + [{**fma_row(1.2, 1e-3), "device": "NVIDIA H200"}] * 60)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["lint", "--limit", "3", "runs.csv"]) == 1
+    out = capsys.readouterr().out
+    rows = [line.split()[0] for line in out.splitlines() if line[:1] in ("M", "R")]
+    assert rows[:3] == ["R2", "M8", "M8"]
+
+
 def test_lint_json_keeps_one_finding_per_line_whatever_the_op_name(
         tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """An op named with U+2028 and U+0085 (line breaks to `str.splitlines`, raw-legal in JSON)

@@ -18,6 +18,7 @@ from roofwise.cli.common import all_machines, console, load_machine_arg, machine
 from roofwise.ledgers.files import load_ledger, parse_ledger
 from roofwise.ledgers.ledger import Ledger
 from roofwise.lint import (
+    ANALYSIS_CHECKS,
     CODES,
     ERROR,
     finding_frame,
@@ -104,13 +105,16 @@ def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | Non
 
 def render_findings(findings: pl.DataFrame, out: Console, files: int,
                     limit: int | None = 50) -> None:
-    """The findings as a table (the first `limit` of them, in order), titled with how many
-    there are, and what each code shown means."""
+    """The findings as a table, the machine-level ones (R2) first (a few lines that explain
+    many rows), then the rest in order, the first `limit` of them; titled with how many there
+    are, and what each code shown means."""
     if not len(findings):
         out.print(f"clean: no misuse found in {files} input(s)", markup=False)
         return
     errors = int((findings["severity"] == ERROR).sum())
-    table = findings if limit is None else findings.head(limit)
+    machine_level = pl.col("code").is_in(list(ANALYSIS_CHECKS))
+    table = pl.concat([findings.filter(machine_level), findings.filter(~machine_level)])
+    table = table if limit is None else table.head(limit)
     rows: list[list[str | Text]] = [
         [code, Text(severity, style=_SEVERITY_STYLE.get(severity, "")), where, reason, fix]
         for code, severity, where, reason, fix in table.iter_rows()]
