@@ -135,12 +135,15 @@ def test_lint_table_shows_the_first_findings_and_counts_the_rest(
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["lint", path]) == 1  # 60 rows above theoretical: M8 errors
     out = capsys.readouterr().out
-    assert "60 finding(s): 60 error(s), 0 warning(s)" in out
-    assert "10 more (--limit 0 for all, --json for machines)" in out
-    assert out.count(path + ":") == 50
+    assert "60 finding(s): 60 error(s), 0 warning(s), of 1 kind(s)" in out
+    # more findings than --limit: one row per kind, its first finding and how many are like it
+    assert out.count(path + ":") == 1 and "runs.csv:2 (fma) (+59 more like it)" in out
+    assert "every finding: --limit 0 (a table) or --json (one object each)" in out
     assert main(["lint", "--limit", "0", path]) == 1
     out = capsys.readouterr().out
-    assert out.count(path + ":") == 60 and "more (--limit" not in out
+    assert out.count(path + ":") == 60 and "more like it" not in out
+    assert main(["lint", "--limit", "60", path]) == 1  # as many as the limit: each shown
+    assert capsys.readouterr().out.count(path + ":") == 60
 
 
 def test_lint_table_puts_r2_first(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -153,8 +156,8 @@ def test_lint_table_puts_r2_first(tmp_path: Path, capsys: pytest.CaptureFixture[
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["lint", "--limit", "3", "runs.csv"]) == 1
     out = capsys.readouterr().out
-    rows = [line.split()[0] for line in out.splitlines() if line[:1] in ("M", "R")]
-    assert rows[:3] == ["R2", "M8", "M8"]
+    rows = [line.split()[0] for line in out.splitlines() if line[:3] in ("M8 ", "R2 ")]
+    assert rows == ["R2", "M8"]  # 61 findings folded into 2 kinds, R2 first
 
 
 def test_lint_json_keeps_one_finding_per_line_whatever_the_op_name(

@@ -21,7 +21,9 @@ from roofwise.lint import (
     ANALYSIS_CHECKS,
     CODES,
     ERROR,
+    FINDING_FIELDS,
     finding_frame,
+    finding_kinds,
     findings_frame,
     lint_ledger,
     lint_machine,
@@ -106,29 +108,42 @@ def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | Non
 def render_findings(findings: pl.DataFrame, out: Console, files: int,
                     limit: int | None = 50) -> None:
     """The findings as a table, the machine-level ones (R2) first (a few lines that explain
-    many rows), then the rest in order, the first `limit` of them; titled with how many there
-    are, and what each code shown means."""
+    many rows), then the rest in order; titled with how many there are, and what each code
+    shown means. More than `limit` findings (a records file with one on most rows) are shown
+    one row per kind (`finding_kinds`: a code and its fix, the first finding with how many
+    more are like it), the first `limit` kinds."""
     if not len(findings):
         out.print(f"clean: no misuse found in {files} input(s)", markup=False)
         return
     errors = int((findings["severity"] == ERROR).sum())
     machine_level = pl.col("code").is_in(list(ANALYSIS_CHECKS))
     table = pl.concat([findings.filter(machine_level), findings.filter(~machine_level)])
-    table = table if limit is None else table.head(limit)
+    title = (f"{len(findings)} finding(s): {errors} error(s), {len(findings) - errors} "
+             "warning(s)")
+    folded = limit is not None and len(table) > limit
+    if folded:
+        table = finding_kinds(table)
+        more = pl.col("count") - 1
+        table = table.with_columns(pl.when(more > 0).then(
+            pl.col("where") + " (+" + more.cast(pl.Utf8) + " more like it)"
+        ).otherwise(pl.col("where")).alias("where"))
+        title += f", of {len(table)} kind(s) (a code and its fix): the first of each kind shown"
+    shown = table if limit is None else table.head(limit)
     rows: list[list[str | Text]] = [
         [code, Text(severity, style=_SEVERITY_STYLE.get(severity, "")), where, reason, fix]
-        for code, severity, where, reason, fix in table.iter_rows()]
+        for code, severity, where, reason, fix in shown.select(FINDING_FIELDS).iter_rows()]
     fitted = fit_table((Column("code"), Column("severity"), Column("where", wrap=True,
                                                                    min_width=14),
                         Column("reason", wrap=True, min_width=24),
-                        Column("fix", wrap=True, min_width=16)), rows, out.width,
-                       f"{len(findings)} finding(s): {errors} error(s), "
-                       f"{len(findings) - errors} warning(s)")
+                        Column("fix", wrap=True, min_width=16)), rows, out.width, title)
     out.print(fitted.table)
-    if len(table) < len(findings):
-        out.print(f"{len(findings) - len(table)} more (--limit 0 for all, --json for "
-                  "machines)", markup=False)
-    seen = table["code"].unique(maintain_order=True).to_list()
+    if len(shown) < len(table):
+        out.print(f"{len(table) - len(shown)} more kind(s) (--limit 0 for all)",
+                  markup=False)
+    if folded:
+        out.print("every finding: --limit 0 (a table) or --json (one object each)",
+                  markup=False)
+    seen = shown["code"].unique(maintain_order=True).to_list()
     out.print("; ".join(f"{code}: {CODES[code]}" for code in seen), style="dim",
               markup=False)
 

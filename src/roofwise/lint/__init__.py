@@ -25,6 +25,7 @@ from roofwise.lint.machine_checks import (
     sparse_reason,
 )
 from roofwise.lint.record_checks import (
+    FINDING_FIELDS,
     ROW_CHECKS,
     BatchFindings,
     RowCase,
@@ -45,6 +46,7 @@ __all__ = [
     "CODES",
     "DATASHEET_MARGIN",
     "ERROR",
+    "FINDING_FIELDS",
     "KNOWN_DENSE_PEAKS",
     "LEDGER_CHECKS",
     "MACHINE_CHECKS",
