@@ -48,7 +48,8 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
                    "by op name (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per finding.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
-              help="Findings in the table, in order (0 for all).")
+              help="Findings shown one by one in the table; more than this are shown one "
+                   "row per kind (code and fix), counted (0: every finding).")
 def lint_command(paths: tuple[str, ...], machine_name: str | None,
                  reference_paths: tuple[str, ...], as_json: bool, limit: int = 50) -> int:
     """Flag the eight roofline misuses (and units a profile lacks) in ledgers, profiles, records.
