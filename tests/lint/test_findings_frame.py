@@ -189,3 +189,25 @@ def test_json_rows_carry_the_r2_of_their_batch_and_say_its_lines(
         expected = (f"4 of 7 rows bound by cuda_core.fp32 sustained in lines {first}-"
                     f"{first + 6} sit above it")
         assert all(s.startswith(expected) for s in said[7 * batch:7 * batch + 7])
+
+
+def test_a_folder_of_shards_names_each_finding_by_its_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines restart in each shard, so a finding is where its own file says (not the folder's
+    line 2 twice), and R2 counts every shard: 4 of 7 rows in each, 8 of 14 in all."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    above = {**fma_row(1.2, 1e-3), "device": "NVIDIA H200"}  # M8: above theoretical
+    for k in (1, 2):
+        write_csv(folder / f"part-{k}.csv", [above, *r2_records(4, 3)])
+    assert main(["lint", "--json", str(folder)]) == 1
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    m8 = [f["where"] for f in found if f["code"] == "M8"]
+    assert m8 == [f"{folder / 'part-1.csv'}:2 (fma)", f"{folder / 'part-2.csv'}:2 (fma)"]
+    assert [f["reason"].split(" rows")[0] for f in found if f["code"] == "R2"] == ["8 of 14"]
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["analyze", str(folder)]) == 0
+    lint = capsys.readouterr().out.split("lint: ")[1]
+    assert f"M8 {folder / 'part-1.csv'}:2 (fma) (+1 more like it)" in lint
+    assert "R2 " in lint and "8 of 14 rows bound by" in lint

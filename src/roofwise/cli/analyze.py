@@ -118,8 +118,8 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
             _note_mismatches(mismatch_counts(analysis), len(analysis))
             _prepare(analysis, as_json, True, references, records_path)[1](sys.stdout)
         else:
-            _render(analysis, file_finding_kinds([BatchFindings.of(analysis, references,
-                                                                   records_path)]), limit)
+            _render(analysis, file_finding_kinds([BatchFindings.of(
+                analysis, references, loaded.source or records_path)]), limit)
         from roofwise.cli.plot import write_chart  # matplotlib only when a chart is asked for
         write_chart([(Path(records_path).stem, analysis)], plot_path)
         return
@@ -147,7 +147,8 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
                 writer.submit(functools.partial(write, sys.stdout))
             else:
                 stream.keep_worst(analysis, None if limit == 0 else limit)
-                findings.append(BatchFindings.of(analysis, references, records_path))
+                findings.append(BatchFindings.of(analysis, references,
+                                                 loaded.source or records_path))
             stream.first = False
     said = stream.finish()
     if said:

@@ -54,7 +54,7 @@ def fleet_command(dataset: str, scheduler: str | None, local: int | None,
         on_json=_write_bytes if as_json else None,
         row_lint=functools.partial(lint_columns, ledgers=references, path=dataset,
                                    machine_level=True),
-        findings=functools.partial(BatchFindings.of, ledgers=references, path=dataset))
+        findings=functools.partial(BatchFindings.of, ledgers=references))
     for skipped in result.skipped:
         note(f"roofwise: skipped {skipped}")
     if result.skipped_line:

@@ -22,17 +22,19 @@ from roofwise.lint import (
     CODES,
     ERROR,
     FINDING_FIELDS,
+    file_stale_findings,
     finding_frame,
     finding_kinds,
     findings_frame,
     lint_ledger,
     lint_machine,
 )
+from roofwise.lint.stale_checks import StaleGroups, stale_groups, stale_rows
 from roofwise.output.analysis import analyze
 from roofwise.output.frame import json_rows_writer
 from roofwise.profiles.load import parse_machine
 from roofwise.profiles.machine import Machine
-from roofwise.records.read import read_records
+from roofwise.records.read import Loaded, check_not_empty, columns_from_valid, iter_batches
 from roofwise.render.layout import Column, fit_table
 
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -95,9 +97,21 @@ def lint_path(path: str, machine: Machine | None, references: Sequence[Ledger]
         return "ledger", finding_frame(lint_ledger(ledger, machine,
                                                    _reference_for(ledger, references),
                                                    where=path))
-    loaded = read_records(path, strict=True)
-    analysis = analyze(loaded.columns, all_machines(), machine)
-    return "records", findings_frame(analysis, references, path=path)
+    # a folder is read a file at a time, each finding where its own file says; R2 over all
+    frames: list[pl.DataFrame] = []
+    stale: list[StaleGroups] = []
+    machines: dict[str, Machine] = {}
+    rows = 0
+    for loaded in iter_batches(path, strict=True, keep_rows=False, batch_rows=None):
+        rows += len(loaded.columns)
+        analysis = analyze(loaded.columns, all_machines(), machine)
+        frames.append(findings_frame(analysis, references, loaded.source or path,
+                                     machine_level=[]))
+        stale.append(stale_groups(stale_rows(analysis)))
+        machines.update(analysis.machines)
+    if not rows:  # no valid record is bad input (a strict read raised on a bad one already)
+        check_not_empty(path, Loaded(columns_from_valid([]), ()))
+    return "records", pl.concat([*frames, finding_frame(file_stale_findings(stale, machines))])
 
 
 def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | None:

@@ -65,7 +65,7 @@ def judge_dataset(path: str | Path, machine: str | Machine | None = None, *,
                   limit: int | None = 50, out: str | Path | None = None,
                   on_json: Callable[[bytes], Any] | None = None,
                   row_lint: Callable[[Analysis], Lint] | None = None,
-                  findings: Callable[[Analysis], Any] | None = None,
+                  findings: Callable[..., Any] | None = None,
                   connect_timeout_s: float = CONNECT_TIMEOUT_S,
                   batch_rows: int = BATCH_ROWS) -> FleetResult:
     """Judge every record of a dataset (a records file, a folder of shards or a glob, local
@@ -78,7 +78,8 @@ def judge_dataset(path: str | Path, machine: str | Machine | None = None, *,
     Parquet, `part-<shard>-<batch>.parquet` in dataset order. `on_json` is called with each
     shard's `--json` lines (bytes, in dataset order); `row_lint` gives their `lint` field
     (`functools.partial(roofwise.lint.lint_columns, machine_level=True)` as analyze does) and
-    `findings` the findings of each batch (`roofwise.lint.BatchFindings.of`). Bad input (no such
+    `findings` the findings of each batch (`roofwise.lint.BatchFindings.of`, called with
+    `path=` the shard's name). Bad input (no such
     dataset, an unreadable shard, no scheduler at the address) raises InputError, and
     nothing is left under `out`."""
     name = str(path)

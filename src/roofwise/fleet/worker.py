@@ -51,7 +51,8 @@ class ShardJob:
     # the `lint` field of each --json line (`lint.lint_columns`, bound by the caller: this
     # stage sits below lint)
     row_lint: Callable[[Analysis], Lint] | None = None
-    findings: Callable[[Analysis], Any] | None = None  # the table's lint findings of a batch
+    # the table's lint findings of a batch, told the shard's name (`path=`)
+    findings: Callable[..., Any] | None = None
     batch_rows: int = BATCH_ROWS
 
 
@@ -132,7 +133,7 @@ def _judged(job: ShardJob, path: str) -> ShardVerdicts:
             lint = None if job.row_lint is None else job.row_lint(analysis)
             json_writer(analysis, lint)(text)
         if job.findings is not None and not job.json:
-            findings.append(job.findings(analysis))
+            findings.append(job.findings(analysis, path=job.shard.name))
         if job.out is not None:
             parts.append(_write_part(verdict_frame(analysis), job.out, job.index, len(parts)))
     lines = None

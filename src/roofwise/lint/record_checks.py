@@ -863,8 +863,13 @@ class BatchFindings:
 def file_finding_kinds(batches: Sequence[BatchFindings]) -> pl.DataFrame:
     """The findings of a whole file by kind: R2 over all its rows first (a few lines that
     explain many rows), then the row findings' kinds in first-seen order."""
-    machines = {name: m for b in batches for name, m in b.machines.items()}
-    stale = merged_stale_groups(b.stale for b in batches)
-    machine_level = [finding for finding, _ in stale_findings(stale, machines)]
+    machine_level = file_stale_findings([b.stale for b in batches],
+                                        {n: m for b in batches for n, m in b.machines.items()})
     folds = [finding_kinds(finding_frame(machine_level)), *(b.kinds for b in batches)]
     return finding_kinds(pl.concat(folds))
+
+
+def file_stale_findings(parts: Sequence[StaleGroups], machines: Mapping[str, Machine]
+                        ) -> list[Finding]:
+    """R2 over a whole file from its batches' (or files') `stale_groups`."""
+    return [finding for finding, _ in stale_findings(merged_stale_groups(parts), machines)]

@@ -282,6 +282,7 @@ class Loaded:
     columns: RecordColumns
     skipped: tuple[Skipped, ...]
     file_bytes: int = 0  # the share of its file this batch covers: what a progress bar counts
+    source: str = ""  # the file these rows come from, as messages name it ("": several files)
 
 
 def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
@@ -322,7 +323,8 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
         cache_state=None if all(c.cache_state is None for c in columns) else
         np.concatenate([np.full(len(c), "", dtype=object) if c.cache_state is None
                         else np.asarray(c.cache_state, dtype=object) for c in columns])),
-        tuple(s for p in parts for s in p.skipped), sum(p.file_bytes for p in parts))
+        tuple(s for p in parts for s in p.skipped), sum(p.file_bytes for p in parts),
+        parts[0].source if len({p.source for p in parts}) == 1 else "")
 
 
 def _chained_rows(parts: list[Sequence[Mapping[str, Any]]]) -> LazyRows:
@@ -410,12 +412,18 @@ def batch_jobs(path: str | Path, strict: bool = False, keep_rows: bool = True,
     for file in record_files(path):
         kind = _check_file(file)
         if not columnar:
-            yield functools.partial(from_records, iter_raw_records(file), strict=strict,
-                                    keep_rows=keep_rows)
+            jobs: Iterable[Callable[[], Loaded]] = [functools.partial(
+                from_records, iter_raw_records(file), strict=strict, keep_rows=keep_rows)]
         elif kind == "parquet":
-            yield from _parquet_jobs(file, strict, keep_rows, batch_rows)
+            jobs = _parquet_jobs(file, strict, keep_rows, batch_rows)
         else:
-            yield from _text_jobs(file, kind, strict, keep_rows, batch_rows)
+            jobs = _text_jobs(file, kind, strict, keep_rows, batch_rows)
+        for job in jobs:  # each batch says its file: a folder's lines restart in each shard
+            yield functools.partial(_from_file, job, str(file))
+
+
+def _from_file(job: Callable[[], Loaded], source: str) -> Loaded:
+    return dataclasses.replace(job(), source=source)
 
 
 def _check_file(path: Path) -> str:
