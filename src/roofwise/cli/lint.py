@@ -173,7 +173,8 @@ def render_findings_brief(kinds: pl.DataFrame, out: Console, limit: int = 20,
     total = int(kinds["count"].sum()) if len(kinds) else 0
     if not total:
         return
-    out.print(f"lint: {total} finding(s)", style="bold", markup=False)
+    out.print(f"lint: {total} finding(s)" + (f" of {len(kinds)} kinds" if len(kinds) < total
+                                              else ""), style="bold", markup=False)
     for code, _, where, reason, fix, count in kinds.head(limit).iter_rows():
         more = f" (+{count - 1} more like it)" if count > 1 else ""
         said = any(reason in text for text in shown)
