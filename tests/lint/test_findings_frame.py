@@ -211,3 +211,9 @@ def test_a_folder_of_shards_names_each_finding_by_its_file(
     lint = capsys.readouterr().out.split("lint: ")[1]
     assert f"M8 {folder / 'part-1.csv'}:2 (fma) (+1 more like it)" in lint
     assert "R2 " in lint and "8 of 14 rows bound by" in lint
+    # the report reads the folder whole: each row keeps its own file
+    page = tmp_path / "report.html"
+    assert main(["report", str(folder), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert f"{folder / 'part-1.csv'}:2 (fma)" in html and f"{folder / 'part-2.csv'}:2 (fma)" in html
+    assert f"{folder}:2 (fma)" not in html

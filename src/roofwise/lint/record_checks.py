@@ -719,7 +719,9 @@ class RowWhere:
 
     def __getitem__(self, i: Any) -> str:
         op, line = self._cols.op[i], int(self._cols.line[i])
-        return f"{self._path}:{line} ({op})" if self._path else f"{op} (record {line})"
+        codes = self._cols.file_codes  # rows of several files: each its own file's line
+        path = self._path if codes is None else self._cols.files[int(codes[i])]
+        return f"{path}:{line} ({op})" if path else f"{op} (record {line})"
 
 
 def row_where(analysis: Analysis, path: str = "") -> RowWhere:
@@ -812,9 +814,15 @@ def findings_frame(analysis: Analysis,
     and analyze's summary read over a million rows, with no Python object per finding."""
     frame = lint_columns(analysis, ledgers)
     rows = frame["row"].to_numpy()
-    line = pl.Series("line", analysis.columns.line[rows], dtype=pl.Int64).cast(pl.Utf8)
-    op = strings("op", analysis.columns.op[rows])
-    where = (path + ":" + line + " (" + op + ")") if path else (op + " (record " + line + ")")
+    cols = analysis.columns
+    line = pl.Series("line", cols.line[rows], dtype=pl.Int64).cast(pl.Utf8)
+    op = strings("op", cols.op[rows])
+    if cols.file_codes is not None:  # rows of several files: each its own file's line
+        where = coded("file", cols.file_codes[rows], cols.files) + ":" + line + " (" + op + ")"
+    elif path:
+        where = path + ":" + line + " (" + op + ")"
+    else:
+        where = op + " (record " + line + ")"
     own = frame.select("code", "severity", where.alias("where"), "reason", "fix")
     if machine_level is None:
         machine_level = [f for check in ANALYSIS_CHECKS.values() for f in check(analysis)]

@@ -108,6 +108,10 @@ class RecordColumns:
     footprint_bytes: np.ndarray | None = None
     # object: a CACHE_STATES name, or "" where the record does not say; None: none says
     cache_state: np.ndarray | None = None
+    # the file each row comes from, where the rows come from several (a folder's shards,
+    # whose lines restart in each): codes into `files`; None: one file (or not known)
+    file_codes: np.ndarray | None = None
+    files: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
@@ -164,7 +168,9 @@ class RecordColumns:
             kernels=None if self.kernels is None else self.kernels[index],
             footprint_bytes=None if self.footprint_bytes is None
             else self.footprint_bytes[index],
-            cache_state=None if self.cache_state is None else self.cache_state[index])
+            cache_state=None if self.cache_state is None else self.cache_state[index],
+            file_codes=None if self.file_codes is None else self.file_codes[index],
+            files=self.files)
 
     def field_values(self, name: str, index: np.ndarray) -> list[Any]:
         """A field outside the contract (a workload) at rows `index`, as read: JSON text
@@ -303,6 +309,7 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
          for c in columns], how="diagonal_relaxed")
     roof_codes, roof_names = categorize(cat("roof"))
     device_codes, device_names = categorize(cat("device"))
+    file_codes, files = _files_of(parts)
     return Loaded(RecordColumns(
         op=cat("op"), flops=cat("flops"), bytes=cat("bytes"), roof=cat("roof"),
         time_s=cat("time_s"), timing=cat("timing"), device=cat("device"),
@@ -322,9 +329,23 @@ def concat_loaded(parts: Sequence[Loaded]) -> Loaded:
                         else c.footprint_bytes for c in columns]),
         cache_state=None if all(c.cache_state is None for c in columns) else
         np.concatenate([np.full(len(c), "", dtype=object) if c.cache_state is None
-                        else np.asarray(c.cache_state, dtype=object) for c in columns])),
+                        else np.asarray(c.cache_state, dtype=object) for c in columns]),
+        file_codes=file_codes, files=files),
         tuple(s for p in parts for s in p.skipped), sum(p.file_bytes for p in parts),
         parts[0].source if len({p.source for p in parts}) == 1 else "")
+
+
+def _files_of(parts: Sequence[Loaded]) -> tuple[np.ndarray | None, tuple[str, ...]]:
+    """Each row's file (`RecordColumns.file_codes`, `files`) for parts end to end: None where
+    they are one file, or where a part knows not its own."""
+    per_part = [(p.columns.files, p.columns.file_codes) if p.columns.file_codes is not None
+                else ((p.source,), np.zeros(len(p.columns), dtype=np.int32)) for p in parts]
+    names = tuple(dict.fromkeys(n for files, _ in per_part for n in files))
+    if len(names) < 2 or "" in names:
+        return None, ()
+    at = {n: k for k, n in enumerate(names)}
+    return np.concatenate([np.array([at[n] for n in files], dtype=np.int32)[codes]
+                           for files, codes in per_part]), names
 
 
 def _chained_rows(parts: list[Sequence[Mapping[str, Any]]]) -> LazyRows:
