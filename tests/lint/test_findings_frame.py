@@ -217,3 +217,21 @@ def test_a_folder_of_shards_names_each_finding_by_its_file(
     html = page.read_text()
     assert f"{folder / 'part-1.csv'}:2 (fma)" in html and f"{folder / 'part-2.csv'}:2 (fma)" in html
     assert f"{folder}:2 (fma)" not in html
+
+
+def test_lint_json_writes_nothing_when_a_later_batch_is_bad(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """lint reads a batch at a time and spools its lines: a bad record in the last batch is
+    one line and exit 2, with none of the earlier batches' findings written."""
+    path = tmp_path / "runs.csv"
+    above = {**fma_row(1.2, 1e-3), "device": "NVIDIA H200"}
+    write_csv(path, [above] * 20)
+    path.write_text(path.read_text() + "fma,1,1,cuda_core.fp32,-1,kernel,NVIDIA H200\n")
+    monkeypatch.setattr("roofwise.cli.lint.BATCH_ROWS", 7)
+    assert main(["lint", "--json", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and f"{path}:22" in err
+    path.write_text(path.read_text().rsplit("fma,1,1", 1)[0])  # the bad line gone
+    assert main(["lint", "--json", str(path)]) == 1
+    assert len(capsys.readouterr().out.splitlines()) == 20  # every batch's findings

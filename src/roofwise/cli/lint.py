@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
+import tempfile
 import textwrap
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import click
 import polars as pl
@@ -34,7 +38,13 @@ from roofwise.output.analysis import analyze
 from roofwise.output.frame import json_rows_writer
 from roofwise.profiles.load import parse_machine
 from roofwise.profiles.machine import Machine
-from roofwise.records.read import Loaded, check_not_empty, columns_from_valid, iter_batches
+from roofwise.records.read import (
+    BATCH_ROWS,
+    Loaded,
+    check_not_empty,
+    columns_from_valid,
+    iter_batches,
+)
 from roofwise.render.layout import Column, fit_table
 
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -64,54 +74,88 @@ def lint_command(paths: tuple[str, ...], machine_name: str | None,
     if not paths and machine is None:
         raise click.UsageError("give ledger, profile or record files, or --machine to lint "
                                "a profile")
-    frames: list[pl.DataFrame] = []
-    if not paths and machine is not None:
-        frames.append(finding_frame(lint_machine(machine)))
     kinds: list[str] = []
-    for path in paths:
-        kind, found = lint_path(path, machine, references)
-        kinds.append(kind)
-        frames.append(found)
-    findings = pl.concat(frames)
-    if as_json:
-        json_rows_writer(findings)(sys.stdout)
-    else:
-        render_findings(findings, console(), len(paths) or 1, None if limit == 0 else limit)
+    with contextlib.ExitStack() as stack:
+        spool = None
+        if as_json:
+            spool = io.TextIOWrapper(stack.enter_context(tempfile.TemporaryFile()),
+                                     encoding="utf-8", newline="")
+            stack.callback(spool.detach)  # before the file closes (callbacks run last first)
+        found = _Findings(spool, None if limit == 0 else limit)
+        if not paths and machine is not None:
+            found.add(finding_frame(lint_machine(machine)))
+        for path in paths:
+            kinds.append(lint_path(path, machine, references, found.add))
+        if spool is not None:
+            found.write_spooled(sys.stdout)
+        else:
+            render_findings(found, console(), len(paths) or 1)
     ledgers = kinds.count("ledger")
     if machine is None and ledgers:
         console(err=True).print(f"roofwise: no --machine: checks M1, M5, M7 and R1 of "
                                 f"{ledgers} ledger(s) need a machine and were skipped",
                                 markup=False)
-    return 1 if (findings["severity"] == ERROR).any() else 0
+    return 1 if found.errors else 0
 
 
-def lint_path(path: str, machine: Machine | None, references: Sequence[Ledger]
-              ) -> tuple[str, pl.DataFrame]:
-    """What one file is ("profile", "ledger" or "records") and its findings (as
-    `findings_frame` columns: a million records' findings are no million objects)."""
+class _Findings:
+    """What lint keeps of its findings as it reads: with --json, their lines spooled to a
+    temporary file and written out once every input has been read (a bad record later on
+    leaves nothing half-written); for the table, the first `limit` findings, every finding
+    folded by kind, and the counts. A million records' findings are never held at once."""
+
+    def __init__(self, spool: TextIO | None, limit: int | None) -> None:
+        self.spool, self.limit = spool, limit
+        self.head = finding_frame([])
+        self.kinds = finding_kinds(self.head)
+        self.total = self.errors = 0
+
+    def add(self, frame: pl.DataFrame) -> None:
+        self.total += len(frame)
+        self.errors += int((frame["severity"] == ERROR).sum())
+        if self.spool is not None:
+            json_rows_writer(frame)(self.spool)
+            return
+        if self.limit is None or len(self.head) < self.limit:
+            self.head = pl.concat([self.head, frame if self.limit is None
+                                   else frame.head(self.limit - len(self.head))])
+        self.kinds = finding_kinds(pl.concat([self.kinds, finding_kinds(frame)]))
+
+    def write_spooled(self, out: TextIO) -> None:
+        assert self.spool is not None
+        self.spool.flush()
+        self.spool.seek(0)
+        while text := self.spool.read(1 << 20):
+            out.write(text)
+
+
+def lint_path(path: str, machine: Machine | None, references: Sequence[Ledger],
+              add: Callable[[pl.DataFrame], None]) -> str:
+    """What one file is ("profile", "ledger" or "records"); its findings go to `add`, as
+    `findings_frame` columns (a records file a batch at a time, then R2 over all of it)."""
     if Path(path).suffix.lower() in _YAML_SUFFIXES:
         data = schema.load_yaml(path)
         if isinstance(data, dict) and "units" in data and "memory" in data:
-            return "profile", finding_frame(lint_machine(parse_machine(data, path)))
+            add(finding_frame(lint_machine(parse_machine(data, path))))
+            return "profile"
         ledger = parse_ledger(data, path)
-        return "ledger", finding_frame(lint_ledger(ledger, machine,
-                                                   _reference_for(ledger, references),
-                                                   where=path))
-    # a folder is read a file at a time, each finding where its own file says; R2 over all
-    frames: list[pl.DataFrame] = []
+        add(finding_frame(lint_ledger(ledger, machine, _reference_for(ledger, references),
+                                      where=path)))
+        return "ledger"
+    # each finding where its own file says (a folder's lines restart in each shard)
     stale: list[StaleGroups] = []
     machines: dict[str, Machine] = {}
     rows = 0
-    for loaded in iter_batches(path, strict=True, keep_rows=False, batch_rows=None):
+    for loaded in iter_batches(path, strict=True, keep_rows=False, batch_rows=BATCH_ROWS):
         rows += len(loaded.columns)
         analysis = analyze(loaded.columns, all_machines(), machine)
-        frames.append(findings_frame(analysis, references, loaded.source or path,
-                                     machine_level=[]))
+        add(findings_frame(analysis, references, loaded.source or path, machine_level=[]))
         stale.append(stale_groups(stale_rows(analysis)))
         machines.update(analysis.machines)
     if not rows:  # no valid record is bad input (a strict read raised on a bad one already)
         check_not_empty(path, Loaded(columns_from_valid([]), ()))
-    return "records", pl.concat([*frames, finding_frame(file_stale_findings(stale, machines))])
+    add(finding_frame(file_stale_findings(stale, machines)))
+    return "records"
 
 
 def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | None:
@@ -120,29 +164,29 @@ def _reference_for(ledger: Ledger, references: Sequence[Ledger]) -> Ledger | Non
     return next((r for r in references if r.name.lower() == ledger.name.lower()), None)
 
 
-def render_findings(findings: pl.DataFrame, out: Console, files: int,
-                    limit: int | None = 50) -> None:
+def render_findings(found: _Findings, out: Console, files: int) -> None:
     """The findings as a table, the machine-level ones (R2) first (a few lines that explain
     many rows), then the rest in order; titled with how many there are, and what each code
     shown means. More than `limit` findings (a records file with one on most rows) are shown
     one row per kind (`finding_kinds`: a code and its fix, the first finding with how many
     more are like it), the first `limit` kinds."""
-    if not len(findings):
+    if not found.total:
         out.print(f"clean: no misuse found in {files} input(s)", markup=False)
         return
-    errors = int((findings["severity"] == ERROR).sum())
+    limit = found.limit
+    title = (f"{found.total} finding(s): {found.errors} error(s), "
+             f"{found.total - found.errors} warning(s)")
     machine_level = pl.col("code").is_in(list(ANALYSIS_CHECKS))
-    table = pl.concat([findings.filter(machine_level), findings.filter(~machine_level)])
-    title = (f"{len(findings)} finding(s): {errors} error(s), {len(findings) - errors} "
-             "warning(s)")
-    folded = limit is not None and len(table) > limit
+    folded = limit is not None and found.total > limit
     if folded:
-        table = finding_kinds(table)
+        kinds = pl.concat([found.kinds.filter(machine_level), found.kinds.filter(~machine_level)])
         more = pl.col("count") - 1
-        table = table.with_columns(pl.when(more > 0).then(
+        table = kinds.with_columns(pl.when(more > 0).then(
             pl.col("where") + " (+" + more.cast(pl.Utf8) + " more like it)"
         ).otherwise(pl.col("where")).alias("where"))
         title += f", of {len(table)} kind(s) (a code and its fix): the first of each kind shown"
+    else:
+        table = pl.concat([found.head.filter(machine_level), found.head.filter(~machine_level)])
     shown = table if limit is None else table.head(limit)
     rows: list[list[str | Text]] = [
         [code, Text(severity, style=_SEVERITY_STYLE.get(severity, "")), where, reason, fix]
