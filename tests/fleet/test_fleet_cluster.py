@@ -120,8 +120,8 @@ def test_small_batches_and_the_judged_dataset(capsys, monkeypatch, dataset, sche
     lines: list[bytes] = []
     out = tmp_path / "judged"
     result = judge_dataset(dataset, scheduler=scheduler, batch_rows=300, out=out,
-                           on_json=lines.append, row_lint=lambda a: lint_columns(
-                               a, [], path=str(dataset), machine_level=True))
+                           on_json=lines.append, row_lint=lambda a, shard: lint_columns(
+                               a, [], path=str(dataset), machine_level=True, shard=shard))
     monkeypatch.setattr(analyze_cli, "BATCH_ROWS", 300)
     _, alone, _ = _run(capsys, "analyze", dataset, "--json")
     assert b"".join(lines).decode() == alone

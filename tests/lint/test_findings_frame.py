@@ -211,6 +211,15 @@ def test_a_folder_of_shards_names_each_finding_by_its_file(
     lint = capsys.readouterr().out.split("lint: ")[1]
     assert f"M8 {folder / 'part-1.csv'}:2 (fma) (+1 more like it)" in lint
     assert "R2 " in lint and "8 of 14 rows bound by" in lint
+    # --json writes a shard's rows at a time: each carries its shard's R2, which says so
+    assert main(["analyze", "--json", str(folder)]) == 0
+    said = [[f["reason"] for f in json.loads(line)["lint"] if f["code"] == "R2"]
+            for line in capsys.readouterr().out.splitlines()]
+    assert said[0] == said[8] == []  # each shard's impossible row is no reading for R2
+    for k, reasons in ((1, [r for [r] in said[1:8]]), (2, [r for [r] in said[9:]])):
+        assert len(reasons) == 7
+        assert all(r.startswith("4 of 7 rows bound by cuda_core.fp32 sustained in lines 2-9 "
+                                f"of {folder / f'part-{k}.csv'} sit above it") for r in reasons)
     # the report reads the folder whole: each row keeps its own file
     page = tmp_path / "report.html"
     assert main(["report", str(folder), "-o", str(page)]) == 0

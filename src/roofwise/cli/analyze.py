@@ -141,8 +141,10 @@ def analyze_command(records_paths: tuple[str, ...], machine_name: str | None, re
             if as_json or as_csv:  # the table says mismatches in its summary
                 for device, count in mismatch_counts(analysis).items():
                     stream.mismatched[device] = stream.mismatched.get(device, 0) + count
+                shard = loaded.source if Path(records_path).is_dir() else ""
                 stream.columns, write, left_out = _prepare(
-                    analysis, as_json, stream.first, references, records_path, stream.columns)
+                    analysis, as_json, stream.first, references, records_path, stream.columns,
+                    shard)
                 stream.left_out.update(dict.fromkeys(left_out))
                 writer.submit(functools.partial(write, sys.stdout))
             else:
@@ -193,7 +195,7 @@ def _note_mismatches(counts: dict[str, int], rows: int) -> None:
 
 
 def _prepare(analysis: Analysis, as_json: bool, first: bool, references: list[Ledger],
-             path: str, columns: list[str] | None = None
+             path: str, columns: list[str] | None = None, shard: str = ""
              ) -> tuple[list[str] | None, Write, list[str]]:
     """One batch's verdicts (--json, else --csv), built, the CSV columns (the first batch's
     header) they go under, and the fields that header lacks (left out of the CSV)."""
@@ -203,7 +205,7 @@ def _prepare(analysis: Analysis, as_json: bool, first: bool, references: list[Le
         # runs in this one's context, so numpy's error state (no warnings) is the command's.
         with ThreadPoolExecutor(max_workers=1) as pool:
             lint = pool.submit(contextvars.copy_context().run, lint_columns, analysis,
-                               references, path=path, machine_level=True)
+                               references, path=path, machine_level=True, shard=shard)
             return columns, json_writer(analysis, lint.result), []
     written, write, left_out = csv_writer(analysis, header=first, columns=columns)
     return written, write, left_out

@@ -64,7 +64,7 @@ def judge_dataset(path: str | Path, machine: str | Machine | None = None, *,
                   regime: str | None = None, mix: str | None = None, strict: bool = False,
                   limit: int | None = 50, out: str | Path | None = None,
                   on_json: Callable[[bytes], Any] | None = None,
-                  row_lint: Callable[[Analysis], Lint] | None = None,
+                  row_lint: Callable[..., Lint] | None = None,
                   findings: Callable[..., Any] | None = None,
                   connect_timeout_s: float = CONNECT_TIMEOUT_S,
                   batch_rows: int = BATCH_ROWS) -> FleetResult:
@@ -76,7 +76,8 @@ def judge_dataset(path: str | Path, machine: str | Machine | None = None, *,
     here. `machine`, `regime`, `mix` and `strict` are `roofwise analyze`'s. `limit` worst rows
     are kept (None: all). `out` (a folder or URL, absent or empty) receives the judged rows as
     Parquet, `part-<shard>-<batch>.parquet` in dataset order. `on_json` is called with each
-    shard's `--json` lines (bytes, in dataset order); `row_lint` gives their `lint` field
+    shard's `--json` lines (bytes, in dataset order); `row_lint` (called with `shard=` the
+    shard's name) gives their `lint` field
     (`functools.partial(roofwise.lint.lint_columns, machine_level=True)` as analyze does) and
     `findings` the findings of each batch (`roofwise.lint.BatchFindings.of`, called with
     `path=` the shard's name). Bad input (no such

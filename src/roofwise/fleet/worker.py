@@ -23,7 +23,6 @@ import polars as pl
 
 from roofwise.base.errors import InputError
 from roofwise.fleet.shards import Shard, said
-from roofwise.output.analysis import Analysis
 from roofwise.output.frame import Lint, json_writer, verdict_frame
 from roofwise.output.stream import StreamTotals, judged_batches
 from roofwise.profiles.load import builtin_machines
@@ -50,7 +49,7 @@ class ShardJob:
     out: str | None = None  # folder or URL the judged rows are written under
     # the `lint` field of each --json line (`lint.lint_columns`, bound by the caller: this
     # stage sits below lint)
-    row_lint: Callable[[Analysis], Lint] | None = None
+    row_lint: Callable[..., Lint] | None = None  # called with `shard=` the shard's name
     # the table's lint findings of a batch, told the shard's name (`path=`)
     findings: Callable[..., Any] | None = None
     batch_rows: int = BATCH_ROWS
@@ -130,7 +129,8 @@ def _judged(job: ShardJob, path: str) -> ShardVerdicts:
             totals.mismatched[device] = totals.mismatched.get(device, 0) + count
         totals.keep_worst(analysis, 0 if job.json else job.limit)
         if text is not None:
-            lint = None if job.row_lint is None else job.row_lint(analysis)
+            lint = None if job.row_lint is None else job.row_lint(analysis,
+                                                                  shard=job.shard.name)
             json_writer(analysis, lint)(text)
         if job.findings is not None and not job.json:
             findings.append(job.findings(analysis, path=job.shard.name))

@@ -730,13 +730,14 @@ def row_where(analysis: Analysis, path: str = "") -> RowWhere:
 
 def checked(analysis: Analysis,
             ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
-            machine_level: bool = False) -> list[tuple[str, Found]]:
+            machine_level: bool = False, shard: str = "") -> list[tuple[str, Found]]:
     """(code, findings) of every row check, in code order; with `machine_level`, then each R2
-    finding, carried by every row bound by the ceiling it names."""
+    finding, carried by every row bound by the ceiling it names (`shard`: the file of a
+    folder the rows are in, which its sentence names)."""
     case = RowCase(analysis, _references(ledgers))
     out = [(code, check(case)) for code, check in ROW_CHECKS.items()]
     if machine_level:
-        for finding, rows in stale_profile_groups(analysis):
+        for finding, rows in stale_profile_groups(analysis, shard):
             machine_wide = found(rows, finding.severity, finding.reason, finding.fix)
             out.append((finding.code, dataclasses.replace(machine_wide, where=finding.where)))
     return out
@@ -744,14 +745,15 @@ def checked(analysis: Analysis,
 
 def lint_columns(analysis: Analysis,
                  ledgers: Iterable[Ledger] | Mapping[str, Ledger] | None = None,
-                 path: str = "", machine_level: bool = False) -> pl.DataFrame:
+                 path: str = "", machine_level: bool = False, shard: str = ""
+                 ) -> pl.DataFrame:
     """Every finding as a row of a frame (`row`: the analysis row it names, `code`,
     `severity`, `reason`, `fix`), by row and within a row in code order (R2 last): what
     `lint_findings` gives, without a `Finding` per row, for `analyze --json` of a million
     rows. The frame has no `where`, so `path` changes nothing; it is taken so that both are
-    called alike."""
+    called alike. `shard`: the file of a folder the rows are in, named by R2's sentence."""
     del path  # the frame says rows by index, not by file and line
-    parts = [(code, part) for code, part in checked(analysis, ledgers, machine_level)
+    parts = [(code, part) for code, part in checked(analysis, ledgers, machine_level, shard)
              if len(part)]
     rows = np.concatenate([p.rows for _, p in parts]) if parts else np.zeros(0, np.int64)
     return pl.DataFrame({

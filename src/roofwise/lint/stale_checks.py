@@ -33,18 +33,22 @@ def check_stale_profiles(analysis: Analysis) -> list[Finding]:
     return [finding for finding, _ in stale_findings(groups, analysis.machines)]
 
 
-def stale_profile_groups(analysis: Analysis) -> list[tuple[Finding, np.ndarray]]:
+def stale_profile_groups(analysis: Analysis, shard: str = ""
+                         ) -> list[tuple[Finding, np.ndarray]]:
     """Each R2 finding with the rows it reads (every readable row bound by that ceiling, the
     ones above it and the rest): `analyze --json` carries the finding in those rows' `lint`.
     A file is written a batch at a time, so each batch's rows carry the R2 of that batch: the
-    sentence names the lines it counted (the summary of `analyze` and `lint` count the whole
-    file, `file_finding_kinds`)."""
+    sentence names the lines it counted, and `shard`, the file of a folder they are in (the
+    summary of `analyze` and `lint` count the whole input, `file_finding_kinds`)."""
     a = analysis
     above = (a.judged.envelope_efficiency > 1.0) & (a.judged.verdict != BLANK)
     if np.count_nonzero(above) < STALE_MIN_ROWS:
         return []  # no ceiling has rows enough above it (most batches: skip the grouping)
     lines = a.columns.line
-    scope = (int(lines.min()), int(lines.max())) if len(lines) and lines.min() > 0 else None
+    scope = ""  # rows of several files at once are the whole input: no lines to name
+    if a.columns.file_codes is None and len(lines) and lines.min() > 0:
+        scope = f" in lines {int(lines.min()):,}-{int(lines.max()):,}" + (
+            f" of {shard}" if shard else "")
     rows = stale_rows(analysis)
     return [(finding, rows.filter((pl.col("machine") == machine)
                                   & (pl.col("ceiling") == ceiling))["row"].to_numpy())
@@ -104,13 +108,10 @@ def merged_stale_groups(parts: Iterable[StaleGroups]) -> StaleGroups:
 
 
 def stale_findings(groups: StaleGroups, machines: Mapping[str, Machine],
-                   lines: tuple[int, int] | None = None
-                   ) -> list[tuple[Finding, tuple[str, str]]]:
+                   scope: str = "") -> list[tuple[Finding, tuple[str, str]]]:
     """The R2 findings of `stale_groups` (of one batch or a whole file), each with its
     (machine, ceiling), by machine (in `machines` order), memory's ceiling before the units'.
-    `lines`: the first and last line the rows came from, said where they are a part of the
-    file."""
-    scope = "" if lines is None else f" in lines {lines[0]:,}-{lines[1]:,}"
+    `scope`: the part of the input the rows are, said after the ceiling (" in lines 2-8")."""
     order = {name: k for k, name in enumerate(machines)}
     out: list[tuple[Finding, tuple[str, str]]] = []
     for key in sorted(groups, key=lambda g: (order.get(g[0], len(order)), g[1] != "", g[1])):
