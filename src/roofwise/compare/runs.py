@@ -182,9 +182,7 @@ class Changes(Built[Change]):
                             getattr(new, column)[np.maximum(n, 0)])
 
         def texts(name: str, values: np.ndarray) -> pl.Series:
-            column = strings(name, values)
-            return pl.Series(name, [], pl.String) if not len(column) else (
-                column.replace("", None))
+            return strings(name, values).replace("", None)
 
         return pl.DataFrame([
             strings("op", pick("op")), texts("workload", pick("workload")),

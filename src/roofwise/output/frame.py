@@ -435,16 +435,11 @@ def json_rows_writer(frame: pl.DataFrame, raw: Collection[str] = ()) -> Write:
         pieces.append(pl.lit(json.dumps(name) + ":") + pl.col(name).fill_null("null"))
     if run:
         pieces.append(_encoded(run))
-    pieces[0] = pl.lit("{") + pieces[0]
-    pieces[-1] = pieces[-1] + pl.lit("}")
+    pieces[-1] = pieces[-1] + pl.lit("}")  # `_write_pieces` opens each line with "{"
 
     def write(out: TextIO) -> None:
         for part in frame.iter_slices(_ROWS_AT_ONCE):  # the text of a slice at a time
-            text = _separators_escaped(part.lazy().select(
-                piece.alias(f"p{k}") for k, piece in enumerate(pieces)
-            ).collect(engine="streaming"))
-            _write_target(out, lambda target, text=text: text.write_csv(
-                target, include_header=False, quote_style="never", line_terminator="\n"))
+            _write_pieces(part, pieces, True, out)
     return write
 
 
