@@ -168,9 +168,8 @@ def test_convolution_with_recorded_arguments_is_the_library_conv_and_agrees_with
     assert replayed.ledger.ops_by_unit["tensor_core.bf16"] == contraction
     assert replayed.ledger.bytes == price.ledger.bytes
     without = price_call(make_call("aten::convolution", dims, types))  # no stride, padding
-    assert without.ledger is not None and "not recorded" in without.reason
-    # defaults stride 1, padding 0: out (56 - 2) = 54
-    assert without.ledger.tensor("y").shape == (n, c_out, 54, 54)
+    # a stride not recorded could shrink the output many times over: no count is a bound
+    assert without.ledger is None and "stride and dilation not recorded" in without.reason
 
 
 def test_reading_reports_progress_up_to_the_file_size(tmp_path):

@@ -30,20 +30,59 @@ def test_cudnn_convolution_with_recorded_stride_and_padding() -> None:
     assert ledger.write_bytes == np.empty((8, 64, 112, 112), np.float16).nbytes
 
 
-def test_conv2d_without_concrete_inputs_uses_defaults_and_says_so() -> None:
-    # depthwise: x (2, 32, 10, 10), w (32, 1, 3, 3) -> groups 32 from the shapes; bias given.
-    # Defaults stride 1, padding 0: out 8x8
+def test_conv2d_without_stride_recorded_is_blank_and_says_why() -> None:
+    # PyTorch before 1.10 records no list arguments: stride 2 would quarter the output of a
+    # stride-1 count, which would then call the strided convolution impossible
     call = make_call("aten::conv2d", [[2, 32, 10, 10], [32, 1, 3, 3], [32], [], [], [], []],
                      ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList",
                       "Scalar"])
     price = price_call(call)
+    assert price.ledger is None
+    assert price.reason.startswith("stride and dilation not recorded")
+
+
+def test_conv2d_with_only_the_padding_missing_counts_it_as_zero_a_low_count() -> None:
+    # depthwise: x (2, 32, 10, 10), w (32, 1, 3, 3) -> groups 32 from the shapes; bias given;
+    # stride 1 and dilation 1 recorded, padding not: counted 0, out 8x8 (padding 1 would give
+    # 10x10, more work: the count can only be low)
+    call = make_call("aten::conv2d", [[2, 32, 10, 10], [32, 1, 3, 3], [32], [], [], [], []],
+                     ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList",
+                      "Scalar"], ["", "", "", "[1, 1]", "", "[1, 1]", "32"])
+    price = price_call(call)
     assert price.ledger is not None
-    assert "stride, padding, dilation not recorded" in price.reason
+    assert "padding not recorded: counted as 0" in price.reason
     outputs = 2 * 32 * 8 * 8
     # fp32 without TF32: contraction on the CUDA cores, 2*outputs*(1*9), plus bias adds
     assert price.ledger.ops_by_unit == {"cuda_core.fp32": 2 * outputs * 9 + outputs}
     assert price.ledger.write_bytes == outputs * 4
     assert price.ledger.read_bytes == (2 * 32 * 100 + 32 * 9 + 32) * 4
+
+
+def test_a_winograd_kernel_is_priced_at_the_fewest_multiplies_of_the_transform() -> None:
+    # cudnn_convolution(self, weight, padding, stride, dilation, groups, ...): the ResNet-50
+    # layer x (32, 64, 56, 56), w (64, 64, 3, 3), padding 1, stride 1: out 56x56.
+    # Direct: 2 * 32*64*56*56 * 64*9 = 7,398,752,256 FLOPs. F(6x6, 3x3) does 8*8 = 64
+    # multiplies per 6*6 outputs of 9 taps (324 direct): 64/324 of the direct count.
+    dims = [[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], []]
+    types = ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar",
+             "Scalar", "Scalar"]
+    concrete = ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "False"]
+    direct = 2 * 32 * 64 * 56 * 56 * 64 * 9
+    assert direct == 7_398_752_256
+    plain = price_call(make_call("aten::cudnn_convolution", dims, types, concrete))
+    assert plain.ledger is not None and plain.ledger.flops == direct
+    fast = price_call(make_call("aten::cudnn_convolution", dims, types, concrete),
+                      winograd=True)
+    assert fast.ledger is not None
+    assert fast.ledger.flops == pytest.approx(direct * 64 / 324, rel=1e-12)
+    assert "Winograd" in fast.reason and "0.198 of the direct count" in fast.reason
+    # the bytes do not change: x and the weight read once, y written once
+    assert fast.ledger.read_bytes == plain.ledger.read_bytes
+    # a strided convolution is not Winograd's: the direct count stays
+    strided = ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "False"]
+    kept = price_call(make_call("aten::cudnn_convolution", dims, types, strided),
+                      winograd=True)
+    assert kept.ledger is not None and kept.ledger.flops == 2 * 32 * 64 * 28 * 28 * 64 * 9
 
 
 def test_transposed_convolution_is_blank_with_the_reason() -> None:

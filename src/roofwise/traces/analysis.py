@@ -288,7 +288,9 @@ def shapes_text(op: TraceOp) -> str:
 
 @lru_cache(maxsize=65536)
 def _shapes_text(shapes: tuple[Any, ...], dtypes: tuple[str, ...]) -> str:
-
+    if not dtypes:  # shapes without dtypes (PyTorch 1.8): every non-empty size list
+        sizes = [f"{list(d)}" for d in shapes if isinstance(d, (list, tuple)) and d]
+        return ", ".join(sizes) if sizes else "-"
     parts = [f"{list(d)} {TRACE_DTYPES[t]}" for d, t in zip(shapes, dtypes, strict=False)
              if t in TRACE_DTYPES and isinstance(d, (list, tuple))]
     return ", ".join(parts) if parts else "-"

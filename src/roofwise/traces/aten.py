@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -194,11 +195,12 @@ def priced_by_name() -> frozenset[str]:
 
 @lru_cache(maxsize=65536)
 def library_price(call: Call, allow_tf32: bool = False,
-                  use_torch: bool = True) -> OpPrice | None:
+                  use_torch: bool = True, winograd: bool = False) -> OpPrice | None:
     """The ledger of a recorded op from the operator library (see the module docstring for
     the order tried), an unpriced one saying why it cannot be, or None when the library has no
     ledger for it (`traces.prices` then replays it). `use_torch` lets torch's schemas, where
-    installed, read the arguments beside the shipped table's."""
+    installed, read the arguments beside the shipped table's; `winograd`: a kernel the op
+    launched is named as a Winograd convolution (`is_winograd_kernel`)."""
     if is_attention(call.name):
         return _attention(call, use_torch)
     if call.name.startswith(COMPILED_REGION):
@@ -208,8 +210,12 @@ def library_price(call: Call, allow_tf32: bool = False,
         if "TensorList" in call.types:
             return unpriced("its tensors come as a TensorList, for which the profiler records "
                             "no shapes or dtypes")
-        return unpriced("no input shapes recorded (profile with record_shapes=True)"
-                        if not call.types else "no tensor inputs with known dtypes recorded")
+        if call.types:
+            return unpriced("no tensor inputs with known dtypes recorded")
+        if any(d for d in call.dims):
+            return unpriced("input shapes recorded without their dtypes (as PyTorch 1.8 "
+                            "wrote them): neither the bytes nor the roof can be told")
+        return unpriced("no input shapes recorded (profile with record_shapes=True)")
     if call.base in _UNPRICEABLE:
         return unpriced(_UNPRICEABLE[call.base])
     if not call.name.startswith("aten::") or not _known(call.base):
@@ -222,7 +228,8 @@ def library_price(call: Call, allow_tf32: bool = False,
             return unpriced(f"its tensor {name} is recorded as {tensor.type_text!r}, a dtype "
                             "roofwise does not price")
     try:
-        return _library(call.base, bound, allow_tf32) or _by_class(call.base, bound)
+        return (_library(call.base, bound, allow_tf32, winograd)
+                or _by_class(call.base, bound))
     except InputError as exc:
         return unpriced(f"the operator library refuses its shapes ({exc.problem})")
 
@@ -286,7 +293,8 @@ def _rank(t: TensorArg | None, n: int) -> bool:
     return t is not None and len(t.shape) == n
 
 
-def _library(base: str, b: Bound, allow_tf32: bool) -> OpPrice | None:
+def _library(base: str, b: Bound, allow_tf32: bool, winograd: bool = False
+             ) -> OpPrice | None:
     x, other = b.tensor("self") or b.tensor("input"), b.tensor("mat2") or b.tensor("other")
     if base == "mm" and _rank(x, 2) and _rank(other, 2):
         assert x is not None and other is not None
@@ -332,7 +340,7 @@ def _library(base: str, b: Bound, allow_tf32: bool) -> OpPrice | None:
         ledger = batched_gemm(1, m, n, k, dtype=_dt(x), scale="row" if row else "tensor")
         return OpPrice(replace(ledger, name="_scaled_mm"), "library")
     if base in _CONVOLUTIONS and x is not None and b.tensor("weight") is not None:
-        return _convolution(base, b, x, allow_tf32)
+        return _convolution(base, b, x, allow_tf32, winograd)
     if base == "native_layer_norm_backward":
         return _layernorm_backward(b)
     if base in ("mse_loss", "mse_loss_backward"):
@@ -362,10 +370,14 @@ def _library(base: str, b: Bound, allow_tf32: bool) -> OpPrice | None:
     return None
 
 
-def _convolution(base: str, b: Bound, x_arg: TensorArg, allow_tf32: bool) -> OpPrice:
+def _convolution(base: str, b: Bound, x_arg: TensorArg, allow_tf32: bool,
+                 winograd: bool = False) -> OpPrice:
     """A forward convolution from x (batch, c_in, *spatial) and weight (c_out, c_in/groups,
     *kernel); groups from the shapes, stride/padding/dilation from Concrete Inputs where the
-    profiler kept them, else PyTorch's defaults (stride 1, padding 0, dilation 1), said."""
+    profiler kept them. A padding not recorded is counted as 0 (the fewest outputs: a count
+    that can only be low, so the bound holds); a stride or dilation not recorded leaves the op
+    blank, since either can shrink the output many times over (PyTorch before 1.10 records no
+    list arguments), and a count taken at 1 would call a strided convolution impossible."""
     w_arg = b.tensor("weight")
     assert w_arg is not None
     x, w = x_arg.shape, w_arg.shape
@@ -403,6 +415,12 @@ def _convolution(base: str, b: Bound, x_arg: TensorArg, allow_tf32: bool) -> OpP
         else:
             settings[name] = defaults[name]
             guessed.append(name)
+    unknown = [name for name in guessed if name != "padding"]
+    if unknown:
+        return unpriced(f"{' and '.join(unknown)} not recorded (PyTorch before 1.10 records "
+                        "no list arguments): the output size, and with it the count, "
+                        "depends on them (a stride of 2 quarters a 2-d output), so no "
+                        "count is a bound")
     groups = x[1] // w[1]
     recorded_groups = b.value("groups", None)
     if isinstance(recorded_groups, int) and recorded_groups != groups:
@@ -415,10 +433,41 @@ def _convolution(base: str, b: Bound, x_arg: TensorArg, allow_tf32: bool) -> OpP
                   allow_tf32=tf32 if isinstance(tf32, bool) else allow_tf32,
                   stride=settings["stride"], padding=settings["padding"],
                   dilation=settings["dilation"])
-    note = (f"{', '.join(guessed)} not recorded: counted as PyTorch's default"
-            f"{'s' if len(guessed) > 1 else ''} (stride 1, padding 0, dilation 1); the count "
-            "may be off either way" if guessed else "")
-    return OpPrice(replace(ledger, name=base), "library", note)
+    notes = (["padding not recorded: counted as 0, the fewest outputs, so the count can only "
+              "be low"] if guessed else [])
+    if winograd:
+        ledger, said = _winograd(ledger, kernel, settings)
+        notes.append(said)
+    return OpPrice(replace(ledger, name=base), "library", "; ".join(notes))
+
+
+# Winograd's minimal filtering F(m, r): (m + r - 1) multiplies give m outputs of an r-tap
+# filter, per dimension (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks",
+# 2016). The largest tile in libraries' use is F(6x6, 3x3) (NNPACK; cuDNN's and MIOpen's are
+# F(2x2, 3x3) and F(4x4, 3x3)): its multiplies are the fewest any of them does.
+WINOGRAD_TILE = 6
+
+
+def _winograd(ledger: Ledger, kernel: tuple[int, ...], settings: dict[str, tuple[int, ...]]
+              ) -> tuple[Ledger, str]:
+    """A convolution a Winograd kernel ran: its contraction counted at F(6, r)'s multiplies
+    per dimension, so that the bound never exceeds what the transform does (the direct count
+    would call a Winograd kernel faster than the unit's peak impossible)."""
+    if any(s != 1 for s in settings["stride"]) or any(d != 1 for d in settings["dilation"]):
+        return ledger, ("a Winograd kernel ran it with a stride or dilation the transform "
+                        "does not take: the direct count is kept")
+    m = WINOGRAD_TILE
+    ratio = math.prod(Fraction(m + r - 1, m * r) for r in kernel)
+    if ratio >= 1:
+        return ledger, "a Winograd kernel ran it; the direct count is kept"
+    work = tuple(replace(item, ops=item.ops * ratio.numerator / ratio.denominator,
+                         label=f"{item.label} * {ratio} (Winograd F({m}, r))")
+                 if item.op_class == "contraction" else item for item in ledger.work)
+    shape = "x".join(str(r) for r in kernel)
+    return replace(ledger, work=work), (
+        f"a Winograd kernel ran it: the contraction counted at F({m}, {shape})'s multiplies, "
+        f"{float(ratio):.3f} of the direct count (the fewest any library's transform does), "
+        "so the bound holds whatever tile it used")
 
 
 def _layernorm_backward(b: Bound) -> OpPrice | None:
@@ -620,6 +669,16 @@ def _movement(b: Bound, base: str) -> OpPrice:
 
 
 _TF32_KERNEL = re.compile(r"tf32|s1688gemm|_s1688", re.IGNORECASE)
+
+
+_WINOGRAD_KERNEL = re.compile(r"winograd", re.IGNORECASE)
+
+
+def is_winograd_kernel(name: str) -> bool:
+    """Whether a kernel's name says it convolved by Winograd's transform (cuDNN's
+    `volta_scudnn_winograd_128x128_...`, `..._winograd_nonfused_...`, MIOpen's
+    `...Winograd...`): fewer multiplies than the direct count."""
+    return _WINOGRAD_KERNEL.search(name) is not None
 
 
 def is_tf32_kernel(name: str) -> bool:

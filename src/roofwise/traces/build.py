@@ -10,14 +10,20 @@ the trace is either priced or said to be unpriced.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from roofwise.base.built import BuiltRows
-from roofwise.traces.aten import OpPrice, is_tf32_kernel, make_call, unpriced
+from roofwise.traces.aten import (
+    OpPrice,
+    is_tf32_kernel,
+    is_winograd_kernel,
+    make_call,
+    unpriced,
+)
 from roofwise.traces.attention import is_attention, nested_attention
 from roofwise.traces.collectives import (
     Message,
@@ -198,13 +204,20 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
     shared[list(own)] = False
     distinct, at = np.unique(signature_of[shared], return_index=True)
     # a signature some of whose calls launched a TF32 tensor-core kernel ran its fp32
-    # contractions on them (the faster roof: a bound must not exceed what that kernel did)
-    tf32_name = np.array([is_tf32_kernel(n) for n in events.names] + [False], dtype=bool)
-    tf32_op = np.bincount(op_of[launched & tf32_name[gpu.name]], minlength=n_ops) > 0
-    tf32_signatures = set(signature_of[tf32_op[ops_with_kernels]].tolist())
+    # contractions on them, one that launched a Winograd kernel did fewer multiplies (the
+    # faster roof, the smaller count: a bound must not exceed what that kernel did)
+    def launching(named: Callable[[str], bool]) -> set[int]:
+        """The signatures some of whose calls launched a kernel whose name `named` says."""
+        hit = np.array([named(n) for n in events.names] + [False], dtype=bool)
+        by_op = np.bincount(op_of[launched & hit[gpu.name]], minlength=n_ops) > 0
+        return set(signature_of[by_op[ops_with_kernels]].tolist())
+
+    tf32_signatures, winograd_signatures = launching(is_tf32_kernel), launching(
+        is_winograd_kernel)
     prices: dict[int, OpPrice] = {}
     for s in distinct[np.argsort(at, kind="stable")].tolist():
-        prices[s] = _price(events.signatures[s], allow_tf32 or s in tf32_signatures, replay)
+        prices[s] = _price(events.signatures[s], allow_tf32 or s in tf32_signatures, replay,
+                           s in winograd_signatures)
     priced_by_signature = np.zeros(len(events.signatures), dtype=bool)
     for s, price in prices.items():
         priced_by_signature[s] = price.priced
@@ -305,6 +318,7 @@ def _device_codes(events: TraceEvents, ids: np.ndarray) -> tuple[np.ndarray, tup
     return of_id[where.reshape(-1)].astype(np.int64), tuple(code)
 
 
-def _price(sig: Signature, allow_tf32: bool, replay: bool) -> OpPrice:
+def _price(sig: Signature, allow_tf32: bool, replay: bool, winograd: bool = False
+           ) -> OpPrice:
     return price_call(make_call(sig.name, sig.dims, sig.types, sig.concrete, sig.strides),
-                      allow_tf32, replay)
+                      allow_tf32, replay, winograd)

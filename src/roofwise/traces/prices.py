@@ -15,10 +15,12 @@ INTERNAL_ERROR = "roofwise failed to price it, a bug to report"
 
 
 @lru_cache(maxsize=65536)
-def price_call(call: Call, allow_tf32: bool = False, replay: bool = True) -> OpPrice:
-    """The ledger of a recorded op; `replay=False` never runs the tracer (no torch)."""
+def price_call(call: Call, allow_tf32: bool = False, replay: bool = True,
+               winograd: bool = False) -> OpPrice:
+    """The ledger of a recorded op; `replay=False` never runs the tracer (no torch);
+    `winograd`: a kernel it launched is a Winograd convolution."""
     try:
-        found = library_price(call, allow_tf32, replay)
+        found = library_price(call, allow_tf32, replay, winograd)
         if found is not None:
             return found
         if not replay:

@@ -548,6 +548,8 @@ class _Args(msgspec.Struct, gc=False):
     correlation: _Key = None
     device: _Key = None
     dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    # PyTorch 1.8 wrote `Input dims` (and no dtypes in `Input type`)
+    dims_lower: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input dims")
     types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Strides")
@@ -828,8 +830,8 @@ def _fast(decoded: list[_Event], sink: _Sink) -> None:
                     key: tuple[str, bytes, bytes, bytes, bytes] = (name, b"", b"", b"", b"")
                     ext = None
                 else:
-                    key = (name, bytes(a.dims), bytes(a.types), bytes(a.concrete),
-                           bytes(a.strides))
+                    key = (name, bytes(a.dims or a.dims_lower), bytes(a.types),
+                           bytes(a.concrete), bytes(a.strides))
                     ext = a.external_id
                     if ext is None:
                         ext = a.external_id_lower
@@ -992,7 +994,7 @@ def _keep(e: Any, sink: _Sink) -> None:
         ext = _external_id(args)
         where = sink.thread(e.get("pid"), e.get("tid"))
         if kind == _OP:
-            dims = args.get("Input Dims")
+            dims = _input_dims(args)
             if _depth(dims) + 2 > MAX_DEPTH or _depth(args.get("Input Strides")) + 2 > MAX_DEPTH:
                 raise RecursionError
             values: tuple[Any, ...] = (where, ts, ts + dur, box if ext is None else ext,
@@ -1056,13 +1058,19 @@ def _bad_complete(e: dict[str, Any], cat: str) -> str:
     if not all(_is_key(args.get(k)) for k in keys):
         return "an event whose External id, correlation or device is a list or an object"
     if cat in _OP_CATEGORIES:
-        dims = args.get("Input Dims")
+        dims = _input_dims(args)
         if dims is not None and not isinstance(dims, list):
             return "an op whose Input Dims is not an array"
         for name_ in ("Input type", "Concrete Inputs"):
             if args.get(name_) is not None and not _strings(args[name_]):
                 return f"an op whose {name_} is not an array of strings"
     return ""
+
+
+def _input_dims(args: dict[str, Any]) -> Any:
+    """An op's recorded input sizes: `Input Dims`, or `Input dims` as PyTorch 1.8 wrote it."""
+    dims = args.get("Input Dims")
+    return args.get("Input dims") if dims is None else dims
 
 
 class _Counting(io.RawIOBase):

@@ -1,0 +1,111 @@
+"""Real traces that misled roofwise (a second round, 26 traces from TraceLens, HTA, kineto and
+param), each checked against the physics of the case:
+
+- convolutions recorded by PyTorch 1.9, which keeps no list arguments: counted at stride 1,
+  the strided ones (a stride of 2 quarters the output) were "impossible"; no count is a bound
+  when the stride is unknown, so they are blank and say why;
+- a 3x3 convolution that cuDNN ran by Winograd's transform (fewer multiplies than the direct
+  count) was "impossible" on the fp32 roof: it is priced at the fewest multiplies any
+  library's transform does;
+- PyTorch 1.8 wrote `Input dims` (lower-case d) and no dtypes: the shapes were ignored and the
+  advice was to record them;
+- the V100 of a DGX Station ("Tesla V100-DGXS-32GB") matched no profile.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from roofwise.cli import main
+from roofwise.profiles.load import builtin_machines
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+
+
+def analyze(capsys, path, *args):
+    code = main(["analyze", str(path), "--json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    return [r for r in rows if r.get("op") != "summary"], rows[-1]
+
+
+def test_a_pytorch_1_9_convolution_is_never_impossible(capsys):
+    rows, summary = analyze(capsys, TRACES / "kineto_resnet50_v100_torch19_step6.json.gz")
+    assert summary["devices"] == ["Tesla V100-DGXS-32GB"]
+    # the DGX Station's V100 is judged on the V100 SXM2 profile: ops are priced without -m
+    assert any(r["sol_time_s"] is not None for r in rows)
+    assert not any(r["verdicts"].get("impossible") for r in rows)
+    convs = [r for r in rows if r["op"] == "aten::cudnn_convolution"]
+    assert convs and all(set(r["verdicts"]) == {"blank"} for r in convs)
+    assert all(r["reason"].startswith("stride and dilation not recorded") for r in convs)
+
+
+def _conv_trace(tmp_path, kernel_name: str, dur_us: float) -> Path:
+    """One cudnn_convolution of the ResNet-50 layer x (32, 64, 56, 56) fp32, w (64, 64, 3, 3),
+    stride 1, padding 1, recorded with its arguments (PyTorch 2.x), its kernel `dur_us`
+    long on a V100 SXM2."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution", "pid": 1, "tid": 1,
+         "ts": 0, "dur": 40, "args": {
+             "External id": 1,
+             "Input Dims": [[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], []],
+             "Input type": ["float", "float", "ScalarList", "ScalarList", "ScalarList",
+                            "Scalar", "Scalar", "Scalar", "Scalar"],
+             "Concrete Inputs": ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False",
+                                 "False"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 5, "dur": 3, "args": {"correlation": 9, "External id": 1}},
+        {"ph": "X", "cat": "kernel", "name": kernel_name, "pid": 0, "tid": 7, "ts": 50,
+         "dur": dur_us, "args": {"device": 0, "correlation": 9}}]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-16GB"}],
+                                "traceEvents": events}))
+    return path
+
+
+def test_a_winograd_convolution_faster_than_the_direct_count_is_possible(capsys, tmp_path):
+    # as measured in kineto's ResNet-50 sample (V100, PyTorch 1.9): 353.8 us for this layer.
+    # Direct: 2 * 32*64*56*56 * 64*9 = 7.399e9 FLOPs, 20.9 TFLOP/s in 353.8 us: above the
+    # V100's 15.67 TFLOP/s fp32 peak, so a direct kernel that fast is impossible; a Winograd
+    # kernel does at least 64/324 of those multiplies (F(6x6, 3x3)): 1.461e9 FLOPs, 4.13
+    # TFLOP/s, possible.
+    direct = 2 * 32 * 64 * 56 * 56 * 64 * 9
+    peak = builtin_machines()["v100-sxm2"].unit("cuda_core.fp32").theoretical_ops_per_s
+    assert direct / 353.8e-6 > peak > direct * 64 / 324 / 353.8e-6
+    rows, _ = analyze(capsys, _conv_trace(tmp_path, "volta_scudnn_winograd_128x128_ldg1_ldg4_"
+                                          "relu_tile148t_nt_v1", 353.8))
+    (row,) = rows
+    assert "impossible" not in row["verdicts"] and "blank" not in row["verdicts"]
+    assert "Winograd" in row["reason"]
+    rows, _ = analyze(capsys, _conv_trace(tmp_path, "volta_scudnn_128x64_relu_interior_nn_v1",
+                                          353.8))
+    (row,) = rows
+    assert row["verdicts"] == {"impossible": 1}
+
+
+def test_pytorch_1_8_input_dims_are_read_and_the_missing_dtypes_said(capsys):
+    path = TRACES / "kineto_resnet50_torch18_window.json.gz"
+    rows, _ = analyze(capsys, path)
+    # an independent count: each kernel's launch names its op by `external id`
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "Operator"}
+    op_of_call = {e["args"]["correlation"]: e["args"]["external id"] for e in events
+                  if e.get("cat") == "Runtime" and "correlation" in e["args"]}
+    time_us: dict[tuple[str, str], float] = defaultdict(float)
+    for e in events:
+        if e.get("cat") == "Kernel":
+            op = ops[op_of_call[e["args"]["correlation"]]]
+            dims = ", ".join(f"{list(d)}" for d in op["args"]["Input dims"] if d) or "-"
+            time_us[op["name"], dims] += e["dur"]
+    got = {(r["op"], r["shapes"]): r["time_s"] for r in rows}
+    assert got.keys() == time_us.keys()
+    assert all(abs(got[k] - time_us[k] * 1e-6) < 1e-12 for k in got)
+    conv = got["aten::cudnn_convolution", "[32, 512, 28, 28], [128, 512, 1, 1]"]
+    assert conv > 0
+    shaped = [r for r in rows if r["shapes"] != "-"]
+    assert shaped and all(r["reason"].startswith("input shapes recorded without their dtypes")
+                          for r in shaped)
