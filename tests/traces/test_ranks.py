@@ -272,3 +272,42 @@ def test_even_ranks_name_no_slowest(capsys, tmp_path):
         paths[-1].write_text(json.dumps(doc))
     code, out, _ = run(capsys, "analyze", *paths)
     assert code == 0 and "no rank is slower" in " ".join(out.split())
+
+
+def test_a_rank_that_waits_the_most_is_not_called_the_one_the_others_wait_for(capsys, tmp_path):
+    # (param's 8-rank DLRM trace: the rank with the most compute also had the most exposed
+    # communication, and was said to hold the others up.) Rank r: mm [0, 100 + 10r) and an
+    # add [300, 310), its all-reduce [50, 250 + 30r): exposed, the all-reduce outside both:
+    # r0 200 - 50 = 150, r1 230 - 60 = 170, r2 260 - 70 - 10 = 180, r3 290 - 80 - 10 = 200 us.
+    # Rank 3 has the most compute (140 us) and waits 200 us, above the others' median 170;
+    # rank 0 waits least, 150 us.
+    paths = []
+    for r in range(4):
+        events = rank_events(r)
+        nccl = next(e for e in events if e["name"].startswith("nccl"))
+        nccl["dur"] = 200 + 30 * r
+        doc = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+               "traceEvents": events, "distributedInfo": {"rank": r, "world_size": 4}}
+        paths.append(tmp_path / f"r{r}.json")
+        paths[-1].write_text(json.dumps(doc))
+    code, out, _ = run(capsys, "analyze", *paths)
+    text = " ".join(out.split())
+    assert code == 0 and "slowest rank 3" in text
+    assert "the others wait for it" not in text
+    assert ("but its exposed communication 200.000 us is above the others' median "
+            "170.000 us: it waits more than they do") in text
+    assert "the least exposed communication is rank 0's, 150.000 us" in text
+
+
+def test_traces_of_different_cards_are_said_to_be_maybe_not_one_job(capsys, tmp_path):
+    paths = []
+    for r, card in enumerate(("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X")):
+        doc = {"deviceProperties": [{"id": 0, "name": card}], "traceEvents": rank_events(0)}
+        paths.append(tmp_path / f"t{r}.json")
+        paths[-1].write_text(json.dumps(doc))
+    code, out, _ = run(capsys, "analyze", *paths)
+    assert code == 0
+    assert ("the traces name different devices (rank 0: NVIDIA H100 80GB HBM3; rank 1: AMD "
+            "Instinct MI300X)") in " ".join(out.split())
+    code, out, _ = run(capsys, "analyze", *paths, "--json")
+    assert json_lines(out)[-1]["mixed_devices"].startswith("the traces name different")

@@ -213,6 +213,8 @@ def render_ranks(found: RankSet, out: Console, limit: int | None) -> None:
                                 f"{len(found.ranks)} rank(s): time on the clock (overlaps "
                                 "counted once); hidden: the share of communication under "
                                 "compute"))
+    if found.mixed_devices:
+        print_hanging(out, found.mixed_devices)
     if found.slowest is not None:
         by_rank = {r.rank: r for r in found.ranks}
         print_hanging(out, found.slowest.text(by_rank))

@@ -114,11 +114,23 @@ class Slowest:
         if self.culprits:
             line += "; most in " + ", ".join(
                 f"{s.op} [{elide(s.shapes, 60)}] (+{_ms(d)})" for s, d in self.culprits)
-        if others:
-            line += (f"; its exposed communication {_ms(here.exposed_communication_s)} against "
-                     f"the others' median {_ms(float(statistics.median(others)))} (the others "
-                     "wait for it)")
-        return line
+        if not others:
+            return line
+        if not any(r.timeline.communication_s > 0 for r in by_rank.values()):
+            return line + "; no rank communicates, so none waits for another"
+        exposed = here.exposed_communication_s
+        median = float(statistics.median(others))
+        if exposed <= median:
+            return line + (f"; its exposed communication {_ms(exposed)} against the others' "
+                           f"median {_ms(median)} (the others wait for it)")
+        # it waits more than the others: its extra compute is not what they wait for
+        least = min(by_rank, key=lambda k: (by_rank[k].timeline.exposed_communication_s, k))
+        return line + (
+            f"; but its exposed communication {_ms(exposed)} is above the others' median "
+            f"{_ms(median)}: it waits more than they do, so its extra compute does not hold "
+            f"them up; the least exposed communication is rank {least}'s, "
+            f"{_ms(by_rank[least].timeline.exposed_communication_s)} (the rank the others "
+            "wait for, if the job is synchronous)")
 
     def as_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "compute_s": self.compute_s,
@@ -133,9 +145,21 @@ class RankSet:
     spreads: tuple[Spread, ...]  # widest (max - min) first
     slowest: Slowest | None  # None for one rank
 
+    @property
+    def mixed_devices(self) -> str:
+        """A sentence when the traces name different devices (ranks of one job run on one
+        kind of card: these may not be one job's), else ""."""
+        named = {r.rank: r.summary.devices for r in self.ranks}
+        if len({devices for devices in named.values() if devices}) < 2:
+            return ""
+        listed = "; ".join(f"rank {k}: {', '.join(v) or 'none named'}" for k, v in named.items())
+        return (f"the traces name different devices ({listed}): read as the ranks of one job, "
+                "which they may not be")
+
     def as_json(self) -> dict[str, Any]:
         return {"op": "ranks", "ranks": [r.rank for r in self.ranks],
-                "slowest": None if self.slowest is None else self.slowest.as_json()}
+                "slowest": None if self.slowest is None else self.slowest.as_json(),
+                "mixed_devices": self.mixed_devices or None}
 
 
 def _ms(value: float) -> str:
