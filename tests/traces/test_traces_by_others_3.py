@@ -109,3 +109,21 @@ def test_pytorch_1_8_input_dims_are_read_and_the_missing_dtypes_said(capsys):
     shaped = [r for r in rows if r["shapes"] != "-"]
     assert shaped and all(r["reason"].startswith("input shapes recorded without their dtypes")
                           for r in shaped)
+
+
+def test_the_summary_tells_priced_time_from_time_judged_against_a_bound(capsys):
+    # on the mi300x profile (transcendental rate a gap) the flash-attention call is priced (a
+    # ledger) but blank (no bound): the priced share used to count it as if judged
+    rows, summary = analyze(capsys, TRACES / "tracelens_mi300x_compile_device2.json.gz")
+    assert all(len(r["verdicts"]) == 1 or "blank" not in r["verdicts"] for r in rows)
+    judged = [r["time_s"] for r in rows if "blank" not in r["verdicts"]
+              and r["sol_time_s"] is not None]
+    assert abs(summary["bounded_time_s"] - sum(judged)) < 1e-12
+    flash = next(r for r in rows if r["op"] == "aten::_flash_attention_forward")
+    assert flash["priced_by"] and flash["verdicts"] == {"blank": 1}
+    assert summary["bounded_time_s"] < summary["priced_time_s"]
+    assert summary["bounded_share_of_kernel_time"] == (summary["bounded_time_s"]
+                                                       / summary["kernel_time_s"])
+    code = main(["analyze", str(TRACES / "tracelens_mi300x_compile_device2.json.gz")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "of which judged against a bound" in out

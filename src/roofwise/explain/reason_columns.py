@@ -24,10 +24,10 @@ from roofwise.base.text_columns import coded, null_texts, strings
 from roofwise.explain import reason_text
 from roofwise.explain.facts import floor_facts
 from roofwise.pricing.core import pipes_near_binding
-from roofwise.pricing.reasons import IMPOSSIBLE_REASONS, Reason
+from roofwise.pricing.reasons import BLANK_REASONS, IMPOSSIBLE_REASONS, Reason
 from roofwise.records.read import categorize
 from roofwise.verdicts.mismatch import mismatch_codes
-from roofwise.verdicts.rules import AT_CEILING, BELOW, CACHE_RESIDENT
+from roofwise.verdicts.rules import AT_CEILING, BELOW, BLANK, CACHE_RESIDENT
 
 if TYPE_CHECKING:
     from roofwise.profiles.machine import Machine
@@ -63,8 +63,12 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     columns: dict[str, Any] = {"templated": templated}  # a frame of n rows, even with no text
     texts: list[tuple[np.ndarray, pl.Expr]] = []  # (rows, their sentence), in saying order
 
+    # a blank row has no bound: only why it is blank is said of it, no caveat of a bound
+    blank = verdict == BLANK
+
     def has(flag: Reason) -> np.ndarray:
-        return templated & ((flags & int(flag)) != 0)
+        mask = templated & ((flags & int(flag)) != 0)
+        return mask if flag & BLANK_REASONS else mask & ~blank
 
     def rows_with(flag: Reason, name: str | None = None, extra: np.ndarray | None = None
                   ) -> np.ndarray:
@@ -107,6 +111,20 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         return pl.format("unknown roof {} on {}; units: {}", _repr_text(column(
             "roof", strings("roof", cols.roof))), pl.lit(m.name), pl.lit(", ".join(m.units)))
 
+    def rate_gap(m: Machine) -> pl.Expr:
+        """The units a row uses that have no rate on `m`, named (with the pipe they run on
+        there)."""
+        named = []
+        for key, ops in priced.unit_ops.items():
+            unit = m.unit(key)
+            if unit is not None and unit.effective_ops_per_s(analysis.regime) is None:
+                label = key if unit.key == key else f"{key} (on {unit.key} here)"
+                named.append(pl.when(column(f"ops:{key}", ops > 0)).then(pl.lit(label)))
+        units = pl.concat_str(named, separator=", ", ignore_nulls=True) if named else pl.lit("")
+        return pl.format("{} has no known rate for {} (a gap in its sources; `roofwise "
+                         "calibrate` measures it)", pl.lit(m.name),
+                         pl.when(units == "").then(pl.lit("the units used")).otherwise(units))
+
     def above_regime(m: Machine) -> pl.Expr:
         used = (pl.lit(f"{analysis.regime} regime") if analysis.regime else pl.format(
             "{} {} mix", pl.lit(m.dram.name), column("mix", strings("mix", priced.mix))))
@@ -119,8 +137,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         sentences(lacking, [reason_text.unknown_units_sentence(m.name, [
             u for u in cols.flops_by_unit if m.unit(u) is None and cols.flops_by_unit[u][i] > 0])
             for i in np.flatnonzero(lacking).tolist()])
-        when(rows_with(Reason.UNIT_RATE_GAP, name), pl.lit(
-            f"{m.name} has no known rate for the units used (a gap in its sources)"))
+        when(rows_with(Reason.UNIT_RATE_GAP, name), functools.partial(rate_gap, m))
         when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
             f"{m.name} has no known {m.dram.name} bandwidth (a gap)"))
     when(rows_with(Reason.ZERO_BYTES), pl.lit(

@@ -84,6 +84,21 @@ class TraceAnalysis:
         report's rows); None when no op could be priced."""
         return self.judging.of(self.priced.columns()) if len(self.priced) else None
 
+    @property
+    def bounded_time_s(self) -> float:
+        """The kernel time of the ops judged against a bound: priced (a ledger) and given a
+        speed-of-light time on a profile. A priced op with no profile, or on a profile that
+        lacks a rate it needs, has none, and is not counted here."""
+        if self.verdicts is None:
+            return 0.0
+        record = self.record_of_op
+        at = np.maximum(record, 0)
+        sol = self.verdicts.sol_time_s[at]
+        bounded = ((record >= 0) & (self.verdicts.verdict[at] != BLANK) & np.isfinite(sol)
+                   & (sol > 0))
+        # left to right, in op order (as the priced time is summed)
+        return float(np.cumsum(self.table.time_s[bounded])[-1]) if bounded.any() else 0.0
+
     def reasons(self, record: int) -> list[str]:
         """Why record `record` got its verdict (judged on its own: a row's verdict is its
         own, whatever rows are judged beside it)."""
@@ -399,7 +414,13 @@ def _collective_group(result: TraceAnalysis, name: str, shapes: str, index: list
 
 
 def summary_json(result: TraceAnalysis) -> dict[str, Any]:
-    return summary_fields(result.path, result.summary)
+    fields = summary_fields(result.path, result.summary)
+    kernel, bounded = result.summary.kernel_time_s, result.bounded_time_s
+    at = list(fields).index("priced_share_of_kernel_time") + 1
+    items = list(fields.items())
+    items[at:at] = [("bounded_time_s", bounded),
+                    ("bounded_share_of_kernel_time", bounded / kernel if kernel else None)]
+    return dict(items)
 
 
 def summary_fields(path: str, s: TraceSummary) -> dict[str, Any]:
@@ -434,7 +455,8 @@ def summary_lines(result: TraceAnalysis) -> list[str]:
     return [
         f"kernel time {fmt.seconds(kernel)} in {s.kernels} kernels from {s.ops} ops "
         f"({s.priced_ops} priced); device(s): {devices}; profile(s): {machines}",
-        f"  priced {part(s.priced_time_s)}, communication {part(s.communication_time_s)}, "
+        f"  priced {part(s.priced_time_s)}, of which judged against a bound "
+        f"{part(result.bounded_time_s)}; communication {part(s.communication_time_s)}, "
         f"unpriced {part(s.unpriced_time_s)} (of which launched by no traced op "
         f"{fmt.seconds(s.unattributed_time_s)})",
         f"  outside kernels: memcpy {fmt.seconds(s.memcpy_time_s)}, "
