@@ -85,12 +85,38 @@ def test_changes_beyond_the_noise_and_within_it(capsys, tmp_path):
     assert add["per_call_change"] == pytest.approx(0.10)
     assert add["noise_s"] == pytest.approx(noise(BASE["aten::add"], NEW["aten::add"]))
     assert add["beyond_noise"] is False and add["status"] == "unchanged"
-    mul = rows["aten::mul"]  # one call a side: no spread, the threshold alone decides
-    assert mul["noise_s"] is None and mul["beyond_noise"] is None
+    # one call a side: no spread; what is left is the clock (whole microseconds here, one
+    # kernel per call: 1 us), which 50 -> 60 us is well beyond
+    mul = rows["aten::mul"]
+    assert mul["noise_s"] == pytest.approx(1 * US) and mul["beyond_noise"] is True
     assert mul["status"] == "regression" and mul["per_call_change"] == pytest.approx(0.2)
     assert rows["aten::sub"]["status"] == "only_base"
     assert rows["aten::relu"]["status"] == "only_new"
     assert mm["base_time_s"] == pytest.approx(500 * US) and mm["new_count"] == 5
+
+
+def test_one_tick_of_a_whole_microsecond_clock_is_no_change(capsys, tmp_path):
+    # param's DLRM ranks: `aten::mm` 5 -> 6 us per call was "+20%, regression" in a trace
+    # that writes whole microseconds; one kernel a call, so one tick a call is the clock's
+    # resolution, not a change. 5 -> 7 us is two ticks: beyond it.
+    base = {"aten::mm": [5, 5, 5], "aten::add": [5, 5, 5], "aten::mul": [5]}
+    new = {"aten::mm": [6, 6, 6], "aten::add": [7, 7, 7], "aten::mul": [6]}
+    code, out, _ = run(capsys, "compare", write(tmp_path, "a.json", base),
+                       write(tmp_path, "b.json", new), "--json")
+    rows = {r["op"]: r for r in json_lines(out)}
+    assert code == 0
+    for op in ("aten::mm", "aten::mul"):
+        assert rows[op]["noise_s"] == pytest.approx(1 * US)
+        assert rows[op]["beyond_noise"] is False and rows[op]["status"] == "unchanged"
+    assert rows["aten::add"]["beyond_noise"] is True
+    assert rows["aten::add"]["status"] == "regression"
+    # a clock of nanoseconds (fractional microseconds, as Kineto writes today) resolves it
+    frac = {"aten::mm": [5.0, 5.0, 5.0], "aten::add": [5.5, 5.5, 5.5], "aten::mul": [5.0]}
+    code, out, _ = run(capsys, "compare", write(tmp_path, "c.json", frac),
+                       write(tmp_path, "d.json", {**new, "aten::sub": [2.5]}), "--json")
+    rows = {r["op"]: r for r in json_lines(out)}
+    assert rows["aten::mm"]["noise_s"] == pytest.approx(1e-9)
+    assert rows["aten::mm"]["status"] == "regression"
 
 
 def test_verdicts_are_those_analyze_gives_each_side(capsys, tmp_path):

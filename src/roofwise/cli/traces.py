@@ -243,7 +243,8 @@ def compare_traces_command(base_path: str, new_path: str, machine: Machine | Non
     from roofwise.compare.traces import compare_groups
 
     base, new = (load_trace(p, machine, None, None) for p in (base_path, new_path))
-    changes = compare_groups(groups(base), groups(new), threshold)
+    changes = compare_groups(groups(base), groups(new), threshold,
+                             max(base.summary.duration_tick_s, new.summary.duration_tick_s))
     if as_json:
         for change in changes:
             sys.stdout.write(json.dumps(finite(change.as_json())) + "\n")
@@ -270,9 +271,15 @@ def _render_trace_changes(base: TraceAnalysis, new: TraceAnalysis, changes: list
                      f"{c.change * 100:+.1f}%" if math.isfinite(c.change) else "-",
                      {True: "beyond", False: "within", None: "-"}[c.beyond_noise],
                      b if b == n else f"{b} → {n}"])
+    tick_s = max(base.summary.duration_tick_s, new.summary.duration_tick_s)
     title = (f"kernel time {fmt.seconds(base.summary.kernel_time_s)} → "
              f"{fmt.seconds(new.summary.kernel_time_s)}; per op group, per call (threshold "
-             f"{fmt.percent(threshold)}, noise: twice the standard error of the calls)")
+             f"{fmt.percent(threshold)}, noise: twice the standard error of the calls, at "
+             f"least the clock's {fmt.seconds(tick_s)} per kernel)")
+    devices = (", ".join(base.summary.devices), ", ".join(new.summary.devices))
+    if devices[0] and devices[1] and devices[0] != devices[1]:
+        print_hanging(out, f"the traces ran on different devices ({devices[0]} → "
+                           f"{devices[1]}): a change is the card's as much as the code's")
     print_fitted(out, fit_table(COMPARE_COLUMNS, rows, out.width, title))
     if len(shown) < len(changes):
         out.print(f"{len(changes) - len(shown)} more group(s); --limit 0 shows all")

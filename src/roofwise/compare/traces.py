@@ -7,9 +7,12 @@ group in one trace run the same kernel on the same shapes, so their standard dev
 much one call varies. A change is beyond the noise when the difference of the means exceeds
 twice its standard error, sqrt(sd_base^2 / n_base + sd_new^2 / n_new) (about 95% for normal
 noise); with a single call on either side the spread is unknown and the threshold alone
-decides, as for records without p10/p90. Either way the relative change must exceed the
-threshold. The verdicts (the most common of each group) are shown beside the change; a trace
-group's change is read whatever its verdict, since its time is measured either way.
+decides, as for records without p10/p90. Below either sits the clock: a trace that writes
+whole microseconds cannot tell per-call means apart by less than one tick per kernel a call
+launches (5 us against 6 us is one tick, not +20%), so the noise is never less than that.
+Either way the relative change must exceed the threshold. The verdicts (the most common of
+each group) are shown beside the change; a trace group's change is read whatever its
+verdict, since its time is measured either way.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class GroupChange:
     def beyond_noise(self) -> bool | None:
         if self.noise_s is None or self.base_per_call_s is None or self.new_per_call_s is None:
             return None
-        return abs(self.new_per_call_s - self.base_per_call_s) > self.noise_s
+        return _beyond(self.new_per_call_s - self.base_per_call_s, self.noise_s)
 
     @property
     def time_added_s(self) -> float:
@@ -81,16 +84,18 @@ class GroupChange:
 
 
 def compare_groups(base: Sequence[Group], new: Sequence[Group],
-                   threshold: float) -> list[GroupChange]:
-    """Every group of either side, regressions first (most time added first)."""
+                   threshold: float, tick_s: float = 0.0) -> list[GroupChange]:
+    """Every group of either side, regressions first (most time added first). `tick_s`: the
+    coarser of the two traces' clock steps in kernel durations."""
     by_key = {_key(g): g for g in new}
     seen: set[tuple[str, str, bool]] = set()
     changes = []
     for g in base:
         key = _key(g)
         seen.add(key)
-        changes.append(_pair(key[:2], g, by_key.get(key), threshold))
-    changes += [_pair(_key(g)[:2], None, g, threshold) for g in new if _key(g) not in seen]
+        changes.append(_pair(key[:2], g, by_key.get(key), threshold, tick_s))
+    changes += [_pair(_key(g)[:2], None, g, threshold, tick_s) for g in new
+                if _key(g) not in seen]
     return sorted(changes, key=lambda c: (_ORDER[c.status], -abs(c.time_added_s)))
 
 
@@ -101,7 +106,7 @@ def _key(group: Group) -> tuple[str, str, bool]:
 
 
 def _pair(key: tuple[str, str], base: Group | None, new: Group | None,
-          threshold: float) -> GroupChange:
+          threshold: float, tick_s: float = 0.0) -> GroupChange:
     if base is None or new is None:
         return GroupChange(*key, ONLY_NEW if base is None else ONLY_BASE, base, new,
                            math.nan, None)
@@ -110,8 +115,19 @@ def _pair(key: tuple[str, str], base: Group | None, new: Group | None,
     noise = (NOISE_SIGMAS * math.sqrt(base.call_std_s ** 2 / base.count
                                       + new.call_std_s ** 2 / new.count)
              if base.count > 1 and new.count > 1 else None)
-    beyond = noise is None or abs(n - b) > noise
+    # each kernel's duration is read to the clock's tick: a call of k kernels to k ticks
+    kernels_per_call = max(base.kernels / base.count, new.kernels / new.count, 1.0)
+    resolution = tick_s * kernels_per_call
+    if resolution > 0:
+        noise = resolution if noise is None else max(noise, resolution)
+    beyond = noise is None or _beyond(n - b, noise)
     status = UNCHANGED
     if math.isfinite(change) and beyond and abs(change) > threshold:
         status = REGRESSION if change > 0 else IMPROVEMENT
     return GroupChange(*key, status, base, new, change, noise)
+
+
+def _beyond(difference_s: float, noise_s: float) -> bool:
+    """Beyond the noise; a difference of exactly the noise (one tick: 6 us - 5 us, which
+    binary floats make a hair more) is within."""
+    return abs(difference_s) > noise_s * (1 + 1e-9)

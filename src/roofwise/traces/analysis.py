@@ -274,6 +274,7 @@ class Group:
     unpriced: int = 0  # calls with no ledger (counted among the blanks)
     communication: bool = False  # a collective, priced on the interconnect
     call_std_s: float = 0.0  # the spread of its calls' times (population standard deviation)
+    kernels: int = 0  # the kernels its calls launched
 
     @property
     def time_lost_s(self) -> float | None:
@@ -360,7 +361,8 @@ def groups(result: TraceAnalysis) -> list[Group]:
                            _running_sum(sols) if len(sols) and len(sols) == len(index)
                            else None,
                            total / gpu_time if gpu_time > 0 else 0.0, verdicts,
-                           first.price.source, reason, unpriced, call_std_s=spread))
+                           first.price.source, reason, unpriced, call_std_s=spread,
+                           kernels=int(result.table.kernels[index].sum())))
     return sorted(found, key=lambda g: (g.time_lost_s is None,
                                         -(g.time_lost_s if g.time_lost_s is not None
                                           else g.time_s)))
@@ -410,7 +412,8 @@ def _collective_group(result: TraceAnalysis, name: str, shapes: str, index: list
                  total / gpu_time if gpu_time > 0 else 0.0,
                  dict(Counter(j.verdict for j in judged)),
                  "interconnect" if sols else "", judged[0].reason,
-                 sum(1 for j in judged if j.sol_time_s is None), True, spread)
+                 sum(1 for j in judged if j.sol_time_s is None), True, spread,
+                 int(result.table.kernels[index].sum()))
 
 
 def summary_json(result: TraceAnalysis) -> dict[str, Any]:

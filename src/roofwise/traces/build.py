@@ -122,6 +122,9 @@ class TraceSummary:
     timeline: Timeline | None = None  # the same time on the clock (overlaps counted once)
     rank: int | None = None  # distributedInfo's rank
     world_size: int | None = None  # distributedInfo's world_size
+    # the clock's step in the kernels' durations: 1 us where every one is a whole number of
+    # microseconds (older traces), else 1 ns (what Kineto's fractional microseconds keep)
+    duration_tick_s: float = 1e-9
 
     @property
     def skipped_events(self) -> int:
@@ -235,7 +238,7 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         devices=tuple(sorted(set(events.device_names.values()))),
         skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
         timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank,
-        world_size=events.world_size)
+        world_size=events.world_size, duration_tick_s=_tick_s(gpu.dur_us[kernel]))
     table = OpTable(signature_of, times, count_by_op[ops_with_kernels].astype(np.int64),
                     device_of, device_names, priced, communicating)
     return TraceOps(summary, table, events.signatures, prices, own)
@@ -268,6 +271,11 @@ def _collectives(events: TraceEvents, op_of: np.ndarray, launched_comm: np.ndarr
         found[n] = (collective, message_of(sig.name, sig.dims, sig.types, recorded.get(index),
                                            comm_kernel.get(index, "")))
     return found
+
+
+def _tick_s(dur_us: np.ndarray) -> float:
+    """1 us when every duration is a whole number of microseconds, else 1 ns."""
+    return 1e-6 if len(dur_us) and bool((dur_us == np.round(dur_us)).all()) else 1e-9
 
 
 def _timeline(gpu: GpuColumns, dur_s: np.ndarray, kernel: np.ndarray,
