@@ -127,3 +127,14 @@ def test_the_summary_tells_priced_time_from_time_judged_against_a_bound(capsys):
     code = main(["analyze", str(TRACES / "tracelens_mi300x_compile_device2.json.gz")])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "of which judged against a bound" in out
+
+
+def test_a_gzipped_json_that_is_no_trace_is_said_to_be_none(capsys, tmp_path):
+    # a rocprofiler-sdk JSON (TraceLens tests/rocprof): "unknown record format" said nothing
+    # of the trace that was looked for
+    path = tmp_path / "908_results.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"rocprofiler-sdk-tool": [{}]}).encode()))
+    code = main(["analyze", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "not a PyTorch profiler trace" in err and str(path) in err

@@ -66,6 +66,10 @@ def format_of(path: str | Path) -> str:
         return "csv"
     if suffix in (".parquet", ".pq"):
         return "parquet"
+    if suffix == ".gz":  # read only where a trace was looked for first: say it is none
+        raise InputError(str(path), "a gzipped file that is not a PyTorch profiler trace (a "
+                                    "JSON object with traceEvents); records are read from "
+                                    ".jsonl, .csv or .parquet, not gzipped")
     raise InputError(str(path), "unknown record format; expected .jsonl, .csv or .parquet")
 
 

@@ -454,7 +454,9 @@ def summary_lines(result: TraceAnalysis) -> list[str]:
         return f"{fmt.seconds(value)} ({fmt.percent(value / kernel) if kernel else '-'})"
 
     devices = ", ".join(s.devices) or "none named (use --machine)"
-    machines = ", ".join(result.verdicts.machines) if result.verdicts else "-"
+    machine = result.judging.machine
+    machines = (", ".join(result.verdicts.machines) if result.verdicts
+                else machine.name if machine is not None else "-")
     return [
         f"kernel time {fmt.seconds(kernel)} in {s.kernels} kernels from {s.ops} ops "
         f"({s.priced_ops} priced); device(s): {devices}; profile(s): {machines}",
