@@ -311,3 +311,39 @@ def test_traces_of_different_cards_are_said_to_be_maybe_not_one_job(capsys, tmp_
             "Instinct MI300X)") in " ".join(out.split())
     code, out, _ = run(capsys, "analyze", *paths, "--json")
     assert json_lines(out)[-1]["mixed_devices"].startswith("the traces name different")
+
+
+DLRM = TRACES / "param_dlrm_8ranks"
+
+
+def test_a_real_eight_rank_job_reads_its_waiting_the_right_way_round(capsys):
+    """param's DLRM step on 8 V100s: every rank's exposed communication recounted from the
+    raw intervals; the rank with the most compute also waits the most, so it is not said to
+    hold the others up, and the rank that waits least is named (the reading was backwards)."""
+    code, out, _ = run(capsys, "analyze", DLRM, "--json")
+    assert code == 0
+    rows = json_lines(out)
+    ranks = {r["rank"]: r for r in rows if r["op"] == "rank"}
+    assert sorted(ranks) == list(range(8))
+    exposed = {}
+    for path in sorted(DLRM.iterdir()):
+        events = raw(path)
+        kernels = [e for e in events if e.get("cat") == "kernel"]
+        comm = [(e["ts"], e["ts"] + e["dur"]) for e in kernels if "nccl" in e["name"].lower()]
+        compute = [(e["ts"], e["ts"] + e["dur"]) for e in kernels
+                   if "nccl" not in e["name"].lower()]
+        rank = json.loads(gzip.decompress(path.read_bytes()))["distributedInfo"]["rank"]
+        hidden = merged_length(compute) + merged_length(comm) - merged_length(compute + comm)
+        exposed[rank] = (merged_length(comm) - hidden) * US
+        assert ranks[rank]["exposed_communication_s"] == pytest.approx(exposed[rank],
+                                                                       rel=1e-9, abs=1e-12)
+    slowest = rows[-1]["slowest"]["rank"]
+    assert slowest == max(ranks, key=lambda k: (ranks[k]["compute_s"], -k))
+    others = statistics.median(v for k, v in exposed.items() if k != slowest)
+    assert exposed[slowest] > others  # it waits more than the median of the others
+    least = min(exposed, key=lambda k: (exposed[k], k))
+    code, out, _ = run(capsys, "analyze", DLRM)
+    text = " ".join(out.split())
+    assert f"slowest rank {slowest}:" in text and "the others wait for it" not in text
+    assert "it waits more than they do" in text
+    assert f"the least exposed communication is rank {least}'s" in text
