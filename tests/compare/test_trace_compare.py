@@ -187,3 +187,18 @@ def test_real_ranks_compared_by_group_match_the_raw_calls(capsys):
     assert row["noise_s"] == pytest.approx(noise(a, b))
     beyond = abs(statistics.mean(b) - statistics.mean(a)) * US > noise(a, b)
     assert row["beyond_noise"] is beyond
+
+
+def test_real_whole_microsecond_traces_report_no_change_of_one_tick(capsys):
+    # param's DLRM ranks 0 and 1 (whole-microsecond durations): 18 of the 21 changes were
+    # one tick a call (5 -> 6 us read as +20%); every change left is more than a tick per
+    # kernel of a call
+    folder = TRACES / "param_dlrm_8ranks"
+    a, b = sorted(folder.iterdir())[:2]
+    code, out, _ = run(capsys, "compare", a, b, "--json")
+    assert code == 0
+    changed = [r for r in json_lines(out) if r["status"] in ("regression", "improvement")]
+    assert changed
+    for r in changed:
+        assert r["noise_s"] >= 1 * US
+        assert abs(r["new_per_call_s"] - r["base_per_call_s"]) > r["noise_s"]
