@@ -207,7 +207,7 @@ def load_config(path: str | Path) -> ModelConfig:
     offline_transformers()
     try:
         import_models_package()
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # noqa: F401  (its absence is the ImportError)
     except ImportError:
         raise InputError("roofwise model", "needs transformers: pip install 'roofwise[models]'"
                          ) from None
@@ -219,18 +219,83 @@ def load_config(path: str | Path) -> ModelConfig:
 
     _check_fields(str(target), raw["model_type"], fields)
     hf_logging.set_verbosity_error()  # its warnings would be lines on stderr beside ours
+    built = _build(str(target), raw["model_type"], fields)
+    built, where, built_raw, loose = _loose_text_config(str(target), built, raw, fields)
+    hf, key, notes = _decoder(where, built)
+    text = decoder_of(hf)
+    _check_built(where, text, _decoder_fields(built, text, built_raw))
+    return ModelConfig(str(target), raw, hf, sizes_of(text), (*loose, *notes), key)
+
+
+def _build(path: str, model_type: str, fields: dict[str, Any]) -> Any:
+    """transformers' config of `model_type` from `fields` (checked), offline; InputError
+    naming the field transformers' validator names (`path`: the file, and the object in it
+    the fields are)."""
+    from transformers import AutoConfig
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            built = AutoConfig.for_model(raw["model_type"], **fields)
+            return AutoConfig.for_model(model_type, **fields)
     except Exception as exc:  # transformers' validators raise their own classes, and others
         field = _FIELD.search(str(exc))
-        raise InputError(f"{target}: {field.group(1) if field else 'model_type'}",
+        raise InputError(f"{path}: {field.group(1) if field else 'model_type'}",
                          f"transformers cannot build the config ({reason_of(exc)})") from None
-    hf, key, notes = _decoder(str(target), built)
-    text = decoder_of(hf)
-    _check_built(str(target), text, _decoder_fields(built, text, raw))
-    return ModelConfig(str(target), raw, hf, sizes_of(text), notes, key)
+
+
+# The names transformers' `get_text_config` looks under for a model's text decoder.
+_TEXT_CONFIG_NAMES = ("text_config", "decoder", "generator")
+
+
+def _loose_text_config(path: str, built: Any, raw: dict[str, Any], fields: dict[str, Any]
+                       ) -> tuple[Any, str, dict[str, Any], tuple[str, ...]]:
+    """The config to price, where in the file it is (`path`, or `path: text_config`), the
+    fields of the file it was built from, and a note, where `built`'s class takes no text
+    sub-config yet the file gives one (mlc-llm's Ministral-3 names the text model's type,
+    `ministral3`, at the top level and its sizes under `text_config`): transformers then keeps
+    the object as a plain dict, which its own `get_text_config` hands back as the decoder. A
+    `text_config` object with no decoder sizes beside it is the decoder, built as its own
+    `model_type` (else the top level's); anything else left loose (a `decoder` or `generator`
+    value, a `text_config` beside top-level sizes) is ambiguous and refused naming it.
+    `built` unchanged when nothing is loose."""
+    from transformers import PretrainedConfig
+
+    loose = [name for name in _TEXT_CONFIG_NAMES if name in raw and getattr(
+        built, name, None) is not None and not isinstance(getattr(built, name), PretrainedConfig)]
+    if not loose:
+        return built, path, raw, ()
+    name = loose[0]
+    model_type = raw["model_type"]
+    aliases = getattr(built, "attribute_map", {})
+    sized = [key for key in ("hidden_size", "num_hidden_layers")
+             if key in raw or any(alias in raw for alias, to in aliases.items() if to == key)]
+    value = raw[name]
+    if name != "text_config" or len(loose) > 1 or sized or not isinstance(value, dict):
+        beside = (f"beside a top-level {sized[0]}" if sized else
+                  f"not an object ({_got(value)})" if not isinstance(value, dict) else
+                  f"beside {', '.join(loose[1:])}")
+        raise InputError(f"{path}: {name}",
+                         f"{model_type!r} has no {name} of its own and this one is {beside}; "
+                         "expected the decoder's fields at the top level, or under "
+                         "text_config with none at the top")
+    nested = value.get("model_type")
+    text_type = nested if isinstance(nested, str) else model_type
+    text_fields = {k: v for k, v in fields[name].items()
+                   if k not in ("model_type", "architectures", *_CODE_KEYS)}
+    where = f"{path}: {name}"
+    _check_fields(where, text_type, text_fields)
+    text, where, text_raw, inner = _loose_text_config(
+        where, _build(where, text_type, text_fields), {**value, "model_type": text_type},
+        text_fields)
+    towers = [key for key, found in raw.items()
+              if key.endswith("_config") and key != name and isinstance(found, dict)
+              and key != "quantization_config"]
+    rest = (f"; the rest ({', '.join(towers)}) is not priced: a decode step runs none of it"
+            if towers else "")
+    return text, where, text_raw, (
+        f"{model_type}: priced from its text_config ({text_type}) only, as {model_type!r} "
+        f"takes no text_config of its own and the top level names no decoder sizes{rest}",
+        *inner)
 
 
 def decoder_of(hf: Any) -> Any:
