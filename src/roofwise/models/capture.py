@@ -690,7 +690,9 @@ def _from_traced(op: Any, layer: str, kv_dtype: str) -> CapturedOp:
     """A ledger from one recorded aten op: what it read (inputs), what it wrote (outputs)."""
     base = op.name.split(".")[1] if op.name.startswith("aten.") else op.name
     name = f"aten::{base}"
-    shapes = _shapes(op.reads)
+    # an op that reads no tensor (arange, full) is told apart by what it writes: rows group
+    # ops by their shapes text, and 8 bytes of positions are not 1,600
+    shapes = _shapes(op.reads) or (f"-> {_shapes(op.writes)}" if op.writes else "")
     if base == "embedding":  # reads the rows it gathers, not the table
         weight, indices = op.reads[0], op.reads[1]
         out = op.writes[0]
@@ -796,8 +798,7 @@ def _sdpa_kernels(recorder: Any, fused: bool) -> Iterator[None]:
     gqa = sdpa_attention.use_gqa_in_sdpa
 
     def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
-        recorder.window = kwargs.get("sliding_window") or getattr(module, "sliding_window",
-                                                                  None)
+        recorder.window = attention_window(module, kwargs)
         recorder.chunk = attention_chunk(module)
         try:
             return original(module, *args, **kwargs)
@@ -814,6 +815,21 @@ def _sdpa_kernels(recorder: Any, fused: bool) -> Iterator[None]:
         else:
             del ALL_ATTENTION_FUNCTIONS["sdpa"]  # the library-wide entry shows through again
         sdpa_attention.use_gqa_in_sdpa = gqa
+
+
+def attention_window(module: Any, kwargs: dict[str, Any]) -> int | None:
+    """The sliding window one attention call runs with: the `sliding_window` it is handed
+    (None on a full layer), else its module's; None on a layer the config types as full.
+    EXAONE-4's modules all keep the config's window and hand None on their full layers."""
+    window = (kwargs["sliding_window"] if "sliding_window" in kwargs
+              else getattr(module, "sliding_window", None))
+    config = getattr(module, "config", None)
+    index = getattr(module, "layer_idx", None)
+    types = getattr(config, "layer_types", None)
+    if (isinstance(index, int) and isinstance(types, (list, tuple)) and 0 <= index < len(types)
+            and types[index] == "full_attention"):
+        return None
+    return window if isinstance(window, int) and not isinstance(window, bool) else None
 
 
 def attention_chunk(module: Any) -> int | None:
@@ -876,6 +892,11 @@ def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
     hk, skv, dv = int(k.shape[1]), int(k.shape[2]), int(v.shape[3])
     if positions:  # a sliding cache layer hands back its warm-up token too: never more keys
         skv = min(skv, positions)  # than the step's positions
+    if window is not None and positions:
+        # a sliding layer's kernel reads the keys from its first query's window on: the last
+        # window - 1 cached ones and the step's own. The cache warmed by one token hands back
+        # only that one beside the step's (a cache that held the context would hand back all)
+        skv = min(positions, seq + int(window) - 1)
     first = positions - seq  # the absolute position of the step's first query
     # a chunked layer's keys start at its first query's chunk (the cache may hold fewer)
     chunk_start = (first // chunk) * chunk if chunk and positions and first >= 0 else None
@@ -887,16 +908,22 @@ def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
                        head_dim=d, causal=True, dtype=dtype, kv_dtype=kv_dtype)
     if dv != d:  # MLA: values narrower than the query/key heads
         ledger = _narrow_values(ledger, b, seq, skv, q_heads, hk, d, dv, dtype, kv_dtype)
+    # a window or chunk that cuts the pairs is part of the kernel's shape: rows group ops by
+    # this text, and a sliding layer over as many keys as a full one does less work (an
+    # empty-cache prefill past the window: every layer holds all its positions)
+    bound = ""
     if window is not None and int(window) < skv:
         full = causal_pairs(seq, skv)
         ledger = _windowed(ledger, windowed_pairs(seq, skv, int(window)), full, int(window))
+        bound = f", window {int(window)}"
     elif chunk and chunk_start is not None:
         full = causal_pairs(seq, skv)
         pairs = chunked_pairs(first, seq, chunk)
         if pairs < full:
             ledger = _windowed(ledger, pairs, full, chunk, "attention chunk")
+            bound = f", chunk {chunk}"
     shapes = (f"q {b}x{seq}x{q_heads}x{d}, kv {b}x{skv}x{hk}x{d}"
-              + (f" (v {dv})" if dv != d else "") + f" {kv_dtype}")
+              + (f" (v {dv})" if dv != d else "") + f" {kv_dtype}{bound}")
     return CapturedOp(layer_pattern(where), "attention (fused)", shapes,
                       replace(ledger, name="attention"))
 
