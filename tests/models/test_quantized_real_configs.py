@@ -182,3 +182,65 @@ def test_an_nvfp4_matrix_is_stored_as_counted_by_hand():
     assert isinstance(scheme, WeightScheme) and scheme.activations == "fp4"
     # 4,096 x 5,120: half a byte a weight, one fp8 scale per 16 inputs per row, one fp32
     assert scheme.matrix_bytes(4096, 5120) == 4096 * 5120 / 2 + 4096 * 320 + 4
+
+
+def devstral_decode(capsys, *args):
+    code = main(["model", str(CONFIGS / "devstral-small-2-24b-fp8.json"), "-m", "h100",
+                 "--json", "--no-cache", *map(str, args)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    return lines[:-1], lines[-1]
+
+
+def test_devstral_static_fp8_runs_on_the_fp8_tensor_cores(capsys):
+    """Devstral-Small-2-24B's FP8 (`quant_method` fp8, `activation_scheme` static, no
+    `weight_block_size`): W8A8 as vLLM serves it, one fp32 scale per weight matrix (it was
+    priced weight-only on the bf16 tensor cores, labelled one scale per output channel).
+    The whole config (40 layers), as shipped."""
+    rows, total = devstral_decode(capsys, "--phase", "prefill", "--seq", 2048)
+    assert total["weights"] == "fp8 e4m3, one scale per matrix, static per-tensor activations"
+    # by hand, text_config: hidden 5120, 32 heads and 8 KV heads of 128, MLP 32768, 40
+    # layers, vocabulary 131072, untied; per layer the quantized matrices are q 4096x5120,
+    # k and v 1024x5120, o 5120x4096, gate and up 32768x5120, down 5120x32768:
+    #   20,971,520 + 2 x 5,242,880 + 20,971,520 + 3 x 167,772,160 = 555,745,280 weights
+    # stored: 40 x 555,745,280 x 1 byte = 22,229,811,200, and 40 x 7 fp32 scales = 1,120;
+    # bf16: embedding and LM head 2 x 131072 x 5120 = 1,342,177,280, norms 81 x 5120 =
+    # 414,720: 1,342,592,000 x 2 = 2,685,184,000. Total 24,914,996,320 (24.91 GB; it was
+    # 24,928,102,400 with a scale per output row, 40 x 81,920 x 4 = 13,107,200 more)
+    assert total["weight_bytes"] == 22_229_811_200 + 1_120 + 2_685_184_000 == 24_914_996_320
+    # the decoder's GEMMs on the fp8 tensor cores, 2 x tokens x weights: 2 x 2,048 x
+    # 555,745,280 x 40 = 91,055,306,342,400; the LM head (left unquantized) in bf16
+    mm = [r for r in rows if r["op"] == "aten::mm"]
+    assert {r["roof"] for r in mm if r["layer"] != "lm_head"} == {"tensor_core.fp8"}
+    assert [r["roof"] for r in mm if r["layer"] == "lm_head"] == ["tensor_core.bf16"]
+    assert total["flops_by_unit"]["tensor_core.fp8"] == 2 * 2048 * 555_745_280 * 40
+    assert any("GEMMs on the fp8 tensor cores, activations quantized per tensor" in n
+               for n in total["notes"]), total["notes"]
+
+
+@pytest.mark.parametrize(("activation_scheme", "label"), [
+    ("dynamic", "fp8 e4m3, one scale per matrix"), (None, "fp8 e4m3, one scale per matrix")])
+def test_fp8_without_block_scales_and_dynamic_activations(capsys, tmp_path, activation_scheme,
+                                                          label):
+    """vLLM's and transformers' default activation scheme is dynamic: fp8 GEMMs as well."""
+    config, _ = cut(json.loads((CONFIGS / "devstral-small-2-24b-fp8.json").read_text()))
+    if activation_scheme is None:
+        del config["quantization_config"]["activation_scheme"]
+    else:
+        config["quantization_config"]["activation_scheme"] = activation_scheme
+    rows, q = total(capsys, write(tmp_path, "c.json", config), "h100")
+    assert q["weights"] == label
+    assert {r["roof"] for r in rows if r["op"] == "aten::mm" and r["layer"] != "lm_head"} == {
+        "tensor_core.fp8"}
+
+
+def test_an_unknown_fp8_activation_scheme_is_refused(capsys, tmp_path):
+    config = json.loads((CONFIGS / "devstral-small-2-24b-fp8.json").read_text())
+    config["quantization_config"]["activation_scheme"] = "weekly"
+    path = write(tmp_path, "c.json", config)
+    code = main(["model", str(path), "-m", "h100", "--phase", "decode"])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert ("quantization_config.activation_scheme: expected dynamic or static, got 'weekly'"
+            in err)
