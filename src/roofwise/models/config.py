@@ -193,6 +193,9 @@ class ModelConfig:
     notes: tuple[str, ...] = ()  # what of the config is not priced (a vision tower)
     causal_lm_key: type | None = None  # the config class transformers' causal-LM map knows
     tp: int = 1  # tensor-parallel devices `hf` is one shard of
+    # the multimodal config `hf` is the text decoder of (Mistral-3's, with a Pixtral vision
+    # tower): its other parts hold weights resident beside the decoder; None otherwise
+    outer: Any = None
 
     @property
     def layers(self) -> int:
@@ -224,7 +227,8 @@ def load_config(path: str | Path) -> ModelConfig:
     hf, key, notes = _decoder(where, built)
     text = decoder_of(hf)
     _check_built(where, text, _decoder_fields(built, text, built_raw))
-    return ModelConfig(str(target), raw, hf, sizes_of(text), (*loose, *notes), key)
+    return ModelConfig(str(target), raw, hf, sizes_of(text), (*loose, *notes), key,
+                       outer=built if hf is not built else None)
 
 
 def _build(path: str, model_type: str, fields: dict[str, Any]) -> Any:
@@ -290,8 +294,8 @@ def _loose_text_config(path: str, built: Any, raw: dict[str, Any], fields: dict[
     towers = [key for key, found in raw.items()
               if key.endswith("_config") and key != name and isinstance(found, dict)
               and key != "quantization_config"]
-    rest = (f"; the rest ({', '.join(towers)}) is not priced: a decode step runs none of it"
-            if towers else "")
+    rest = (f"; the rest ({', '.join(towers)}) is not priced (a decode step runs none of it) "
+            "and its weights are not counted in the weights or memory" if towers else "")
     return text, where, text_raw, (
         f"{model_type}: priced from its text_config ({text_type}) only, as {model_type!r} "
         f"takes no text_config of its own and the top level names no decoder sizes{rest}",
