@@ -98,7 +98,7 @@ FIELD_CASES = [
      "text_config: hidden_size: missing; expected llama's hidden size"),
     ("a loose text_config of a model type transformers lacks",
      {"model_type": "ministral3", "text_config": {"model_type": "nope"}},
-     "text_config: model_type: transformers cannot build the config"),
+     "text_config: model_type: 'nope' is not a model type transformers"),
 ]
 
 
