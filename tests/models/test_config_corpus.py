@@ -24,11 +24,11 @@ LAYERS = 2
 REFUSED = {
     "MiniMaxAI--MiniMax-M3": "hidden_act",  # 'swigluoai': no activation of transformers'
     "moonshotai--Kimi-K3": "hidden_act",  # 'situ'
-    "XiaomiMiMo--MiMo-7B-Base": "Unrecognized model identifier: mimo",  # remote code only
-    "moonshotai--Kimi-K2-Instruct": "Unrecognized model identifier: kimi_k2",
-    "nvidia--Llama-3_3-Nemotron-Super-49B-v1": "Unrecognized model identifier: nemotron-nas",
-    "sgl-project--DeepSeek-V4-Flash-FP8": "Unrecognized model identifier: deepseek_ref",
-    "sgl-project--DeepSeek-V4-Pro-FP8": "Unrecognized model identifier: deepseek_ref",
+    "XiaomiMiMo--MiMo-7B-Base": "'mimo' is not a model type transformers",  # remote code only
+    "moonshotai--Kimi-K2-Instruct": "'kimi_k2' is not a model type transformers",
+    "nvidia--Llama-3_3-Nemotron-Super-49B-v1": "'nemotron-nas' is not a model type transformers",
+    "sgl-project--DeepSeek-V4-Flash-FP8": "'deepseek_ref' is not a model type transformers",
+    "sgl-project--DeepSeek-V4-Pro-FP8": "'deepseek_ref' is not a model type transformers",
     # flat, where transformers' step3p7 keeps its decoder's sizes in a text_config
     "stepfun-ai--Step-3.7-Flash": "hidden_size: missing",
     "stepfun-ai--Step-3.7-Flash-FP8": "hidden_size: missing",

@@ -84,6 +84,21 @@ FIELD_CASES = [
     ("nested sizes", {"model_type": "llava", "text_config": {"model_type": "llama",
                                                              "hidden_size": -1}},
      "text_config: hidden_size: expected an integer"),
+    # a text_config given to a model type that takes none: read as the decoder only where
+    # nothing else could be (tests/models/test_text_config_forms.py); else refused, naming it
+    ("a loose text_config beside the decoder's sizes", llama(text_config={"hidden_size": 64}),
+     "text_config: 'llama' has no text_config of its own and this one is beside a top-level "
+     "hidden_size"),
+    ("a loose text_config that is a list", {"model_type": "llama", "text_config": [1]},
+     "text_config: 'llama' has no text_config of its own and this one is not an object (list)"),
+    ("a loose decoder object", llama(decoder={"hidden_size": 64}),
+     "decoder: 'llama' has no decoder of its own"),
+    ("a loose generator value", llama(generator=5), "generator: 'llama' has no generator"),
+    ("a loose text_config without sizes", {"model_type": "llama", "text_config": {}},
+     "text_config: hidden_size: missing; expected llama's hidden size"),
+    ("a loose text_config of a model type transformers lacks",
+     {"model_type": "ministral3", "text_config": {"model_type": "nope"}},
+     "text_config: model_type: 'nope' is not a model type transformers"),
 ]
 
 

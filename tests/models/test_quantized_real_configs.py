@@ -182,3 +182,109 @@ def test_an_nvfp4_matrix_is_stored_as_counted_by_hand():
     assert isinstance(scheme, WeightScheme) and scheme.activations == "fp4"
     # 4,096 x 5,120: half a byte a weight, one fp8 scale per 16 inputs per row, one fp32
     assert scheme.matrix_bytes(4096, 5120) == 4096 * 5120 / 2 + 4096 * 320 + 4
+
+
+def devstral_decode(capsys, *args):
+    code = main(["model", str(CONFIGS / "devstral-small-2-24b-fp8.json"), "-m", "h100",
+                 "--json", "--no-cache", *map(str, args)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    return lines[:-1], lines[-1]
+
+
+def test_devstral_static_fp8_runs_on_the_fp8_tensor_cores(capsys):
+    """Devstral-Small-2-24B's FP8 (`quant_method` fp8, `activation_scheme` static, no
+    `weight_block_size`): W8A8 as vLLM serves it, one fp32 scale per weight matrix (it was
+    priced weight-only on the bf16 tensor cores, labelled one scale per output channel).
+    The whole config (40 layers), as shipped."""
+    rows, total = devstral_decode(capsys, "--phase", "prefill", "--seq", 2048)
+    assert total["weights"] == "fp8 e4m3, one scale per matrix, static per-tensor activations"
+    # by hand, text_config: hidden 5120, 32 heads and 8 KV heads of 128, MLP 32768, 40
+    # layers, vocabulary 131072, untied; per layer the quantized matrices are q 4096x5120,
+    # k and v 1024x5120, o 5120x4096, gate and up 32768x5120, down 5120x32768:
+    #   20,971,520 + 2 x 5,242,880 + 20,971,520 + 3 x 167,772,160 = 555,745,280 weights
+    # stored: 40 x 555,745,280 x 1 byte = 22,229,811,200, and 40 x 7 fp32 scales = 1,120;
+    # bf16: embedding and LM head 2 x 131072 x 5120 = 1,342,177,280, norms 81 x 5120 =
+    # 414,720: 1,342,592,000 x 2 = 2,685,184,000. Total 24,914,996,320 (24.91 GB; it was
+    # 24,928,102,400 with a scale per output row, 40 x 81,920 x 4 = 13,107,200 more); and
+    # the vision tower and projector, resident in bf16 (modules_to_not_convert), 877,916,160
+    # (test_devstral_vision_tower_is_resident)
+    assert 22_229_811_200 + 1_120 + 2_685_184_000 == 24_914_996_320
+    assert total["weight_bytes"] == 24_914_996_320 + 877_916_160
+    # the decoder's GEMMs on the fp8 tensor cores, 2 x tokens x weights: 2 x 2,048 x
+    # 555,745,280 x 40 = 91,055,306,342,400; the LM head (left unquantized) in bf16
+    mm = [r for r in rows if r["op"] == "aten::mm"]
+    assert {r["roof"] for r in mm if r["layer"] != "lm_head"} == {"tensor_core.fp8"}
+    assert [r["roof"] for r in mm if r["layer"] == "lm_head"] == ["tensor_core.bf16"]
+    assert total["flops_by_unit"]["tensor_core.fp8"] == 2 * 2048 * 555_745_280 * 40
+    assert any("GEMMs on the fp8 tensor cores, activations quantized per tensor" in n
+               for n in total["notes"]), total["notes"]
+
+
+@pytest.mark.parametrize(("activation_scheme", "label"), [
+    ("dynamic", "fp8 e4m3, one scale per matrix"), (None, "fp8 e4m3, one scale per matrix")])
+def test_fp8_without_block_scales_and_dynamic_activations(capsys, tmp_path, activation_scheme,
+                                                          label):
+    """vLLM's and transformers' default activation scheme is dynamic: fp8 GEMMs as well."""
+    config, _ = cut(json.loads((CONFIGS / "devstral-small-2-24b-fp8.json").read_text()))
+    if activation_scheme is None:
+        del config["quantization_config"]["activation_scheme"]
+    else:
+        config["quantization_config"]["activation_scheme"] = activation_scheme
+    rows, q = total(capsys, write(tmp_path, "c.json", config), "h100")
+    assert q["weights"] == label
+    assert {r["roof"] for r in rows if r["op"] == "aten::mm" and r["layer"] != "lm_head"} == {
+        "tensor_core.fp8"}
+
+
+def test_an_unknown_fp8_activation_scheme_is_refused(capsys, tmp_path):
+    config = json.loads((CONFIGS / "devstral-small-2-24b-fp8.json").read_text())
+    config["quantization_config"]["activation_scheme"] = "weekly"
+    path = write(tmp_path, "c.json", config)
+    code = main(["model", str(path), "-m", "h100", "--phase", "decode"])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert ("quantization_config.activation_scheme: expected dynamic or static, got 'weekly'"
+            in err)
+
+
+def pixtral_and_projector(vision, text_hidden, merge):
+    """Mistral-3's vision tower (Pixtral) and projector, parameter by parameter, as its model
+    card's architecture (and transformers' modules) have them; no biases."""
+    h, inter, layers = vision["hidden_size"], vision["intermediate_size"], vision[
+        "num_hidden_layers"]
+    patch_conv = vision["num_channels"] * vision["patch_size"] ** 2 * h  # Conv2d, no bias
+    per_layer = 4 * h * h + 3 * h * inter + 2 * h  # q, k, v, o; gate, up, down; two norms
+    tower = patch_conv + h + layers * per_layer  # + ln_pre
+    # projector: RMSNorm over the vision width, the patch merger (merge x merge patches
+    # into one, merge^2 x h -> h), linear_1 (h -> text hidden), linear_2 (text hidden square)
+    projector = h + merge * merge * h * h + h * text_hidden + text_hidden * text_hidden
+    return tower, projector
+
+
+def test_devstral_vision_tower_is_resident(capsys):
+    """The Pixtral tower and projector a server holds beside the decoder: counted in the
+    resident weights (fits, headroom, largest batch) though a text step runs none of them."""
+    config = json.loads((CONFIGS / "devstral-small-2-24b-fp8.json").read_text())
+    tower, projector = pixtral_and_projector(config["vision_config"], 5120,
+                                             config["spatial_merge_size"])
+    # by hand: patch conv 3 x 14 x 14 x 1024 = 602,112; ln_pre 1,024; per layer
+    # 4 x 1024^2 + 3 x 1024 x 4096 + 2 x 1024 = 16,779,264, x 24 = 402,702,336:
+    # 403,305,472. Projector 1,024 + 4 x 1024^2 + 1024 x 5120 + 5120^2 = 35,652,608
+    assert (tower, projector) == (403_305_472, 35_652_608)
+    assert tower + projector == 438_958_080  # 0.44 B parameters, bf16: 877,916,160 bytes
+    _, total = devstral_decode(capsys, "--phase", "decode", "--context", 1024)
+    assert total["weight_bytes"] == 24_914_996_320 + 438_958_080 * 2
+    assert total["resident_bytes"] == (total["weight_bytes"] + total["kv_cache_bytes"]
+                                       + total["activation_peak_bytes"])
+    assert total["headroom_bytes"] == 80e9 - total["resident_bytes"]
+    assert any(n.startswith("mistral3: its multi_modal_projector, vision_tower (438,958,080 "
+                            "parameters) count in the weights and memory") for n in
+               total["notes"]), total["notes"]
+    # under --tp 2 each weight of two or more dimensions is split in two, the 50 norms of
+    # 1,024 (ln_pre, 2 per layer, the projector's) stay whole on each device:
+    # (438,958,080 - 51,200) / 2 + 51,200 = 219,504,640
+    _, shard = devstral_decode(capsys, "--phase", "decode", "--context", 1024, "--tp", 2)
+    assert any("(219,504,640 parameters per device (split over 2))" in n
+               for n in shard["notes"]), shard["notes"]

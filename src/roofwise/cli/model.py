@@ -150,6 +150,8 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
              f"--tp {tp} stay unpriced")
     store = store_from_environment(no_cache)
     config = load_sharded(config_path, tp, store)
+    for warning in config.warnings:
+        note(f"roofwise: {warning}")
     options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp,
                    allow_long_context=allow_long, mla=mla, weights=weights, store=store)
     if sweeps:
@@ -365,6 +367,8 @@ def _serve(config_path: str, machine_name: str, request_text: str, batches: list
     request = parse_request(request_text)
     store = store_from_environment(no_cache)
     config = load_sharded(config_path, tp, store)
+    for warning in config.warnings:
+        note(f"roofwise: {warning}")
     serving = serve(config, machine, request, batches,
                     StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long, mla,
                                 weights, store))
@@ -377,9 +381,10 @@ def _serve(config_path: str, machine_name: str, request_text: str, batches: list
     cells: list[list[str | Text]] = []
     for p in serving.points:
         fit = p.memory
-        cells.append([f"{p.batch:,}", fmt.seconds(p.ttft_s), fmt.seconds(p.tpot_s),
+        cells.append([f"{p.batch:,}", fmt.seconds(p.ttft_s),
+                      "none" if p.tpot_s is None else fmt.seconds(p.tpot_s),
                       f"{p.throughput_tokens_per_s:,.0f}", f"{p.tokens_per_s_per_gpu:,.0f}",
-                      f"{_bound_of(p.prefill)} / {_bound_of(p.decode)}",
+                      f"{_bound_of(p.prefill)} / {_bound_of(p.decode) if p.decodes else '-'}",
                       fmt.nbytes(fit.resident_bytes),
                       "?" if fit.fits is None else ("yes" if fit.fits else "NO")])
     title = (f"serving {request.input:,} in, {request.output:,} out on {machine.name}"
@@ -387,16 +392,18 @@ def _serve(config_path: str, machine_name: str, request_text: str, batches: list
     print_fitted(out, fit_table(SERVE_COLUMNS, cells, out.width, title))
     first = serving.points[0]
     floor_note = " (assumed floors)" if first.decode_launch.eager_assumed else ""
+    tpot = (f"TPOT: a decode step over {first.decode.context:,} cached tokens (the mean of "
+            "the generation)" if first.decodes else
+            "TPOT: none (output 1: the prefill gives the only token, no decode step runs)")
     lines = [
-        f"TTFT: prefill of {request.input:,} tokens per sequence; TPOT: a decode step over "
-        f"{first.decode.context:,} cached tokens (the mean of the generation); tok/s: output "
+        f"TTFT: prefill of {request.input:,} tokens per sequence; {tpot}; tok/s: output "
         "tokens of the batch over TTFT + (output-1) x TPOT; memory: per device at the last "
         "token, against " + (fmt.nbytes(first.memory.capacity_bytes)
                             if first.memory.capacity_bytes else "an unknown capacity"),
         _crossover_line(serving.compute_bound_batch, serving.first_compute_bound_batch,
                         serving.regime),
         *_launch_lines(serving.points, floor_note),
-        *[f"note: {n}" for n in SERVE_NOTES],
+        *[f"note: {n}" for n in (*SERVE_NOTES, *serving.notes)],
     ]
     for line in lines:
         print_hanging(out, line)
@@ -429,17 +436,21 @@ def _launch_lines(points: Sequence[Any], floor_note: str) -> list[str]:
     """Each step's kernel count and launch floors (one line when every batch launches the
     same kernels), and where the floor, not the GPU, sets the step."""
     def counts(p: Any) -> str:
+        prefill = (f"{p.prefill_launch.kernels:,} kernels, eager floor "
+                   f"{fmt.seconds(p.prefill_launch.eager_s)}{floor_note}")
+        if not p.decodes:
+            return f"prefill launches {prefill}; no decode step"
         return (f"decode launches {p.decode_launch.kernels:,} kernels a step: eager floor "
                 f"{fmt.seconds(p.decode_launch.eager_s)}, one CUDA graph "
-                f"{fmt.seconds(p.decode_launch.graph_s)}; prefill "
-                f"{p.prefill_launch.kernels:,} kernels, eager floor "
-                f"{fmt.seconds(p.prefill_launch.eager_s)}{floor_note}")
+                f"{fmt.seconds(p.decode_launch.graph_s)}; prefill {prefill}")
 
     same = len({(p.decode_launch.kernels, p.prefill_launch.kernels) for p in points}) == 1
     lines = ([counts(points[0]) + " (every batch)"] if same
              else [f"batch {p.batch:,}: {counts(p)}" for p in points])
-    graph = [f"{p.batch:,}" for p in points if p.decode_launch.graph_s > p.tpot_s]
-    eager = [f"{p.batch:,}" for p in points if p.decode_launch.eager_s > p.tpot_s]
+    graph = [f"{p.batch:,}" for p in points
+             if p.tpot_s is not None and p.decode_launch.graph_s > p.tpot_s]
+    eager = [f"{p.batch:,}" for p in points
+             if p.tpot_s is not None and p.decode_launch.eager_s > p.tpot_s]
     if eager:
         lines.append("launch-bound decode (the floor above TPOT): eager at batch "
                      + ", ".join(eager) + ("; even as one CUDA graph at batch "

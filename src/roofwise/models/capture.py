@@ -45,6 +45,7 @@ re-expanded through `kv_b_proj` every step. Prefill runs expanded in both.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import math
@@ -59,7 +60,7 @@ from roofwise.base.errors import InputError
 from roofwise.base.text import shown
 from roofwise.ledgers.ledger import Ledger, Role, Tensor
 from roofwise.models import attention_forms, repeats
-from roofwise.models.config import ModelConfig, config_value, decoder_of
+from roofwise.models.config import ModelConfig, config_value, decoder_of, reason_of
 from roofwise.ops.attention import attention, causal_pairs
 from roofwise.ops.moe import moe
 from roofwise.ops.norms import layernorm, rmsnorm
@@ -183,8 +184,6 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers.utils import logging as hf_logging
 
-    from roofwise.models.config import reason_of
-
     if dtype not in TORCH_DTYPES:
         raise InputError("--dtype", f"expected one of {', '.join(TORCH_DTYPES)}, got {dtype!r}")
     for step in steps:
@@ -207,6 +206,7 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
         except Exception as exc:  # transformers or torch refusing a size, a type, a value
             raise InputError(config.path, f"transformers cannot build a {hf.model_type} model "
                                           f"from it ({reason_of(exc)})") from None
+        tower, tower_note = resident_rest(config, getattr(torch, TORCH_DTYPES[dtype]))
     with warnings.catch_warnings(), _quiet_torch(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
         _refuse_recurrent(config.path, model)
@@ -220,8 +220,10 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
             model.config._attn_implementation = run_with
             attention_note += _without_softcap(model)
         has_mla = any(attention_forms.is_mla(m) for m in model.modules())
-        weights = int(sum(p.numel() * p.element_size() for p in model.parameters()))
-        weight_list = _weights(model)
+        size = torch.empty((), dtype=getattr(torch, TORCH_DTYPES[dtype])).element_size()
+        weights = int(sum(p.numel() * p.element_size() for p in model.parameters())
+                      + sum(math.prod(shape) for _, shape, _ in tower) * size)
+        weight_list = (*_weights(model), *tower)
         layers = repeats.layer_list(model, config.layers)
         chosen = _representatives(layers, config) if repeat_layers else None
         hooked = _hook_plan(model, fused)
@@ -239,8 +241,79 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
                 step.batch * step.seq, config.layers, config.sizes.hidden_size, dtype, kv,
                 kv_layers,
                 weight_list, ("absorbed" if patched else "expanded") if has_mla else None,
-                (*config.notes, attention_note)))
+                (*config.notes, *tower_note, attention_note)))
     return captures
+
+
+Weights = tuple[tuple[str, tuple[int, ...], bool], ...]
+
+
+def resident_rest(config: ModelConfig, dtype: Any) -> tuple[Weights, tuple[str, ...]]:
+    """The weights of the multimodal model the priced decoder is the text decoder of that the
+    decoder does not hold (Mistral-3's Pixtral vision tower and projector), as `_weights`
+    lists them, and a note: a text step runs none of them, yet a server holds them. Counted
+    from the model transformers builds (on the meta device, its text decoder cut to one
+    layer, whose modules are left out with the LM head); quantized only by a quantization_config
+    of the whole model's, less its ignore list. Under --tp each 2-D or wider weight
+    is split over the devices along its first dimension, as vLLM's default
+    (mm_encoder_tp_mode weights) splits the tower's linear layers."""
+    import torch
+    from transformers.initialization import no_init_weights
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
+        MODEL_MAPPING,
+    )
+
+    outer = config.outer
+    if outer is None:
+        return (), ()
+    text = outer.get_text_config(decoder=True)
+    try:
+        whole = copy.deepcopy(outer)
+        cut = whole.get_text_config(decoder=True)
+        cut.num_hidden_layers = 1
+        if isinstance(getattr(cut, "layer_types", None), list):
+            cut.layer_types = cut.layer_types[:1]
+        mapping = (MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+                   if type(whole) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING else MODEL_MAPPING)
+        found = mapping[type(whole)]
+        model_class: Any = found[0] if isinstance(found, (tuple, list)) else found
+        if not str(model_class.__module__).startswith("transformers."):
+            return (), (f"{outer.model_type}: the weights of the rest of the model (a vision "
+                        "or audio tower) are not counted in the weights or memory",)
+        with torch.device("meta"), no_init_weights():
+            model = model_class._from_config(whole, dtype=dtype)
+    except Exception as exc:  # a model transformers cannot build whole on the meta device
+        return (), (f"{outer.model_type}: the weights of the rest of the model (a vision or "
+                    f"audio tower) are not counted in the weights or memory: transformers "
+                    f"cannot build it whole ({reason_of(exc)})",)
+    decoder = {name for name, module in model.named_modules()
+               if type(getattr(module, "config", None)) is type(text) and name}
+    head = model.get_output_embeddings()
+    left_out = {id(p) for p in head.parameters()} if head is not None else set()
+    # stored quantized only under a quantization_config of the whole model's (a text
+    # decoder's own, or --weights, leaves the tower in the model's dtype)
+    whole_quantized = isinstance(config.raw.get("quantization_config"), dict)
+    rest = tuple((name, _split(shape, config.tp), quantized and whole_quantized)
+                 for name, shape, quantized in _weights(model)
+                 if not any(name.startswith(f"{prefix}.") for prefix in decoder)
+                 and id(model.get_parameter(name)) not in left_out)
+    if not rest:
+        return (), ()
+    parts = sorted({name.split(".")[1] if name.startswith("model.") else name.split(".")[0]
+                    for name, _, _ in rest})
+    count = sum(math.prod(shape) for _, shape, _ in rest)
+    share = f" per device (split over {config.tp})" if config.tp > 1 else ""
+    return rest, (f"{outer.model_type}: its {', '.join(parts)} ({count:,} parameters{share}) "
+                  "count in the weights and memory: resident, though a text step runs none "
+                  "of them",)
+
+
+def _split(shape: tuple[int, ...], tp: int) -> tuple[int, ...]:
+    """One device's share of a weight split along its first dimension (when it divides)."""
+    if tp > 1 and len(shape) >= 2 and shape[0] % tp == 0:
+        return (shape[0] // tp, *shape[1:])
+    return shape
 
 
 def _built(model_class: Any, hf: Any, dtype: Any) -> Any:
@@ -400,8 +473,6 @@ def _run_step(config: ModelConfig, built: _Model, step: Step, kv: str, fused: bo
     that (`Repeats.ops`) is recorded again whole."""
     import torch
     from transformers import StaticCache
-
-    from roofwise.models.config import reason_of
 
     batch, seq, context = step.batch, step.seq, step.context
     model = built.model
@@ -690,7 +761,9 @@ def _from_traced(op: Any, layer: str, kv_dtype: str) -> CapturedOp:
     """A ledger from one recorded aten op: what it read (inputs), what it wrote (outputs)."""
     base = op.name.split(".")[1] if op.name.startswith("aten.") else op.name
     name = f"aten::{base}"
-    shapes = _shapes(op.reads)
+    # an op that reads no tensor (arange, full) is told apart by what it writes: rows group
+    # ops by their shapes text, and 8 bytes of positions are not 1,600
+    shapes = _shapes(op.reads) or (f"-> {_shapes(op.writes)}" if op.writes else "")
     if base == "embedding":  # reads the rows it gathers, not the table
         weight, indices = op.reads[0], op.reads[1]
         out = op.writes[0]
@@ -796,8 +869,7 @@ def _sdpa_kernels(recorder: Any, fused: bool) -> Iterator[None]:
     gqa = sdpa_attention.use_gqa_in_sdpa
 
     def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
-        recorder.window = kwargs.get("sliding_window") or getattr(module, "sliding_window",
-                                                                  None)
+        recorder.window = attention_window(module, kwargs)
         recorder.chunk = attention_chunk(module)
         try:
             return original(module, *args, **kwargs)
@@ -814,6 +886,21 @@ def _sdpa_kernels(recorder: Any, fused: bool) -> Iterator[None]:
         else:
             del ALL_ATTENTION_FUNCTIONS["sdpa"]  # the library-wide entry shows through again
         sdpa_attention.use_gqa_in_sdpa = gqa
+
+
+def attention_window(module: Any, kwargs: dict[str, Any]) -> int | None:
+    """The sliding window one attention call runs with: the `sliding_window` it is handed
+    (None on a full layer), else its module's; None on a layer the config types as full.
+    EXAONE-4's modules all keep the config's window and hand None on their full layers."""
+    window = (kwargs["sliding_window"] if "sliding_window" in kwargs
+              else getattr(module, "sliding_window", None))
+    config = getattr(module, "config", None)
+    index = getattr(module, "layer_idx", None)
+    types = getattr(config, "layer_types", None)
+    if (isinstance(index, int) and isinstance(types, (list, tuple)) and 0 <= index < len(types)
+            and types[index] == "full_attention"):
+        return None
+    return window if isinstance(window, int) and not isinstance(window, bool) else None
 
 
 def attention_chunk(module: Any) -> int | None:
@@ -876,6 +963,11 @@ def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
     hk, skv, dv = int(k.shape[1]), int(k.shape[2]), int(v.shape[3])
     if positions:  # a sliding cache layer hands back its warm-up token too: never more keys
         skv = min(skv, positions)  # than the step's positions
+    if window is not None and positions:
+        # a sliding layer's kernel reads the keys from its first query's window on: the last
+        # window - 1 cached ones and the step's own. The cache warmed by one token hands back
+        # only that one beside the step's (a cache that held the context would hand back all)
+        skv = min(positions, seq + int(window) - 1)
     first = positions - seq  # the absolute position of the step's first query
     # a chunked layer's keys start at its first query's chunk (the cache may hold fewer)
     chunk_start = (first // chunk) * chunk if chunk and positions and first >= 0 else None
@@ -887,16 +979,22 @@ def _attention_op(where: str, q: Any, k: Any, v: Any, seq: int, kv_dtype: str,
                        head_dim=d, causal=True, dtype=dtype, kv_dtype=kv_dtype)
     if dv != d:  # MLA: values narrower than the query/key heads
         ledger = _narrow_values(ledger, b, seq, skv, q_heads, hk, d, dv, dtype, kv_dtype)
+    # a window or chunk that cuts the pairs is part of the kernel's shape: rows group ops by
+    # this text, and a sliding layer over as many keys as a full one does less work (an
+    # empty-cache prefill past the window: every layer holds all its positions)
+    bound = ""
     if window is not None and int(window) < skv:
         full = causal_pairs(seq, skv)
         ledger = _windowed(ledger, windowed_pairs(seq, skv, int(window)), full, int(window))
+        bound = f", window {int(window)}"
     elif chunk and chunk_start is not None:
         full = causal_pairs(seq, skv)
         pairs = chunked_pairs(first, seq, chunk)
         if pairs < full:
             ledger = _windowed(ledger, pairs, full, chunk, "attention chunk")
+            bound = f", chunk {chunk}"
     shapes = (f"q {b}x{seq}x{q_heads}x{d}, kv {b}x{skv}x{hk}x{d}"
-              + (f" (v {dv})" if dv != d else "") + f" {kv_dtype}")
+              + (f" (v {dv})" if dv != d else "") + f" {kv_dtype}{bound}")
     return CapturedOp(layer_pattern(where), "attention (fused)", shapes,
                       replace(ledger, name="attention"))
 

@@ -193,6 +193,11 @@ class ModelConfig:
     notes: tuple[str, ...] = ()  # what of the config is not priced (a vision tower)
     causal_lm_key: type | None = None  # the config class transformers' causal-LM map knows
     tp: int = 1  # tensor-parallel devices `hf` is one shard of
+    # the multimodal config `hf` is the text decoder of (Mistral-3's, with a Pixtral vision
+    # tower): its other parts hold weights resident beside the decoder; None otherwise
+    outer: Any = None
+    # about the file itself, for the user (a model_type its architectures disagree with)
+    warnings: tuple[str, ...] = ()
 
     @property
     def layers(self) -> int:
@@ -207,7 +212,7 @@ def load_config(path: str | Path) -> ModelConfig:
     offline_transformers()
     try:
         import_models_package()
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # noqa: F401  (its absence is the ImportError)
     except ImportError:
         raise InputError("roofwise model", "needs transformers: pip install 'roofwise[models]'"
                          ) from None
@@ -219,18 +224,160 @@ def load_config(path: str | Path) -> ModelConfig:
 
     _check_fields(str(target), raw["model_type"], fields)
     hf_logging.set_verbosity_error()  # its warnings would be lines on stderr beside ours
+    built = _build(str(target), raw["model_type"], fields)
+    built, where, built_raw, loose = _loose_text_config(str(target), built, raw, fields)
+    hf, key, notes = _decoder(where, built)
+    text = decoder_of(hf)
+    _check_built(where, text, _decoder_fields(built, text, built_raw))
+    return ModelConfig(str(target), raw, hf, sizes_of(text), (*loose, *notes), key,
+                       outer=built if hf is not built else None,
+                       warnings=architecture_warnings(str(target), raw))
+
+
+def architecture_warnings(path: str, raw: dict[str, Any]) -> tuple[str, ...]:
+    """A line where the file's `architectures` names a class transformers ships for other
+    model types than its `model_type` (GLM-4.5-Air shipped as `glm` with
+    Glm4MoeForCausalLM): the config is built and priced as `model_type` says, which may not
+    be the model the checkpoint holds. Nothing for a class transformers does not ship (remote
+    code's, never run)."""
+    from transformers.models.auto import modeling_auto
+
+    names = raw.get("architectures")
+    if not isinstance(names, list) or not names or not isinstance(names[0], str):
+        return ()
+    types: set[str] = set()
+    for attribute in dir(modeling_auto):
+        mapping = getattr(modeling_auto, attribute)
+        if not attribute.endswith("_MAPPING_NAMES") or not isinstance(mapping, dict):
+            continue
+        for model_type, found in mapping.items():
+            if names[0] in (found if isinstance(found, (list, tuple)) else (found,)):
+                types.add(model_type)
+    model_type = raw["model_type"]
+    if not types or model_type in types:
+        return ()
+    listed = ", ".join(sorted(types)[:3]) + (", ..." if len(types) > 3 else "")
+    return (f"{path}: model_type {shown(model_type, 40)} disagrees with architectures "
+            f"({shown(names[0], 60)[1:-1]}, transformers' class for {listed}); priced as "
+            "model_type says",)
+
+
+def _build(path: str, model_type: str, fields: dict[str, Any]) -> Any:
+    """transformers' config of `model_type` from `fields` (checked), offline; InputError
+    naming the field transformers' validator names (`path`: the file, and the object in it
+    the fields are)."""
+    import transformers
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:  # transformers would list its 500 model types
+        raise InputError(f"{path}: model_type",
+                         f"{shown(model_type, 60)} is not a model type transformers "
+                         f"{transformers.__version__} ships, and roofwise runs no remote code "
+                         "(auto_map is never run)")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            built = AutoConfig.for_model(raw["model_type"], **fields)
+            return AutoConfig.for_model(model_type, **fields)
     except Exception as exc:  # transformers' validators raise their own classes, and others
         field = _FIELD.search(str(exc))
-        raise InputError(f"{target}: {field.group(1) if field else 'model_type'}",
+        if field is None:
+            found = _validator_fault(CONFIG_MAPPING[model_type], fields, str(exc))
+            if found is not None:
+                raise InputError(f"{path}: {found[0]}", found[1]) from None
+        raise InputError(f"{path}: {field.group(1) if field else 'model_type'}",
                          f"transformers cannot build the config ({reason_of(exc)})") from None
-    hf, key, notes = _decoder(str(target), built)
-    text = decoder_of(hf)
-    _check_built(str(target), text, _decoder_fields(built, text, raw))
-    return ModelConfig(str(target), raw, hf, sizes_of(text), notes, key)
+
+
+_VALIDATOR = re.compile(r"validator '(\w+)'")
+_READS = re.compile(r"\bself\.(\w+)")
+
+
+def _validator_fault(config_class: type, fields: dict[str, Any], text: str
+                     ) -> tuple[str, str] | None:
+    """The field a config class's validator refused, where its message names none
+    (Falcon-H1's "mamba_n_heads must divide mamba_expand * hidden_size" is about
+    `mamba_d_ssm` when that is set, and transformers' default 1,024 stands in when the file
+    lacks it): of the fields the validator reads, the first the file does not give (its
+    default failed the check), else the first its message names; None when neither is
+    found. The field and the reason, for an InputError."""
+    import inspect
+
+    found = _VALIDATOR.search(text)
+    method = getattr(config_class, found.group(1), None) if found else None
+    try:
+        source = inspect.getsource(method) if method is not None else ""
+    except (OSError, TypeError):
+        source = ""
+    reads = [name for name in dict.fromkeys(_READS.findall(source))
+             if hasattr(config_class, name) and not callable(getattr(config_class, name))]
+    why = reason_of(Exception(text))
+    aliases = getattr(config_class, "attribute_map", {})
+    given = {*fields, *(aliases[key] for key in fields if key in aliases)}
+    default = next((name for name in reads if name not in given), None)
+    if default is not None:
+        return default, (f"not given, and transformers' default "
+                         f"({shown(getattr(config_class, default), 30)}) fails its check "
+                         f"({why}); expected the checkpoint's {default}")
+    named = next((name for name in reads if re.search(rf"\b{name}\b", text)), None)
+    if named is not None:
+        return named, f"transformers cannot build the config ({why})"
+    return None
+
+
+# The names transformers' `get_text_config` looks under for a model's text decoder.
+_TEXT_CONFIG_NAMES = ("text_config", "decoder", "generator")
+
+
+def _loose_text_config(path: str, built: Any, raw: dict[str, Any], fields: dict[str, Any]
+                       ) -> tuple[Any, str, dict[str, Any], tuple[str, ...]]:
+    """The config to price, where in the file it is (`path`, or `path: text_config`), the
+    fields of the file it was built from, and a note, where `built`'s class takes no text
+    sub-config yet the file gives one (mlc-llm's Ministral-3 names the text model's type,
+    `ministral3`, at the top level and its sizes under `text_config`): transformers then keeps
+    the object as a plain dict, which its own `get_text_config` hands back as the decoder. A
+    `text_config` object with no decoder sizes beside it is the decoder, built as its own
+    `model_type` (else the top level's); anything else left loose (a `decoder` or `generator`
+    value, a `text_config` beside top-level sizes) is ambiguous and refused naming it.
+    `built` unchanged when nothing is loose."""
+    from transformers import PretrainedConfig
+
+    loose = [name for name in _TEXT_CONFIG_NAMES if name in raw and getattr(
+        built, name, None) is not None and not isinstance(getattr(built, name), PretrainedConfig)]
+    if not loose:
+        return built, path, raw, ()
+    name = loose[0]
+    model_type = raw["model_type"]
+    aliases = getattr(built, "attribute_map", {})
+    sized = [key for key in ("hidden_size", "num_hidden_layers")
+             if key in raw or any(alias in raw for alias, to in aliases.items() if to == key)]
+    value = raw[name]
+    if name != "text_config" or len(loose) > 1 or sized or not isinstance(value, dict):
+        beside = (f"beside a top-level {sized[0]}" if sized else
+                  f"not an object ({_got(value)})" if not isinstance(value, dict) else
+                  f"beside {', '.join(loose[1:])}")
+        raise InputError(f"{path}: {name}",
+                         f"{model_type!r} has no {name} of its own and this one is {beside}; "
+                         "expected the decoder's fields at the top level, or under "
+                         "text_config with none at the top")
+    nested = value.get("model_type")
+    text_type = nested if isinstance(nested, str) else model_type
+    text_fields = {k: v for k, v in fields[name].items()
+                   if k not in ("model_type", "architectures", *_CODE_KEYS)}
+    where = f"{path}: {name}"
+    _check_fields(where, text_type, text_fields)
+    text, where, text_raw, inner = _loose_text_config(
+        where, _build(where, text_type, text_fields), {**value, "model_type": text_type},
+        text_fields)
+    towers = [key for key, found in raw.items()
+              if key.endswith("_config") and key != name and isinstance(found, dict)
+              and key != "quantization_config"]
+    rest = (f"; the rest ({', '.join(towers)}) is not priced (a decode step runs none of it) "
+            "and its weights are not counted in the weights or memory" if towers else "")
+    return text, where, text_raw, (
+        f"{model_type}: priced from its text_config ({text_type}) only, as {model_type!r} "
+        f"takes no text_config of its own and the top level names no decoder sizes{rest}",
+        *inner)
 
 
 def decoder_of(hf: Any) -> Any:

@@ -15,7 +15,8 @@ Stored bytes per quantized weight matrix (out x in; an experts tensor is E such 
 - MXFP4 (gpt-oss's `quant_method` mxfp4): 4-bit e2m1 weights, one e8m0 byte per 32 inputs;
 - NVFP4 (NVIDIA ModelOpt, compressed-tensors: float, 4 bits, group 16): 4-bit e2m1 weights,
   one fp8 e4m3 scale per 16 inputs and one fp32 scale per matrix;
-- FP8 per tensor (ModelOpt's static FP8): 1 byte per weight, one fp32 scale per matrix;
+- FP8 per tensor (ModelOpt's static FP8; `quant_method` fp8 without `weight_block_size`):
+  1 byte per weight, one fp32 scale per matrix;
 - FBGEMM FP8 (`fbgemm_fp8`, Meta's Llama-3.1-405B-Instruct-FP8): 1 byte per weight, one fp32
   scale per output channel, activations quantized per token at run time;
 - compressed-tensors int4 groups (Kimi-K2.5): as AWQ, without zero points when symmetric.
@@ -29,7 +30,9 @@ quantized in all (fewer bytes: the bound stays a lower bound).
 Kernels: with fp8 weights and dynamic activations (`activation_scheme` dynamic, DeepSeek-V3),
 the GEMM runs on the fp8 tensor cores; its activations are quantized per 1 x 128 group in its
 prologue (read in bf16, quantisation work of ops/quant.py) and the block scales are applied
-per 128-deep slice of the contraction (2 operations per output and slice). NVFP4 with 4-bit
+per 128-deep slice of the contraction (2 operations per output and slice). Static activations
+(`activation_scheme` static, Devstral-Small-2's FP8; ModelOpt's static FP8) run there too,
+quantized with one calibrated scale per tensor, as vLLM runs them (W8A8). NVFP4 with 4-bit
 activations runs on the fp4 tensor cores (activations quantized per 1 x 16 group, the scales
 applied by the block-scaled MMA itself); a card without them (Hopper) has that roof blank, as
 an fp8 roof is blank on an A100. Weight-only schemes (int4, int8, nf4, mxfp4, NVFP4 without
@@ -200,18 +203,35 @@ def scheme_from_config(raw: dict[str, Any], path: str) -> WeightScheme | None:
     method = str(q.get("quant_method", "")).lower()
     if method == "fp8":
         block = q.get("weight_block_size")
+        # both schemes vLLM and transformers run fp8 with (dynamic, their default, and
+        # static) quantize the activations to fp8: the GEMM runs on the fp8 tensor cores
+        scheme = q.get("activation_scheme", "dynamic")
+        if scheme not in ("dynamic", "static"):
+            raise InputError(f"{where}.activation_scheme",
+                             f"expected dynamic or static, got {_got(scheme)}")
         if block is None:
-            return WeightScheme("fp8 e4m3, one scale per output channel", "fp8_e4m3",
-                                block=(1, 1 << 30), scale_dtype="fp32",
-                                activations="fp8" if q.get("activation_scheme") == "dynamic"
-                                else None, ignore=ignore)
+            # no weight_block_size: one fp32 scale per weight matrix (transformers' FP8Linear
+            # keeps a scalar weight_scale_inv, vLLM a per-tensor scale); static activations
+            # are scaled by one calibrated scale per tensor, as ModelOpt's static FP8
+            if scheme == "static":
+                return WeightScheme("fp8 e4m3, one scale per matrix, static per-tensor "
+                                    "activations", "fp8_e4m3", block=(1 << 30, 1 << 30),
+                                    scale_dtype="fp32", activations="fp8",
+                                    act_group=PER_TENSOR, ignore=ignore)
+            return WeightScheme("fp8 e4m3, one scale per matrix", "fp8_e4m3",
+                                block=(1 << 30, 1 << 30), scale_dtype="fp32",
+                                activations="fp8", ignore=ignore)
         if not _is_block(block):
             raise InputError(f"{where}.weight_block_size",
                              f"expected [rows, cols] positive integers, got {block!r}")
+        if scheme == "static":
+            return WeightScheme(f"fp8 e4m3, {block[0]}x{block[1]} block scales, static "
+                                "per-tensor activations", "fp8_e4m3",
+                                block=(block[0], block[1]), scale_dtype="fp32",
+                                activations="fp8", act_group=PER_TENSOR, ignore=ignore)
         return WeightScheme(f"fp8 e4m3, {block[0]}x{block[1]} block scales", "fp8_e4m3",
                             block=(block[0], block[1]), scale_dtype="fp32",
-                            activations="fp8" if q.get("activation_scheme", "dynamic")
-                            == "dynamic" else None, ignore=ignore)
+                            activations="fp8", ignore=ignore)
     if method == "fbgemm_fp8":
         return WeightScheme("fp8 e4m3, one scale per output channel, per-token activations",
                             "fp8_e4m3", block=(1, 1 << 30), scale_dtype="fp32",

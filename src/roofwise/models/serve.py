@@ -116,6 +116,9 @@ def step_of(capture: Any, config: ModelConfig, machine: Machine, phase: str, bat
     if capture.mla is not None:
         projection = replace(projection, notes=(*projection.notes, mla_note(capture.mla,
                                                                              phase)))
+    unused = mla_unused(capture, options)
+    if unused is not None:
+        projection = replace(projection, notes=(*projection.notes, unused))
     if scheme is not None:
         projection = replace(projection, weights=scheme.name, notes=(
             *projection.notes, f"weights {scheme.name} (from {scheme.source}): "
@@ -127,6 +130,15 @@ def step_of(capture: Any, config: ModelConfig, machine: Machine, phase: str, bat
             + (f"; {len(scheme.ignore)} module pattern(s) the config leaves unquantized"
                if scheme.ignore else "")))
     return with_memory(projection, config)
+
+
+def mla_unused(capture: Any, options: StepOptions) -> str | None:
+    """A note where `--mla expanded` was asked of a model without multi-head latent
+    attention: it changes nothing there."""
+    if options.mla == "expanded" and capture.mla is None:
+        return ("--mla expanded changes nothing: the model has no multi-head latent attention "
+                "(DeepSeek-V2/V3's), whose form it picks")
+    return None
 
 
 def mla_note(form: str, phase: str) -> str:
@@ -263,13 +275,19 @@ class ServePoint:
         return self.prefill.step_time_s
 
     @property
-    def tpot_s(self) -> float:
-        return self.decode.step_time_s
+    def decodes(self) -> bool:
+        """Whether a decode step runs: output 1 is the prefill's token alone."""
+        return self.request.output > 1
+
+    @property
+    def tpot_s(self) -> float | None:
+        """One decode step's time; None where no decode step runs (output 1)."""
+        return self.decode.step_time_s if self.decodes else None
 
     @property
     def request_time_s(self) -> float:
         """Prefill, then output - 1 decode steps (the batch runs in lock step)."""
-        return self.ttft_s + (self.request.output - 1) * self.tpot_s
+        return self.ttft_s + (self.request.output - 1) * self.decode.step_time_s
 
     @property
     def throughput_tokens_per_s(self) -> float:
@@ -281,8 +299,8 @@ class ServePoint:
         return self.throughput_tokens_per_s / self.prefill.tp
 
     @property
-    def decode_tokens_per_s(self) -> float:
-        return self.batch / self.tpot_s
+    def decode_tokens_per_s(self) -> float | None:
+        return None if self.tpot_s is None else self.batch / self.tpot_s
 
     def as_json(self) -> dict[str, Any]:
         def launch(floor: LaunchFloor) -> dict[str, Any]:
@@ -290,20 +308,25 @@ class ServePoint:
                     "graph_floor_s": floor.graph_s, "eager_floor_assumed": floor.eager_assumed,
                     "graph_floor_assumed": floor.graph_assumed}
 
+        tpot = self.tpot_s  # the decode step's figures are null where none runs (output 1)
         return {"op": "serve", "bound": "speed of light", "batch": self.batch,
                 "input": self.request.input, "output": self.request.output,
                 "tp": self.prefill.tp, "machine": self.prefill.machine.name,
-                "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
-                "decode_context": self.decode.context, "request_time_s": self.request_time_s,
+                "ttft_s": self.ttft_s, "tpot_s": tpot,
+                "decode_context": self.decode.context if self.decodes else None,
+                "request_time_s": self.request_time_s,
                 "throughput_tokens_per_s": self.throughput_tokens_per_s,
                 "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
                 "decode_tokens_per_s": self.decode_tokens_per_s,
-                "prefill_bound": step_bound(self.prefill), "decode_bound": step_bound(self.decode),
+                "prefill_bound": step_bound(self.prefill),
+                "decode_bound": step_bound(self.decode) if self.decodes else None,
                 "prefill_launch": launch(self.prefill_launch),
-                "decode_launch": launch(self.decode_launch),
+                "decode_launch": launch(self.decode_launch) if self.decodes else None,
                 "ttft_with_eager_launches_s": max(self.ttft_s, self.prefill_launch.eager_s),
-                "tpot_with_eager_launches_s": max(self.tpot_s, self.decode_launch.eager_s),
-                "tpot_with_cuda_graph_s": max(self.tpot_s, self.decode_launch.graph_s),
+                "tpot_with_eager_launches_s": None if tpot is None else max(
+                    tpot, self.decode_launch.eager_s),
+                "tpot_with_cuda_graph_s": None if tpot is None else max(
+                    tpot, self.decode_launch.graph_s),
                 **{f"memory_{k}" if not k.startswith(("fits", "max_")) else k: v
                    for k, v in self.memory.as_json().items()}}
 
@@ -353,6 +376,7 @@ class Serving:
     compute_bound_batch: int | None
     first_compute_bound_batch: int | None
     regime: str
+    notes: tuple[str, ...] = ()  # about the options, beside SERVE_NOTES
 
     def summary_json(self) -> dict[str, Any]:
         return {"op": "serve total", "bound": "speed of light", "input": self.request.input,
@@ -360,7 +384,7 @@ class Serving:
                 "decode_compute_bound_batch": self.compute_bound_batch,
                 "decode_first_gemm_compute_bound_batch": self.first_compute_bound_batch,
                 "crossover_regime": self.regime,
-                "notes": list(SERVE_NOTES)}
+                "notes": [*SERVE_NOTES, *self.notes]}
 
 
 SERVE_NOTES = (
@@ -406,4 +430,6 @@ def serve(config: ModelConfig, machine: Machine, request: Request, batches: list
     every = (None if not crossovers or any(c is None for c in crossovers)
              else max(c for c in crossovers if c is not None))
     first = min((c for c in crossovers if c is not None), default=None)
-    return Serving(tuple(points), request, every, first, regime)
+    unused = mla_unused(points[0].decode.capture, options)
+    return Serving(tuple(points), request, every, first, regime,
+                   () if unused is None else (unused,))

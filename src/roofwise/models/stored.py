@@ -36,7 +36,7 @@ from roofwise.ledgers.ledger import Ledger, Role, Tensor, Work
 from roofwise.models.capture import Capture, CapturedOp, Step
 from roofwise.models.config import DecoderSizes, ModelConfig
 
-FORMAT = 2  # bumped whenever an entry's layout changes: older entries are then misses
+FORMAT = 3  # bumped whenever an entry's layout changes: older entries are then misses
 MAX_ENTRIES = 2048  # beyond this, the least recently used entries are removed on a write
 
 
@@ -131,14 +131,15 @@ def load_config_entry(store: CaptureStore, key: str, path: str,
         sizes = _sizes_from(_mapping(data.get("sizes")))
         notes = _texts(data.get("notes"))
         tp = _whole(data.get("tp"))
+        warned = _texts(data.get("warnings"))
     except _Unreadable:
         return None
-    return ModelConfig(path, raw, None, sizes, notes, None, tp)
+    return ModelConfig(path, raw, None, sizes, notes, None, tp, warnings=warned)
 
 
 def save_config_entry(store: CaptureStore, key: str, config: ModelConfig) -> None:
     _write(store, "config", key, {"sizes": asdict(config.sizes), "notes": list(config.notes),
-                                  "tp": config.tp})
+                                  "tp": config.tp, "warnings": list(config.warnings)})
 
 
 def load_capture(store: CaptureStore, key: str) -> Capture | None:
