@@ -8,7 +8,8 @@ above 1.5x (re-reads, uncoalesced access, spills, or lookups the ledger charges 
 
 A ledger prices one call, and one call may launch several kernels: by default the kernels of
 one call are summed and judged together, each shown beneath. A call is a run of launches in
-one NVTX range (a report column whose name holds "NVTX"); without one, the launches in order
+one NVTX range (a report column named for NVTX, or ncu's `...Push/Pop_Range...` and
+`...Start/Stop_Range...` columns); without one, the launches in order
 are one call, unless their kernel names repeat exactly with a shorter period (the report then
 holds that call several times).
 Where the reads exceed the ledger's, the excess is matched in size against the ledger's
@@ -31,6 +32,15 @@ from roofwise.base.errors import InputError
 
 READ_METRIC = "dram__bytes_read.sum"
 WRITE_METRIC = "dram__bytes_write.sum"
+# the same counters as ncu names them on GPUs that lack the names above (an RTX 5070, sm_120,
+# under ncu 2026.2: `dram__bytes_op_read.sum`): read as those
+READ_METRICS = (READ_METRIC, "dram__bytes_op_read.sum")
+WRITE_METRICS = (WRITE_METRIC, "dram__bytes_op_write.sum")
+# columns ncu appends when rules fire; a metric row ends before them (its rule fields absent)
+_RULE_COLUMN = re.compile(r"^(Rule |Estimated Speedup)")
+# NVTX columns: "NVTX Range" in some exports, `thread Domain:Push/Pop_Range:...` and
+# `Id:Domain:Start/Stop_Range:...` as `ncu --nvtx --csv` writes them
+_NVTX_COLUMN = re.compile(r"nvtx|Push/Pop_Range|Start/Stop_Range", re.IGNORECASE)
 FAIL_BELOW = 0.95
 WARN_ABOVE = 1.5
 
@@ -124,32 +134,42 @@ def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]
 
     Lines before the header (`==PROF==` progress, program output) are skipped, and so are
     lines after it that are not quoted CSV rows (ncu quotes every field). A quoted row with
-    more or fewer fields than the header is malformed: an error naming its line, never a
-    counter read as missing. Errors name `origin:LINE`.
+    more fields than the header, or fewer where what it lacks is not ncu's rule columns, is
+    malformed: an error naming its line, never a counter read as missing. Errors name
+    `origin:LINE`. A report that holds no DRAM read counter at all is refused, naming the
+    DRAM counters it has: nothing in it could be judged.
     """
-    lines = text.splitlines()
+    lines = text.removeprefix("\ufeff").splitlines()
     start = next((i for i, line in enumerate(lines)
                   if line.lstrip().startswith('"ID"') and '"Metric Name"' in line), None)
     if start is None:
-        raise InputError(origin, 'no ncu --csv header found; expected a line starting with '
-                                 '"ID" and naming "Metric Name", "Metric Unit", "Metric Value" '
-                                 "(run ncu with --csv, long format)")
+        raise InputError(origin, _no_header(lines))
     header = [h.strip() for h in next(csv.reader([lines[start]]))]
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InputError(f"{origin}:{start + 1}", f"header lacks column(s) {', '.join(missing)}")
-    nvtx_column = next((h for h in header if "nvtx" in h.lower()), None)
+    nvtx_columns = [h for h in header if _NVTX_COLUMN.search(h)]
+    shortest = max(header.index(c) for c in REQUIRED_COLUMNS) + 1
+    while shortest < len(header) and not _RULE_COLUMN.match(header[shortest]):
+        shortest += 1  # a row may end only where the rule columns begin
     order: list[str] = []
     names: dict[str, str] = {}
     ranges: dict[str, str] = {}
     values: dict[str, dict[str, float | None]] = {}
     problems: dict[str, list[str]] = {}
+    dram_metrics: set[str] = set()
     for index in range(start + 1, len(lines)):
         line = lines[index]
         if not line.lstrip().startswith('"'):
             continue  # ==PROF== lines and program output around the table
         number = index + 1
         fields = next(csv.reader([line]), [])
+        if len(fields) < len(header) and len(fields) >= shortest and all(
+                _RULE_COLUMN.match(h) for h in header[len(fields):]):
+            fields += [""] * (len(header) - len(fields))  # a metric row: no rule fired on it
+        elif len(fields) == len(header) + 1 and fields[-1] == "" and any(
+                _RULE_COLUMN.match(h) for h in header):
+            fields.pop()  # the trailing comma ncu ends a rule-free row with
         if len(fields) != len(header):
             raise InputError(f"{origin}:{number}", f"malformed line: {len(fields)} field(s), "
                                                    f"the header has {len(header)}")
@@ -160,25 +180,51 @@ def parse_ncu_csv(text: str, origin: str = "ncu report") -> list[KernelCounters]
         if launch not in names:
             order.append(launch)
             names[launch] = row["Kernel Name"].strip()
-            ranges[launch] = row[nvtx_column].strip() if nvtx_column else ""
+            ranges[launch] = " | ".join(row[c].strip() for c in nvtx_columns)
             values[launch] = {}
             problems[launch] = []
         metric = row["Metric Name"].strip()
-        if metric not in (READ_METRIC, WRITE_METRIC):
-            continue
+        if metric.startswith("dram__"):
+            dram_metrics.add(metric)
+        key = (READ_METRIC if metric in READ_METRICS else
+               WRITE_METRIC if metric in WRITE_METRICS else None)
+        if key is None or (key in values[launch] and metric not in (READ_METRIC,
+                                                                      WRITE_METRIC)):
+            continue  # not a counter read here, or an alias of one the launch already has
         raw = row["Metric Value"].strip()
         if raw.lower() in ("", "n/a"):
-            values[launch][metric] = None
+            values[launch][key] = None
             problems[launch].append(f"{metric} is {raw or 'empty'} (counter not available)")
             continue
-        values[launch][metric] = to_bytes(raw, row["Metric Unit"], f"{origin}:{number}")
+        values[launch][key] = to_bytes(raw, row["Metric Unit"], f"{origin}:{number}")
     if not order:
         raise InputError(origin, "the report has a header but no kernel rows (did ncu "
                                  "profile any kernel?)")
+    if not any(READ_METRIC in v for v in values.values()):
+        has = ", ".join(sorted(dram_metrics)) or "no dram__ counter"
+        raise InputError(origin, f"no DRAM read counter ({READ_METRIC}) in the report, which "
+                                 f"has {has}: nothing to judge (read and write bytes "
+                                 f"together cannot be); profile with --metrics "
+                                 f"{READ_METRIC},{WRITE_METRIC}")
     return [KernelCounters(launch, names[launch], values[launch].get(READ_METRIC),
                            values[launch].get(WRITE_METRIC), tuple(problems[launch]),
                            ranges[launch])
             for launch in order]
+
+
+def _no_header(lines: list[str]) -> str:
+    """Why no long-format header was found: ncu's own error where it wrote one, the wide
+    (`--page raw`) layout where that is what the report holds."""
+    error = next((line.strip() for line in lines if line.lstrip().startswith("==ERROR==")),
+                 None)
+    if error:
+        return f"ncu reported an error and wrote no table: {error[:200]}"
+    if any(line.lstrip().startswith('"ID"') and '"Kernel Name"' in line for line in lines):
+        return ('a wide report (one row per kernel, a column per metric: `--page raw`); '
+                'expected the long format, one row per kernel and metric: ncu --csv '
+                '--page details --metrics ' + f"{READ_METRIC},{WRITE_METRIC}")
+    return ('no ncu --csv header found; expected a line starting with "ID" and naming '
+            '"Metric Name", "Metric Unit", "Metric Value" (run ncu with --csv, long format)')
 
 
 def judge_reads(ledger_read_bytes: float,
