@@ -9,7 +9,8 @@ param), each checked against the physics of the case:
   library's transform does;
 - PyTorch 1.8 wrote `Input dims` (lower-case d) and no dtypes: the shapes were ignored and the
   advice was to record them;
-- the V100 of a DGX Station ("Tesla V100-DGXS-32GB") matched no profile.
+- the V100 of a DGX Station ("Tesla V100-DGXS-32GB") matched no profile;
+- ROCm 7 names no device (vLLM's MI300X traces): told from the properties it records.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from roofwise.cli import main
 from roofwise.profiles.load import builtin_machines
+from roofwise.traces.devices import part_of
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
@@ -138,3 +142,46 @@ def test_a_gzipped_json_that_is_no_trace_is_said_to_be_none(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "not a PyTorch profiler trace" in err and str(path) in err
+
+
+# vLLM on ROCm 7 (TraceLens tests/traces/inference/vllm_decode_full): the entry as recorded
+MI300X_PROPERTIES = {"id": 0, "name": "", "totalGlobalMem": 206141652992, "computeMajor": 9,
+                     "computeMinor": 4, "maxThreadsPerBlock": 1024, "warpSize": 64,
+                     "numSms": 304}
+
+
+@pytest.mark.parametrize(("change", "told"), [
+    ({}, "AMD Instinct MI300X"),                       # gfx942, 304 CUs, 192 GiB
+    ({"totalGlobalMem": 256 * 2**30}, "AMD Instinct MI325X"),  # the same with 256 GiB
+    ({"numSms": 228}, None),                           # MI300A's CUs: no profile, no guess
+    ({"warpSize": 32}, None),                          # not an AMD wavefront
+    ({"computeMinor": 0}, None),                       # gfx90a (MI250X) has 9.0 and 104 CUs
+    ({"totalGlobalMem": 64 * 2**30}, None),            # no part of that memory
+    ({"numSms": "304"}, None),                         # not a number
+])
+def test_an_unnamed_device_is_told_only_when_every_property_fits(change, told):
+    assert part_of({**MI300X_PROPERTIES, **change}) == told
+
+
+def test_an_unnamed_mi300x_is_judged_on_its_profile_and_said_to_be_told(capsys, tmp_path):
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 30, "args": {"External id": 1, "Input Dims": [[4096, 4096], [4096, 4096]],
+                             "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 5, "dur": 2, "args": {"correlation": 500, "External id": 1}},
+        {"ph": "X", "cat": "kernel", "name": "elementwise_kernel", "pid": 0, "tid": 7,
+         "ts": 100, "dur": 40.0, "args": {"device": 0, "correlation": 500}}]
+    path = tmp_path / "rocm.json"
+    path.write_text(json.dumps({"deviceProperties": [MI300X_PROPERTIES],
+                                "traceEvents": events}))
+    rows, summary = analyze(capsys, path)
+    assert summary["devices"] == ["AMD Instinct MI300X"]
+    assert summary["devices_from_properties"] == ["AMD Instinct MI300X"]
+    (row,) = rows
+    # 3 x 4096^2 bf16 = 100,663,296 B at the MI300X's 5.3 TB/s: 18.99 us
+    assert row["sol_time_s"] == pytest.approx(3 * 4096 * 4096 * 2 / 5.3e12, rel=1e-9)
+    code = main(["analyze", str(path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and ("AMD Instinct MI300X (told from deviceProperties: the trace names "
+                          "none); profile(s): mi300x") in out

@@ -436,6 +436,7 @@ def summary_fields(path: str, s: TraceSummary) -> dict[str, Any]:
             "memcpy_time_s": s.memcpy_time_s, "memset_time_s": s.memset_time_s,
             "unpriced_time_s": s.unpriced_time_s,
             "unattributed_time_s": s.unattributed_time_s, "devices": list(s.devices),
+            "devices_from_properties": list(s.devices_from_properties),
             "skipped_events": s.skipped_events}
 
 
@@ -453,7 +454,9 @@ def summary_lines(result: TraceAnalysis) -> list[str]:
     def part(value: float) -> str:
         return f"{fmt.seconds(value)} ({fmt.percent(value / kernel) if kernel else '-'})"
 
-    devices = ", ".join(s.devices) or "none named (use --machine)"
+    devices = ", ".join(f"{d} (told from deviceProperties: the trace names none)"
+                        if d in s.devices_from_properties else d
+                        for d in s.devices) or "none named (use --machine)"
     machine = result.judging.machine
     machines = (", ".join(result.verdicts.machines) if result.verdicts
                 else machine.name if machine is not None else "-")

@@ -118,6 +118,7 @@ class TraceSummary:
     ops: int
     priced_ops: int
     devices: tuple[str, ...] = field(default=())
+    devices_from_properties: tuple[str, ...] = field(default=())  # named by roofwise, not the trace
     skipped: tuple[tuple[str, int], ...] = field(default=())  # (why, events) the reader skipped
     timeline: Timeline | None = None  # the same time on the clock (overlaps counted once)
     rank: int | None = None  # distributedInfo's rank
@@ -236,6 +237,7 @@ def build_ops(events: TraceEvents, allow_tf32: bool = False, replay: bool = True
         kernels=int(kernel.sum()), ops=len(ops_with_kernels),
         priced_ops=int(priced.sum()),
         devices=tuple(sorted(set(events.device_names.values()))),
+        devices_from_properties=tuple(sorted(events.devices_from_properties)),
         skipped=tuple(sorted(events.skipped.items(), key=lambda kv: -kv[1])),
         timeline=_timeline(gpu, dur_s, kernel, comm), rank=events.rank,
         world_size=events.world_size, duration_tick_s=_tick_s(gpu.dur_us[kernel]))

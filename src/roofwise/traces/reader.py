@@ -33,6 +33,7 @@ from isal import igzip, isal_zlib
 from roofwise.base.built import BuiltRows
 from roofwise.base.errors import InputError
 from roofwise.traces.collectives import kernel_message
+from roofwise.traces.devices import part_of
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 1 << 20  # a trace names `traceEvents` (or an event's `ph`) well within 1 MiB
@@ -271,6 +272,8 @@ class TraceEvents:
     names: list[str] = field(default_factory=list)  # kernel / memcpy / memset names
     signatures: list[Signature] = field(default_factory=list)
     device_names: dict[Any, str] = field(default_factory=dict)  # device id -> name
+    # names told from deviceProperties' other fields where the trace gives none (devices.py)
+    devices_from_properties: set[str] = field(default_factory=set)
     rank: int | None = None  # distributedInfo's rank, when the trace names one
     world_size: int | None = None  # distributedInfo's world_size: the ranks of its job
     # gpu index -> a collective kernel's recorded message (collectives.kernel_message): only
@@ -924,9 +927,15 @@ def _devices(properties: Any, events: TraceEvents) -> None:
                          "per GPU)")
     for item in properties:
         # an entry without an id names no device a kernel could point at: left out
-        if isinstance(item, dict) and item.get("id") is not None and _is_key(
-                item["id"]) and isinstance(item.get("name"), str) and item["name"]:
+        if not (isinstance(item, dict) and item.get("id") is not None and _is_key(item["id"])):
+            continue
+        if isinstance(item.get("name"), str) and item["name"]:
             events.device_names[item["id"]] = item["name"][:MAX_NAME_CHARS]
+            continue
+        told = part_of(item)  # no name (ROCm 7): the part its properties single out, if any
+        if told is not None:
+            events.device_names[item["id"]] = told
+            events.devices_from_properties.add(told)
 
 
 def _distributed(info: Any, events: TraceEvents) -> None:
