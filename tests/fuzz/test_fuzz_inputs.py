@@ -237,11 +237,14 @@ def test_profiles(tmp_path, text):
 
 NCU = (FIXTURES / "branch_cc75_real.csv").read_text()
 NCU_SYNTHETIC = (FIXTURES / "synthetic_rmsnorm_h200.csv").read_text()
+# reports by others: rule columns (short metric rows); a BOM, CRLF and program output first
+NCU_RULES = (FIXTURES / "llm_perf_opt_kernel_0009_metrics.csv").read_text()
+NCU_WINDOWS = (FIXTURES / "gpu_roofline_profiler_saxpy.csv").read_text(encoding="utf-8")
 
 
 @st.composite
 def ncu_texts(draw: st.DrawFn) -> bytes:
-    lines = draw(st.sampled_from((NCU, NCU_SYNTHETIC))).splitlines()
+    lines = draw(st.sampled_from((NCU, NCU_SYNTHETIC, NCU_RULES, NCU_WINDOWS))).splitlines()
     for _ in range(draw(st.integers(0, 4))):
         k = draw(st.integers(0, max(len(lines) - 1, 0)))
         action = draw(st.sampled_from(("value", "unit", "drop", "dup", "cut", "text", "cells")))
@@ -266,7 +269,9 @@ def ncu_texts(draw: st.DrawFn) -> bytes:
             lines.insert(k, draw(st.text(max_size=30)).replace("\n", " "))
         else:
             lines[k] = lines[k] + ',"extra"'
-    data = "\n".join(lines).encode("utf-8", "surrogatepass")
+    ending = draw(st.sampled_from(("\n", "\r\n")))
+    bom = "\ufeff" if draw(st.integers(0, 4)) == 0 else ""
+    data = (bom + ending.join(lines)).encode("utf-8", "surrogatepass")
     if draw(st.integers(0, 9)) == 0:
         at = draw(st.integers(0, len(data)))
         data = data[:at] + b"\xff" + data[at:]
