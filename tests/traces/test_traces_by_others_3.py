@@ -24,7 +24,9 @@ import pytest
 
 from roofwise.cli import main
 from roofwise.profiles.load import builtin_machines
+from roofwise.traces.aten import make_call
 from roofwise.traces.devices import part_of
+from roofwise.traces.prices import price_call
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
@@ -185,3 +187,25 @@ def test_an_unnamed_mi300x_is_judged_on_its_profile_and_said_to_be_told(capsys, 
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0 and ("AMD Instinct MI300X (told from deviceProperties: the trace names "
                           "none); profile(s): mi300x") in out
+
+
+def test_a_pytorch_1_x_data_gradient_convolution_is_priced_from_its_recorded_shapes(capsys):
+    # cudnn_convolution_backward_input (PyTorch 1.9; gone from today's aten) as kineto's V100
+    # sample records it: self_size, grad_output [32, 1024, 14, 14], weight [1024, 256, 1, 1]
+    call = make_call("aten::cudnn_convolution_backward_input",
+                     [[], [32, 1024, 14, 14], [1024, 256, 1, 1], [], [], [], [], [], [], []],
+                     ["GenericList", "float", "float", "GenericList", "GenericList",
+                      "GenericList", "Int", "Bool", "Bool", "Bool"])
+    price = price_call(call, replay=False)
+    assert price.ledger is not None and price.source == "library"
+    # each of the 32*1024*14*14 output gradients reaches 256 inputs through a 1x1 tap
+    flops = 2 * 32 * 1024 * 14 * 14 * 256
+    assert price.ledger.ops_by_unit == {"cuda_core.fp32": flops}
+    assert price.ledger.read_bytes == (32 * 1024 * 14 * 14 + 1024 * 256) * 4
+    assert price.ledger.write_bytes == 0 and "self_size" in price.reason
+    rows, _ = analyze(capsys, TRACES / "kineto_resnet50_v100_torch19_step6.json.gz")
+    (group,) = [r for r in rows if r["op"] == "aten::cudnn_convolution_backward_input"
+                and r["shapes"] == "[32, 1024, 14, 14] fp32, [1024, 256, 1, 1] fp32"]
+    peak = builtin_machines()["v100-sxm2"].unit("cuda_core.fp32").theoretical_ops_per_s
+    assert group["sol_time_s"] == pytest.approx(group["count"] * flops / peak, rel=1e-6)
+    assert "blank" not in group["verdicts"] and "impossible" not in group["verdicts"]

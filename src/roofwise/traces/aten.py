@@ -100,7 +100,7 @@ LIBRARY_OPS = frozenset((
     "native_layer_norm_backward", "mse_loss", "mse_loss_backward", "index_select", "gather",
     "layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "softmax", "_softmax",
     "_safe_softmax", "log_softmax", "_log_softmax", "copy_", "fill_", "zero_", "clone",
-    "contiguous", *_LARGEST_INPUT_OPS))
+    "contiguous", "cudnn_convolution_backward_input", *_LARGEST_INPUT_OPS))
 
 
 @dataclass(frozen=True)
@@ -341,6 +341,8 @@ def _library(base: str, b: Bound, allow_tf32: bool, winograd: bool = False
         return OpPrice(replace(ledger, name="_scaled_mm"), "library")
     if base in _CONVOLUTIONS and x is not None and b.tensor("weight") is not None:
         return _convolution(base, b, x, allow_tf32, winograd)
+    if base == "cudnn_convolution_backward_input":
+        return _convolution_backward_input(b, allow_tf32, winograd)
     if base == "native_layer_norm_backward":
         return _layernorm_backward(b)
     if base in ("mse_loss", "mse_loss_backward"):
@@ -468,6 +470,37 @@ def _winograd(ledger: Ledger, kernel: tuple[int, ...], settings: dict[str, tuple
         f"a Winograd kernel ran it: the contraction counted at F({m}, {shape})'s multiplies, "
         f"{float(ratio):.3f} of the direct count (the fewest any library's transform does), "
         "so the bound holds whatever tile it used")
+
+
+def _convolution_backward_input(b: Bound, allow_tf32: bool, winograd: bool
+                                ) -> OpPrice | None:
+    """PyTorch 1.x's `cudnn_convolution_backward_input(self_size, grad_output, weight, ...)`:
+    the data gradient. Its contraction is the forward's, 2*prod(grad_output)*(c_in/groups)*
+    prod(kernel) whatever the stride (each output gradient reaches every tap once); grad_output
+    and the weight are read. The input gradient's size is `self_size`, a list PyTorch 1.x did
+    not record: its writes are left out, so the bytes can only be low."""
+    grad, w_arg = b.tensor("grad_output"), b.tensor("weight")
+    if grad is None or w_arg is None:
+        return None
+    g, w = grad.shape, w_arg.shape
+    if len(g) not in (3, 4, 5) or len(w) != len(g) or g[1] != w[0]:
+        return unpriced(f"convolution gradient shapes {list(g)} and {list(w)} are not "
+                        "(batch, c_out, *spatial) and (c_out, c_in/groups, *kernel)")
+    tf32 = b.value("allow_tf32", None)
+    unit = c.contraction_unit(_dt(grad), "conv.dtype",
+                              tf32 if isinstance(tf32, bool) else allow_tf32)
+    flops = 2 * math.prod(g) * w[1] * math.prod(w[2:])
+    work = Work(unit, "contraction", flops,
+                "2*prod(grad_output)*(c_in/groups)*prod(kernel)")
+    notes = ["grad_input's size (self_size) not recorded: its writes are left out, so the "
+             "bytes can only be low"]
+    ledger = Ledger("cudnn_convolution_backward_input", unit, (
+        Tensor("grad_output", g, _dt(grad), Role.INPUT),
+        Tensor("weight", w, _dt(w_arg), Role.LOOKUP)), (work,))
+    if winograd:  # cuDNN runs Winograd at stride 1 only: the transform's count holds
+        ledger, said = _winograd(ledger, tuple(w[2:]), {"stride": (1,), "dilation": (1,)})
+        notes.append(said)
+    return OpPrice(ledger, "library", "; ".join(notes))
 
 
 def _layernorm_backward(b: Bound) -> OpPrice | None:

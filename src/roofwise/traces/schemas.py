@@ -251,6 +251,16 @@ def canonical_name(name: str) -> str:
     return f"{_NAMESPACE_ALIASES.get(namespace, namespace)}{sep}{op}"
 
 
+# ops of PyTorch 1.x that today's aten no longer has, as PyTorch 1.9 declared them
+# (aten/src/ATen/native/native_functions.yaml, v1.9.0): a 1.x trace binds them like any op
+LEGACY_SCHEMAS: dict[str, tuple[str, ...]] = {
+    "aten::cudnn_convolution_backward_input": (
+        "aten::cudnn_convolution_backward_input(int[] self_size, Tensor grad_output, "
+        "Tensor weight, int[] padding, int[] stride, int[] dilation, int groups, "
+        "bool benchmark, bool deterministic, bool allow_tf32) -> Tensor",),
+}
+
+
 @lru_cache(maxsize=8192)
 def schemas_for(name: str, use_torch: bool = True) -> tuple[Schema, ...]:
     """The overloads of op `name` (e.g. "aten::sum"): the shipped table's, then, where
@@ -261,6 +271,8 @@ def schemas_for(name: str, use_torch: bool = True) -> tuple[Schema, ...]:
     # the very torch the table was written from adds nothing to the table's ops
     if use_torch and (not texts or _torch_version() != TORCH_VERSION):
         texts += [t for t in _torch_schemas(name) if t not in texts]
+    if not texts:  # an op PyTorch dropped: as the PyTorch that wrote the trace declared it
+        texts = list(LEGACY_SCHEMAS.get(name, ()))
     return tuple(parse_schema(t) for t in texts)
 
 
