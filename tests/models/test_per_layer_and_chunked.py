@@ -157,7 +157,9 @@ def test_deepseek_v32_under_tensor_parallelism_keeps_its_indexer_whole(capsys, t
         (found,) = [r for r in rows if r["layer"] == layer and r["op"] == "aten::mm"]
         return found["shapes"]
 
+    # the weights as DeepSeek-V3.2's fp8 checkpoint stores them (block scales), the
+    # activations bf16
     assert mm("model.layers.*.self_attn.q_b_proj") == (
-        f"[{seq}, {q_lora}] bf16, [{q_lora}, {heads * q_width}] bf16")
+        f"[{seq}, {q_lora}] bf16, [{q_lora}, {heads * q_width}] fp8_e4m3")
     assert mm("model.layers.*.self_attn.indexer.wq_b") == (
-        f"[{seq}, {q_lora}] bf16, [{q_lora}, {index_width}] bf16")
+        f"[{seq}, {q_lora}] bf16, [{q_lora}, {index_width}] fp8_e4m3")

@@ -220,6 +220,12 @@ def test_devstral_static_fp8_runs_on_the_fp8_tensor_cores(capsys):
     assert total["flops_by_unit"]["tensor_core.fp8"] == 2 * 2048 * 555_745_280 * 40
     assert any("GEMMs on the fp8 tensor cores, activations quantized per tensor" in n
                for n in total["notes"]), total["notes"]
+    # each row shows its weight as stored and priced (it showed the bf16 of the fake model):
+    # q_proj's 5120 x 4096 weight, the activations of 2,048 tokens still bf16
+    (q,) = [r for r in mm if r["layer"].endswith("self_attn.q_proj")]
+    assert q["shapes"] == "[2048, 5120] bf16, [5120, 4096] fp8_e4m3"
+    (head,) = [r for r in mm if r["layer"] == "lm_head"]
+    assert head["shapes"].endswith("bf16")
 
 
 @pytest.mark.parametrize(("activation_scheme", "label"), [
@@ -288,3 +294,12 @@ def test_devstral_vision_tower_is_resident(capsys):
     _, shard = devstral_decode(capsys, "--phase", "decode", "--context", 1024, "--tp", 2)
     assert any("(219,504,640 parameters per device (split over 2))" in n
                for n in shard["notes"]), shard["notes"]
+
+
+def test_a_gemm_rows_shapes_give_its_activation_dtype_whatever_the_weight_shows():
+    from roofwise.models.sweep import gemm_shape
+
+    # (n, k, the dtype its activations run in): the crossover is found for that GEMM
+    assert gemm_shape("[1, 5120] bf16, [5120, 4096] fp8_e4m3") == (4096, 5120, "bf16")
+    assert gemm_shape("[8, 4096] bf16, [4096, 1024] bf16") == (1024, 4096, "bf16")
+    assert gemm_shape("[8, 4096] bf16") is None

@@ -420,6 +420,7 @@ def quantized_experts_layers(weights: tuple[tuple[str, tuple[int, ...], bool], .
 
 _MM = re.compile(r"^(\[\d+\] \w+, )?\[(\d+), (\d+)\] (\w+), \[(\d+), (\d+)\] (\w+)$")
 WEIGHT_GEMMS = ("aten::mm", "aten::addmm")
+_WEIGHT_DTYPE = re.compile(r"(\[\d+, \d+\]) \w+$")  # the weight, last in `_MM`'s shapes
 
 
 def quantized_gemm(shapes: str, scheme: WeightScheme) -> Ledger | None:
@@ -523,11 +524,16 @@ def quantize_capture(capture: Any, scheme: WeightScheme) -> Any:
     for op in capture.ops:
         if id(op) not in done:
             ledger = op.ledger
+            shapes = op.shapes
             if ledger is not None and op.op in WEIGHT_GEMMS and op.layer in linear:
-                ledger = quantized_gemm(op.shapes, scheme) or ledger
+                quantized = quantized_gemm(op.shapes, scheme)
+                if quantized is not None:  # the weight shown as stored, as it is priced
+                    ledger, shapes = quantized, _WEIGHT_DTYPE.sub(
+                        rf"\1 {scheme.weight_dtype}", op.shapes)
             elif ledger is not None and op.op == "moe experts (fused)" and op.layer in experts:
                 ledger = quantized_experts(ledger, scheme)
-            done[id(op)] = op if ledger is op.ledger else replace(op, ledger=ledger)
+            done[id(op)] = (op if ledger is op.ledger else
+                            replace(op, ledger=ledger, shapes=shapes))
         ops.append(done[id(op)])
     return replace(capture, ops=tuple(ops),
                    weight_bytes=stored_weight_bytes(capture.weights, scheme, capture.dtype))

@@ -64,12 +64,13 @@ class Crossover:
 
 
 def gemm_shape(row_shapes: str) -> tuple[int, int, str] | None:
-    """(n, k, dtype) of an mm row's shapes text `[m, k] bf16, [k, n] bf16`; None otherwise."""
+    """(n, k, dtype) of an mm row's shapes text `[m, k] bf16, [k, n] bf16`; None otherwise.
+    The dtype is the activations' (a quantized weight is shown as stored: `[k, n] int4`)."""
     found = re.findall(r"\[(\d+), (\d+)\] (\w+)", row_shapes)
     if len(found) != 2:
         return None
-    k, n, dtype = found[1]
-    return int(n), int(k), dtype
+    k, n, _ = found[1]
+    return int(n), int(k), found[0][2]
 
 
 def crossover_tokens(machine: Machine, n: int, k: int, dtype: str, regime: str) -> int | None:
