@@ -130,7 +130,6 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
            unfused: bool, sweeps: tuple[str, ...], as_json: bool, records_out: str | None,
            limit: int, allow_long: bool = False, mla: str = "absorbed",
            weights: str | None = None, no_cache: bool = False) -> None:
-    from roofwise.models.stored import load_sharded, store_from_environment
 
     if regime is not None and regime not in REGIMES:  # before the profile says "no rates"
         raise InputError("--regime", f"expected one of {', '.join(REGIMES)}, got {regime!r}")
@@ -148,10 +147,7 @@ def _model(config_path: str, machine_name: str, phase: str, batch: int, seq: int
     if tp > 1 and machine.interconnect is None:
         note(f"roofwise: profile {machine.name} has no interconnect: the all-reduces of "
              f"--tp {tp} stay unpriced")
-    store = store_from_environment(no_cache)
-    config = load_sharded(config_path, tp, store)
-    for warning in config.warnings:
-        note(f"roofwise: {warning}")
+    store, config = _load(config_path, tp, no_cache)
     options = dict(phase=phase, dtype=dtype, kv_dtype=kv_dtype, fused=not unfused, tp=tp,
                    allow_long_context=allow_long, mla=mla, weights=weights, store=store)
     if sweeps:
@@ -355,20 +351,27 @@ def _point(value: int | None) -> str:
     return "none" if value is None else f"#{value}"
 
 
+def _load(config_path: str, tp: int, no_cache: bool) -> tuple[Any, Any]:
+    """The capture store and the config (one --tp shard), the file's warnings said."""
+    from roofwise.models.stored import load_sharded, store_from_environment
+
+    store = store_from_environment(no_cache)
+    config = load_sharded(config_path, tp, store)
+    for warning in config.warnings:
+        note(f"roofwise: {warning}")
+    return store, config
+
+
 def _serve(config_path: str, machine_name: str, request_text: str, batches: list[int],
            tp: int, dtype: str, kv_dtype: str | None, regime: str | None, unfused: bool,
            allow_long: bool, as_json: bool, mla: str = "absorbed",
            weights: str | None = None, no_cache: bool = False) -> None:
     from roofwise.models.serve import SERVE_NOTES, StepOptions, parse_request, serve
-    from roofwise.models.stored import load_sharded, store_from_environment
 
     machine = load_machine_arg(machine_name)
     assert machine is not None
     request = parse_request(request_text)
-    store = store_from_environment(no_cache)
-    config = load_sharded(config_path, tp, store)
-    for warning in config.warnings:
-        note(f"roofwise: {warning}")
+    store, config = _load(config_path, tp, no_cache)
     serving = serve(config, machine, request, batches,
                     StepOptions(dtype, kv_dtype, not unfused, tp, regime, allow_long, mla,
                                 weights, store))

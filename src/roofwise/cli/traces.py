@@ -243,13 +243,13 @@ def compare_traces_command(base_path: str, new_path: str, machine: Machine | Non
     from roofwise.compare.traces import compare_groups
 
     base, new = (load_trace(p, machine, None, None) for p in (base_path, new_path))
-    changes = compare_groups(groups(base), groups(new), threshold,
-                             max(base.summary.duration_tick_s, new.summary.duration_tick_s))
+    tick_s = max(base.summary.duration_tick_s, new.summary.duration_tick_s)
+    changes = compare_groups(groups(base), groups(new), threshold, tick_s)
     if as_json:
         for change in changes:
             sys.stdout.write(json.dumps(finite(change.as_json())) + "\n")
     else:
-        _render_trace_changes(base, new, changes, threshold, console(), limit)
+        _render_trace_changes(base, new, changes, threshold, tick_s, console(), limit)
     regressions = sum(c.status == REGRESSION for c in changes)
     vanished = sum(c.status == ONLY_BASE for c in changes)
     return ([f"{regressions} op group(s) slower per call"] if regressions else []) + (
@@ -258,7 +258,8 @@ def compare_traces_command(base_path: str, new_path: str, machine: Machine | Non
 
 
 def _render_trace_changes(base: TraceAnalysis, new: TraceAnalysis, changes: list[Any],
-                          threshold: float, out: Console, limit: int | None) -> None:
+                          threshold: float, tick_s: float, out: Console,
+                          limit: int | None) -> None:
     shown = changes if limit is None else changes[:limit]
     rows: list[list[str | Text]] = []
     for c in shown:
@@ -271,7 +272,6 @@ def _render_trace_changes(base: TraceAnalysis, new: TraceAnalysis, changes: list
                      f"{c.change * 100:+.1f}%" if math.isfinite(c.change) else "-",
                      {True: "beyond", False: "within", None: "-"}[c.beyond_noise],
                      b if b == n else f"{b} → {n}"])
-    tick_s = max(base.summary.duration_tick_s, new.summary.duration_tick_s)
     title = (f"kernel time {fmt.seconds(base.summary.kernel_time_s)} → "
              f"{fmt.seconds(new.summary.kernel_time_s)}; per op group, per call (threshold "
              f"{fmt.percent(threshold)}, noise: twice the standard error of the calls, at "

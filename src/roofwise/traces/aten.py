@@ -438,7 +438,8 @@ def _convolution(base: str, b: Bound, x_arg: TensorArg, allow_tf32: bool,
     notes = (["padding not recorded: counted as 0, the fewest outputs, so the count can only "
               "be low"] if guessed else [])
     if winograd:
-        ledger, said = _winograd(ledger, kernel, settings)
+        unit_steps = all(v == 1 for v in (*settings["stride"], *settings["dilation"]))
+        ledger, said = _winograd(ledger, kernel, unit_steps)
         notes.append(said)
     return OpPrice(replace(ledger, name=base), "library", "; ".join(notes))
 
@@ -450,12 +451,13 @@ def _convolution(base: str, b: Bound, x_arg: TensorArg, allow_tf32: bool,
 WINOGRAD_TILE = 6
 
 
-def _winograd(ledger: Ledger, kernel: tuple[int, ...], settings: dict[str, tuple[int, ...]]
+def _winograd(ledger: Ledger, kernel: tuple[int, ...], unit_steps: bool
               ) -> tuple[Ledger, str]:
     """A convolution a Winograd kernel ran: its contraction counted at F(6, r)'s multiplies
     per dimension, so that the bound never exceeds what the transform does (the direct count
-    would call a Winograd kernel faster than the unit's peak impossible)."""
-    if any(s != 1 for s in settings["stride"]) or any(d != 1 for d in settings["dilation"]):
+    would call a Winograd kernel faster than the unit's peak impossible). `unit_steps`:
+    stride and dilation 1, the only ones the transform takes."""
+    if not unit_steps:
         return ledger, ("a Winograd kernel ran it with a stride or dilation the transform "
                         "does not take: the direct count is kept")
     m = WINOGRAD_TILE
@@ -498,7 +500,7 @@ def _convolution_backward_input(b: Bound, allow_tf32: bool, winograd: bool
         Tensor("grad_output", g, _dt(grad), Role.INPUT),
         Tensor("weight", w, _dt(w_arg), Role.LOOKUP)), (work,))
     if winograd:  # cuDNN runs Winograd at stride 1 only: the transform's count holds
-        ledger, said = _winograd(ledger, tuple(w[2:]), {"stride": (1,), "dilation": (1,)})
+        ledger, said = _winograd(ledger, tuple(w[2:]), unit_steps=True)
         notes.append(said)
     return OpPrice(ledger, "library", "; ".join(notes))
 
