@@ -89,10 +89,11 @@ def test_an_op_that_returns_none_for_an_output_it_was_not_asked_for_is_replayed(
                             for r in backward)
 
 
-def test_a_blank_group_shows_no_reading_and_says_why(capsys):
-    """On the mi300x profile, whose transcendental rate is a gap, the flash-attention call is
-    blank: its group showed an SOL and a 23% efficiency with no reason before."""
-    rows, _ = analyze(capsys, "tracelens_mi300x_compile_device2.json.gz")
+def test_a_blank_group_shows_no_reading_and_says_why(capsys, mi300x_gap_profile):
+    """On a profile whose transcendental rate is a gap, the flash-attention call is blank:
+    its group showed an SOL and a 23% efficiency with no reason before."""
+    rows, _ = analyze(capsys, "tracelens_mi300x_compile_device2.json.gz", "-m",
+                      mi300x_gap_profile)
     (flash,) = [r for r in rows if r["op"] == "aten::_flash_attention_forward"]
     assert flash["verdicts"] == {"blank": 1}
     assert flash["sol_time_s"] is None and flash["efficiency"] is None
@@ -100,6 +101,21 @@ def test_a_blank_group_shows_no_reading_and_says_why(capsys):
     # a datasheet rate: the reason used to claim both)
     assert flash["reason"] == ("mi300x has no known rate for sfu.fp32 (on vector.transcendental "
                                "here) (a gap in its sources; `roofwise calibrate` measures it)")
+
+
+def test_flash_attention_on_mi300x_is_judged_on_its_matrix_cores(capsys):
+    """With the derived transcendental rate (16 results per CU per clock: 304 x 16 x 2.1 GHz)
+    the same call is judged. Non-causal (`is_causal` False in its Concrete Inputs), B=8,
+    S=4096, H=16, D=128: 4*B*H*S^2*D FLOPs on the bf16 matrix cores (1307.4 TFLOP/s) bind;
+    its B*H*S^2 exponentials take a quarter of that time on the vector ALUs."""
+    rows, _ = analyze(capsys, "tracelens_mi300x_compile_device2.json.gz")
+    (flash,) = [r for r in rows if r["op"] == "aten::_flash_attention_forward"]
+    flops = 4 * 8 * 16 * 4096**2 * 128
+    exps = 8 * 16 * 4096**2
+    assert exps / (304 * 16 * 2.1e9) < flops / 1307.4e12
+    assert flash["sol_time_s"] == pytest.approx(flops / 1307.4e12, rel=1e-6)
+    assert flash["efficiency"] == pytest.approx(flops / 1307.4e12 / flash["time_s"], rel=1e-6)
+    assert flash["verdicts"] == {"below": 1}  # 298 TFLOP/s of 1307.4: 23%
 
 
 def test_traces_of_different_jobs_are_not_read_as_one_jobs_ranks(capsys, tmp_path):

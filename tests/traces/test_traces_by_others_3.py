@@ -117,10 +117,13 @@ def test_pytorch_1_8_input_dims_are_read_and_the_missing_dtypes_said(capsys):
                           for r in shaped)
 
 
-def test_the_summary_tells_priced_time_from_time_judged_against_a_bound(capsys):
-    # on the mi300x profile (transcendental rate a gap) the flash-attention call is priced (a
-    # ledger) but blank (no bound): the priced share used to count it as if judged
-    rows, summary = analyze(capsys, TRACES / "tracelens_mi300x_compile_device2.json.gz")
+def test_the_summary_tells_priced_time_from_time_judged_against_a_bound(capsys,
+                                                                      mi300x_gap_profile):
+    # on an mi300x profile whose transcendental rate is a gap the flash-attention call is
+    # priced (a ledger) but blank (no bound): the priced share used to count it as if judged
+    gap = mi300x_gap_profile
+    rows, summary = analyze(capsys, TRACES / "tracelens_mi300x_compile_device2.json.gz",
+                            "-m", gap)
     assert all(len(r["verdicts"]) == 1 or "blank" not in r["verdicts"] for r in rows)
     judged = [r["time_s"] for r in rows if "blank" not in r["verdicts"]
               and r["sol_time_s"] is not None]
@@ -130,7 +133,7 @@ def test_the_summary_tells_priced_time_from_time_judged_against_a_bound(capsys):
     assert summary["bounded_time_s"] < summary["priced_time_s"]
     assert summary["bounded_share_of_kernel_time"] == (summary["bounded_time_s"]
                                                        / summary["kernel_time_s"])
-    code = main(["analyze", str(TRACES / "tracelens_mi300x_compile_device2.json.gz")])
+    code = main(["analyze", str(TRACES / "tracelens_mi300x_compile_device2.json.gz"), "-m", gap])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "of which judged against a bound" in out
 
