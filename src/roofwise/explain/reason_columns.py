@@ -340,18 +340,33 @@ def _cache_resident_texts(analysis: Verdicts, at: np.ndarray, working_set_bytes:
         "dram_bytes": fmt.nbytes_column(np.where(share, dram_bytes, 0.0)),
         "dram_rate": fmt.fixed_column(dram_rate / 1e9, ".1f", "GB/s"),
         "efficiency": fmt.percent_column(np.where(reading, efficiency, 0.0))})
-    out = null_texts(len(at))
+    templates: dict[int, list[str]] = {}
     distinct, first = np.unique(code, return_index=True)
     for value, i in zip(distinct.tolist(), first.tolist(), strict=True):
         m = machines[int(card[i])]
-        template = reason_text.cache_resident_sentence(
+        templates[value] = reason_text.cache_resident_sentence(
             reason_text.CacheResidentForm(bool(above[i]), bool(in_part[i]), bool(share[i]),
                                           bool(reading[i]), bool(cold[i])),
             m.dram.name, m.dram.theoretical_bytes_per_s or math.nan,
             m.dram.effective_bytes_per_s() or math.nan, _cache_facts(m)[int(level[i])],
-            **{name: f"\0{name}\0" for name in values.columns})
+            **{name: f"\0{name}\0" for name in values.columns}).split("\0")
+    return filled(code, templates, values)
+
+
+def filled(code: np.ndarray, templates: dict[int, list[str]], values: pl.DataFrame
+           ) -> pl.Series:
+    """Each row's template (`templates[code]`: text, column name, text, ..., text) with the
+    row's own `values` put in. Many rows are filled by the engine, one query per template;
+    a few by Python (a query per template costs more than joining a few hundred texts)."""
+    if len(code) < fmt.ENGINE_FROM_VALUES:
+        columns = {name: values[name].to_list() for name in values.columns}
+        return pl.Series([
+            "".join(columns[part][i] if k % 2 else part
+                    for k, part in enumerate(templates[c]))
+            for i, c in enumerate(code.tolist())], dtype=pl.String)
+    out = null_texts(len(code))
+    for value, parts in templates.items():
         rows = np.flatnonzero(code == value)
-        parts = template.split("\0")  # text, name, text, name, ..., text
         out = out.scatter(rows, values[rows].select(pl.concat_str(
             [pl.col(part) if k % 2 else pl.lit(part) for k, part in enumerate(parts)]
         )).to_series())
