@@ -504,8 +504,8 @@ def above_envelope_whats(a: Verdicts, machine: Machine, rows: np.ndarray) -> pl.
             strings("head", [h for h, _ in around]).gather(picked)
             + fmt.decimals_column(implied[at], 4)
             + strings("tail", [t for _, t in around]).gather(picked)))
-    return pl.select(pl.format(reason_text.above_envelope_sentence("{}", "{}"),
-                               pl.lit(shown), pl.lit(implied_texts))).to_series()
+    head, middle, tail = reason_text.above_envelope_sentence("\0", "\0").split("\0")
+    return (head + shown + middle + implied_texts + tail).alias("anomaly")
 
 
 def percent_texts(values: np.ndarray, at: np.ndarray, n: int) -> pl.Series:
