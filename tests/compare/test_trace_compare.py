@@ -34,9 +34,12 @@ def json_lines(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def write(tmp_path: Path, name: str, calls: dict[str, list[float]]) -> Path:
+def write(tmp_path: Path, name: str, calls: dict[str, list[float]],
+          device: str = "NVIDIA H100 80GB HBM3") -> Path:
     """One op per call, each launching one kernel of the given microseconds, in sequence."""
-    dims = {"aten::mm": ([[512, 1024], [1024, 1024]], ["float", "float"]),
+    conv = ([[32, 64, 56, 56], [64, 64, 3, 3]], ["c10::BFloat16", "c10::BFloat16"])
+    dims = {"aten::cudnn_convolution": conv, "aten::miopen_convolution": conv,
+            "aten::mm": ([[512, 1024], [1024, 1024]], ["float", "float"]),
             "aten::add": ([[512, 1024], [512, 1024]], ["float", "float"]),
             "aten::mul": ([[512, 1024], [512, 1024]], ["float", "float"]),
             "aten::sub": ([[512, 1024], [512, 1024]], ["float", "float"]),
@@ -56,7 +59,7 @@ def write(tmp_path: Path, name: str, calls: dict[str, list[float]]) -> Path:
             t += 1000
             corr += 1
     path = tmp_path / name
-    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": device}],
                                 "traceEvents": events}))
     return path
 
@@ -93,6 +96,29 @@ def test_changes_beyond_the_noise_and_within_it(capsys, tmp_path):
     assert rows["aten::sub"]["status"] == "only_base"
     assert rows["aten::relu"]["status"] == "only_new"
     assert mm["base_time_s"] == pytest.approx(500 * US) and mm["new_count"] == 5
+
+
+def test_a_cudnn_and_a_miopen_convolution_of_the_same_tensors_are_one_group(capsys, tmp_path):
+    """An H100 trace against an MI300X trace of one model: the convolution is cuDNN's op on
+    one and MIOpen's on the other, with the same inputs; it was two groups, `only_base` and
+    `only_new`. Now one, named by both, its change read: 100 -> 80 us per call, -20%."""
+    base = write(tmp_path, "h100.json", {"aten::cudnn_convolution": [101, 99, 100, 100],
+                                         "aten::mm": [100, 100]})
+    new = write(tmp_path, "mi300x.json", {"aten::miopen_convolution": [81, 79, 80, 80],
+                                          "aten::mm": [90, 90]}, "AMD Instinct MI300X")
+    code, out, _ = run(capsys, "compare", base, new, "--json")
+    assert code == 0
+    rows = {r["op"]: r for r in json_lines(out)}
+    assert set(rows) == {"aten::cudnn_convolution / aten::miopen_convolution", "aten::mm"}
+    conv = rows["aten::cudnn_convolution / aten::miopen_convolution"]
+    assert conv["shapes"] == "[32, 64, 56, 56] bf16, [64, 64, 3, 3] bf16"
+    assert conv["base_count"] == conv["new_count"] == 4
+    assert conv["per_call_change"] == pytest.approx(80 / 100 - 1)
+    assert conv["status"] == "improvement"
+    # the other direction names them the other way round
+    code, out, _ = run(capsys, "compare", new, base, "--json")
+    assert {r["op"] for r in json_lines(out)} == {
+        "aten::miopen_convolution / aten::cudnn_convolution", "aten::mm"}
 
 
 def test_one_tick_of_a_whole_microsecond_clock_is_no_change(capsys, tmp_path):

@@ -10,7 +10,12 @@ noise); with a single call on either side the spread is unknown and the threshol
 decides, as for records without p10/p90. Below either sits the clock: a trace that writes
 whole microseconds cannot tell per-call means apart by less than one tick per kernel a call
 launches (5 us against 6 us is one tick, not +20%), so the noise is never less than that.
-Either way the relative change must exceed the threshold. The verdicts (the most common of
+Either way the relative change must exceed the threshold.
+
+Two cards of two vendors run the same aten op under each vendor's library name (cuDNN's
+`aten::cudnn_convolution` on NVIDIA, MIOpen's `aten::miopen_convolution` on AMD, with the same
+recorded tensors): such a pair is one group, named by both, so that an H100 trace and an
+MI300X trace of one model line up op for op. The verdicts (the most common of
 each group) are shown beside the change; a trace group's change is read whatever its
 verdict, since its time is measured either way.
 """
@@ -93,20 +98,29 @@ def compare_groups(base: Sequence[Group], new: Sequence[Group],
     for g in base:
         key = _key(g)
         seen.add(key)
-        changes.append(_pair(key[:2], g, by_key.get(key), threshold, tick_s))
-    changes += [_pair(_key(g)[:2], None, g, threshold, tick_s) for g in new
+        changes.append(_pair(g.shapes, g, by_key.get(key), threshold, tick_s))
+    changes += [_pair(g.shapes, None, g, threshold, tick_s) for g in new
                 if _key(g) not in seen]
     return sorted(changes, key=lambda c: (_ORDER[c.status], -abs(c.time_added_s)))
 
 
+# The MIOpen name of each aten op that has a cuDNN one, with the same recorded inputs.
+_MIOPEN_AS_CUDNN = {f"aten::miopen_{name}": f"aten::cudnn_{name}" for name in (
+    "convolution", "convolution_transpose", "convolution_relu", "convolution_add_relu",
+    "batch_norm", "batch_norm_backward")}
+
+
 def _key(group: Group) -> tuple[str, str, bool]:
-    """A group's identity: its op, its shapes, and whether it is communication (an op's
-    calls that launched a collective are a group apart from its other calls)."""
-    return group.op, group.shapes, group.communication
+    """A group's identity: its op (a vendor's library op by its cuDNN name), its shapes, and
+    whether it is communication (an op's calls that launched a collective are a group apart
+    from its other calls)."""
+    return _MIOPEN_AS_CUDNN.get(group.op, group.op), group.shapes, group.communication
 
 
-def _pair(key: tuple[str, str], base: Group | None, new: Group | None,
+def _pair(shapes: str, base: Group | None, new: Group | None,
           threshold: float, tick_s: float = 0.0) -> GroupChange:
+    # the op's name on each side, once: two where two vendors name the same op
+    key = (" / ".join(dict.fromkeys(g.op for g in (base, new) if g is not None)), shapes)
     if base is None or new is None:
         return GroupChange(*key, ONLY_NEW if base is None else ONLY_BASE, base, new,
                            math.nan, None)
