@@ -258,3 +258,56 @@ def test_kernel_durations_under_their_floor_are_not_called_overlapped_launches()
         "the 1.800 us measured is 0.60 x the kernel floor 3.000 us (assumed) and SOL is "
         "1.819 ns: a kernel's fixed cost, not its work, sets the time, so efficiency is no "
         "reading; give each launch more work (batch, fuse)")
+
+
+def test_floor_sentences_of_many_rows_are_each_rows_own_sentence() -> None:
+    """Thousands of latency-bound, floor-split and floor-share rows in one analysis (their
+    sentences filled by the engine, one template per floor) say, row for row, what the
+    one-row sentence functions say of that row's numbers and floor; and what one-row
+    analyses of the same records say (the sentences written one at a time)."""
+    import math
+
+    import numpy as np
+
+    from roofwise.explain import reason_text
+    from roofwise.explain.facts import floor_facts
+    from roofwise.explain.reason_columns import reason_lists
+    from roofwise.pricing.reasons import Reason
+
+    rng = np.random.default_rng(8)
+    n = 15_000
+    timings = ["events", "kernel", "graph", "wall", "device"]
+    records = []
+    for k in range(n):
+        population = k % 3
+        sol_s = {0: 1e-9, 1: 2e-9, 2: 36e-6}[population]  # tiny, tiny, above the floors
+        time_s = float({0: rng.uniform(2e-6, 12e-6), 1: rng.uniform(60e-6, 400e-6),
+                        2: rng.uniform(75e-6, 100e-6)}[population])
+        # a floor share needs a floor near the time: the events floor (20 us and up)
+        timing = "events" if population == 2 else timings[k % len(timings)]
+        records.append({"op": f"op{k % 7}", "flops": 0.0, "bytes": round(sol_s * BW),
+                        "roof": "cuda_core.fp32", "time_s": time_s, "timing": timing,
+                        "kernels": 1 + k % 4})
+    a = analysis_of(records)
+    said = reason_lists(a)
+    flags, net = a.judged.flags, a.judged.net_efficiency
+    assert net is not None
+    counts = {"latency": 0, "split": 0, "beside": 0}
+    for i in range(n):
+        facts = floor_facts(a, i, H200)
+        sol_s, time_s = float(a.priced.sol_time_s[i]), float(a.columns.time_s[i])
+        if flags[i] & Reason.BELOW_LATENCY_FLOOR:
+            assert reason_text.latency_bound_text(sol_s, time_s, facts) in said[i]
+            counts["latency"] += 1
+        elif flags[i] & Reason.FLOOR_SPLIT:
+            assert reason_text.floor_split_text(sol_s, time_s, facts, float(net[i])) in said[i]
+            counts["split"] += 1
+        elif math.isfinite(net[i]):
+            beside = reason_text.net_beside_text(float(net[i]), time_s, facts)
+            assert beside in said[i][0], (said[i], beside)
+            counts["beside"] += 1
+    assert min(counts.values()) >= 4096, counts  # each many enough for the engine's path
+    # the same records a few at a time: the same sentences, written one by one
+    picked = rng.choice(n, 40, replace=False).tolist()
+    few = reason_lists(analysis_of([records[i] for i in picked]))
+    assert few == [said[i] for i in picked]

@@ -96,11 +96,12 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         return pl.lit(strings(name, texts)).gather(
             column("machine", analysis.machine_index_or_first))
 
-    def sentences(mask: np.ndarray, values: list[str]) -> None:
-        """One sentence per row of `mask`, already written, in row order."""
+    def sentences(mask: np.ndarray, values: list[str] | pl.Series) -> None:
+        """One sentence per row of `mask`, already written, in row order (a column as the
+        engine filled it, or texts written one at a time)."""
         if mask.any():
-            when(mask, column(f"t{len(columns)}", scattered(n, np.flatnonzero(mask), [
-                encodable(v) for v in values])))
+            when(mask, column(f"t{len(columns)}", scattered(n, np.flatnonzero(mask), (
+                values if isinstance(values, pl.Series) else [encodable(v) for v in values]))))
 
     sentences(no_machine, [str(reason) or "no machine profile"
                            for reason in analysis.no_machine_reason[no_machine].tolist()])
@@ -192,7 +193,7 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
                 when(rows, by_machine(f"before:{key}", [b for b, _ in around]) + column(
                     f"rate:{key}", scattered(n, at, fmt.tera_rate_column(rate[at], key)))
                     + by_machine(f"after:{key}", [a for _, a in around]))
-    floors = _FloorTexts(analysis, has(Reason.BELOW_LATENCY_FLOOR) | has(Reason.FLOOR_SPLIT)
+    floors = FloorTexts(analysis, has(Reason.BELOW_LATENCY_FLOOR) | has(Reason.FLOOR_SPLIT)
                          | (templated & reading & _finite(judged.net_efficiency, n)))
     sentences(has(Reason.BELOW_LATENCY_FLOOR), floors.latency_bound(
         np.flatnonzero(has(Reason.BELOW_LATENCY_FLOOR))))
@@ -395,9 +396,11 @@ def scattered(n: int, at: np.ndarray, values: list[str] | pl.Series) -> pl.Serie
         values, dtype=pl.String))
 
 
-class _FloorTexts:
-    """The floor sentences of the rows in `mask`: each row's floor (`facts.floor_facts`)
-    is one of a few per (machine, timing, kernels), described once each."""
+class FloorTexts:
+    """The floor sentences of the rows in `mask`, filled by the engine: each row's floor
+    (`facts.floor_facts`) is one of a few per (machine, timing, kernels, overlapped launches),
+    described once each, and each sentence is `reason_text`'s, written once per floor with
+    its per-row numbers left as slots (`filled`)."""
 
     def __init__(self, analysis: Verdicts, mask: np.ndarray) -> None:
         self._analysis = analysis
@@ -408,59 +411,80 @@ class _FloorTexts:
             self._group, self._facts, self._described = np.zeros(0, np.int64), [], []
             self._floor_s = np.zeros(0)
             return
-        # a row's floor is set by its machine, timing, kernel count and overlapped launches
-        keys = np.stack([analysis.machine_index[rows].astype(np.int64),
-                         categorize(cols.timing[rows])[0],
-                         cols.kernel_counts()[rows].astype(np.int64),
-                         (flags[rows] & int(Reason.FLOOR_OVERLAPPED)) != 0], axis=1)
-        _, first, group = np.unique(keys.reshape(len(rows), 4), axis=0, return_index=True,
-                                    return_inverse=True)
+        # a row's floor is set by its machine, timing, kernel count and overlapped launches:
+        # one integer key of the four (each a small code)
+        timing, timings = categorize(cols.timing[rows])
+        kernel_values, kernels = np.unique(cols.kernel_counts()[rows].astype(np.int64),
+                                           return_inverse=True)
+        overlapped = (flags[rows] & int(Reason.FLOOR_OVERLAPPED)) != 0
+        key = (((analysis.machine_index[rows].astype(np.int64) + 1) * max(len(timings), 1)
+                + timing) * max(len(kernel_values), 1) + kernels.reshape(-1)) * 2 + overlapped
+        _, first, group = np.unique(key, return_index=True, return_inverse=True)
         self._group = group.reshape(-1)
         self._facts = [floor_facts(analysis, int(i), analysis.machines[str(
             analysis.machine_name[i])]) for i in rows[first].tolist()]
         self._described = [f.describe() for f in self._facts]
         self._floor_s = np.array([f.floor_s for f in self._facts], dtype=np.float64)
 
-    def _parts(self, at: np.ndarray) -> tuple[list[reason_text.FloorFacts], list[str],
-                                              np.ndarray]:
-        group = self._group[np.searchsorted(self._rows, at)].tolist()
-        return ([self._facts[g] for g in group], [self._described[g] for g in group],
-                self._floor_s[group])
+    def _groups(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's floor (an index into the floors) and its floor in seconds."""
+        group = self._group[np.searchsorted(self._rows, at)]
+        return group, self._floor_s[group]
 
-    def latency_bound(self, at: np.ndarray) -> list[str]:
-        facts, described, floor_s = self._parts(at)
+    def latency_bound(self, at: np.ndarray, advised: bool = True) -> pl.Series:
+        """The latency_bound sentence of each row `at`, with what to do (`advised`)."""
+        group, floor_s = self._groups(at)
         time_s = self._analysis.columns.time_s[at]
         with np.errstate(all="ignore"):
             spans = np.where(floor_s > 0, time_s / np.where(floor_s > 0, floor_s, 1.0),
                              np.inf)
-        return [reason_text.advised(reason_text.latency_bound_sentence(t, s, d, sol, f.timing),
-                                    f.timing)
-                for t, s, d, sol, f in zip(
-                    fmt.seconds_each(time_s), spans.tolist(), described,
-                    fmt.seconds_each(self._analysis.priced.sol_time_s[at]), facts,
-                    strict=True)]
+        values = pl.DataFrame({"time": fmt.seconds_column(time_s),
+                               "spans": fmt.decimals_column(spans, 2),
+                               "sol": fmt.seconds_column(self._analysis.priced.sol_time_s[at])})
+        templates = {}
+        for g in np.unique(group).tolist():
+            timing = self._facts[g].timing
+            what = reason_text.latency_bound_sentence("\0time\0", "\0spans\0",
+                                                      self._described[g], "\0sol\0", timing)
+            templates[g] = (reason_text.advised(what, timing) if advised else what).split("\0")
+        return filled(group, templates, values)
 
-    def floor_split(self, at: np.ndarray) -> list[str]:
-        facts, described, floor_s = self._parts(at)
+    def advice(self, at: np.ndarray) -> pl.Series:
+        """What to do about each latency-bound row `at` (its floor's timing method's)."""
+        group, _ = self._groups(at)
+        return coded("advice", group, [reason_text.retime_advice(f.timing)
+                                       for f in self._facts])
+
+    def floor_split(self, at: np.ndarray) -> pl.Series:
+        group, floor_s = self._groups(at)
         time_s = self._analysis.columns.time_s[at]
         net = self._analysis.judged.net_efficiency
         assert net is not None
-        nets = [text if math.isfinite(v) else "" for text, v in
-                zip(fmt.percent_each(net[at]), net[at].tolist(), strict=True)]
-        return [reason_text.floor_split_sentence(sol, d, t, rest, e, f.timing, f.kernels)
-                for sol, d, t, rest, e, f in zip(
-                    fmt.seconds_each(self._analysis.priced.sol_time_s[at]), described,
-                    fmt.seconds_each(time_s), fmt.seconds_each(time_s - floor_s), nets, facts,
-                    strict=True)]
+        has_net = np.isfinite(net[at])
+        values = pl.DataFrame({
+            "sol": fmt.seconds_column(self._analysis.priced.sol_time_s[at]),
+            "time": fmt.seconds_column(time_s), "rest": fmt.seconds_column(time_s - floor_s),
+            "net": fmt.percent_column(np.where(has_net, net[at], 0.0))})
+        code = group * 2 + has_net
+        templates = {}
+        for c in np.unique(code).tolist():
+            facts = self._facts[c // 2]
+            templates[c] = reason_text.floor_split_sentence(
+                "\0sol\0", self._described[c // 2], "\0time\0", "\0rest\0",
+                "\0net\0" if c % 2 else "", facts.timing, facts.kernels).split("\0")
+        return filled(code, templates, values)
 
-    def net_beside(self, at: np.ndarray) -> list[str]:
-        _, described, floor_s = self._parts(at)
+    def net_beside(self, at: np.ndarray) -> pl.Series:
+        group, floor_s = self._groups(at)
         net = self._analysis.judged.net_efficiency
         assert net is not None
         with np.errstate(all="ignore"):
             share = floor_s / self._analysis.columns.time_s[at]
-        return [reason_text.net_beside_sentence(e, d, s) for e, d, s in zip(
-            fmt.percent_each(net[at]), described, fmt.percent_each(share), strict=True)]
+        values = pl.DataFrame({"net": fmt.percent_column(net[at]),
+                               "share": fmt.percent_column(share)})
+        return filled(group, {g: reason_text.net_beside_sentence(
+            "\0net\0", self._described[g], "\0share\0").split("\0")
+            for g in np.unique(group).tolist()}, values)
 
 
 def anomaly_texts(analysis: Verdicts, at: np.ndarray) -> pl.Series:

@@ -58,16 +58,17 @@ def retime_advice(timing: str) -> str:
 def latency_bound_what(sol_s: float, time_s: float, floor: FloorFacts) -> str:
     """SOL under the floor and the floor most of the time: what the time is made of."""
     spans = time_s / floor.floor_s if floor.floor_s > 0 else math.inf
-    return latency_bound_sentence(fmt.seconds(time_s), spans, floor.describe(),
+    return latency_bound_sentence(fmt.seconds(time_s), f"{spans:.2f}", floor.describe(),
                                   fmt.seconds(sol_s), floor.timing)
 
 
-def latency_bound_sentence(time_text: str, spans: float, floor_text: str, sol_text: str,
+def latency_bound_sentence(time_text: str, spans_text: str, floor_text: str, sol_text: str,
                            timing: str) -> str:
-    """`latency_bound_what` from its numbers already formatted (what a column of rows uses)."""
+    """`latency_bound_what` from its numbers already formatted (what a column of rows uses;
+    `spans_text` is the time over the floor to two decimals)."""
     cause = ("a kernel's fixed cost, not its work, sets the time" if timing == "kernel"
              else "launches, not the kernel, set the time")
-    return (f"the {time_text} measured is {spans:.2f} x {floor_text} and "
+    return (f"the {time_text} measured is {spans_text} x {floor_text} and "
             f"SOL is {sol_text}: {cause}, so efficiency is no reading")
 
 

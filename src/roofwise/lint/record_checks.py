@@ -27,13 +27,9 @@ import polars as pl
 
 from roofwise.base import fmt
 from roofwise.base.text_columns import coded, null_texts, strings
-from roofwise.explain.facts import floor_facts
-from roofwise.explain.reason_columns import above_envelope_whats
+from roofwise.explain.reason_columns import FloorTexts, above_envelope_whats
 from roofwise.explain.reason_text import (
-    FloorFacts,
-    latency_bound_sentence,
     pipes_text,
-    retime_advice,
 )
 from roofwise.ledgers.ledger import Ledger
 from roofwise.lint.findings import (
@@ -516,37 +512,12 @@ def check_rows_m6(case: RowCase) -> Found:
 def check_rows_m7(case: RowCase) -> Found:
     """Rows whose time the floor of their timing method explains: efficiency is no reading."""
     a = case.analysis
-    rows = np.flatnonzero(a.judged.verdict == LATENCY_BOUND)
+    latency = a.judged.verdict == LATENCY_BOUND
+    rows = np.flatnonzero(latency)
     if not len(rows):
         return nothing()
-    floors = _floors(a, rows)
-    described = {floor: floor.describe() for floor in set(floors)}
-    time_s = a.columns.time_s[rows]
-    floor_s = np.array([floor.floor_s for floor in floors], dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spans = np.where(floor_s > 0, time_s / floor_s, np.inf)
-    return found(rows, WARNING, [
-        latency_bound_sentence(time, span, described[floor], sol, floor.timing)
-        for time, span, floor, sol in zip(fmt.seconds_each(time_s), spans.tolist(), floors,
-                                          fmt.seconds_each(a.priced.sol_time_s[rows]),
-                                          strict=True)],
-        [retime_advice(floor.timing) for floor in floors])
-
-
-def _floors(a: Analysis, rows: np.ndarray) -> list[FloorFacts]:
-    """The floor each of `rows` was read against (`analysis.floor_facts`), worked out once per
-    machine, timing, kernel count and overlap: a file has a handful of those."""
-    cols = a.columns
-    overlapped = ((a.judged.flags[rows] & np.int32(Reason.FLOOR_OVERLAPPED)) != 0).tolist()
-    known: dict[tuple[str, str, int, bool], FloorFacts] = {}
-    out = []
-    for i, over in zip(rows.tolist(), overlapped, strict=True):
-        name = str(a.machine_name[i])
-        key = (name, str(cols.timing[i]), cols.kernel_count(i), over)
-        if key not in known:
-            known[key] = floor_facts(a, i, a.machines[name])
-        out.append(known[key])
-    return out
+    floors = FloorTexts(a, latency)
+    return found(rows, WARNING, floors.latency_bound(rows, advised=False), floors.advice(rows))
 
 
 # ---------------------------------------------------------------------------- M8
