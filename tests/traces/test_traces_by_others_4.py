@@ -4,6 +4,8 @@ before), each checked against an independent parse and the physics of the case:
 - an `out=` tensor the op resizes (`arange.start_out`, recorded as the empty `[0]` it was
   passed) was charged at its recorded size: "zero bytes", blank, for a kernel that wrote
   every element;
+- a trace with no op priced (recorded without shapes) said `profile(s): -` for a card roofwise
+  has a profile for, as for one it has none for.
 """
 
 from __future__ import annotations
@@ -43,3 +45,24 @@ def test_an_out_tensor_the_op_resizes_is_charged_as_written(capsys):
     assert summary["kernel_time_s"] == pytest.approx(9765.437e-6, rel=1e-9)
     assert summary["unattributed_time_s"] == pytest.approx(9673.987e-6, rel=1e-9)
     assert summary["devices"] == ["AMD Instinct MI300X"]
+
+
+def test_a_trace_with_nothing_priced_names_the_profile_its_card_selects(capsys):
+    # HTA's AlexNet on an A100-PG509-200, recorded without shapes: nothing is priced, yet
+    # the card is known (the profile every other A100-PG509-200 trace is judged on)
+    assert main(["analyze", str(TRACES / "hta_alexnet_a100_noshapes.json.gz")]) == 0
+    out = capsys.readouterr().out
+    assert "(0 priced); device(s): NVIDIA A100-PG509-200; profile(s): a100-sxm-40gb\n" in out
+
+
+def test_a_gpu_only_trace_of_a_card_with_no_profile_says_so(capsys):
+    # TraceLens's MI210 trace has kernels and their launches but no cpu_op: 562 kernels,
+    # 5343.422 us, none launched by a traced op (an independent parse); no built-in profile
+    # is an MI210
+    assert main(["analyze", str(TRACES / "tracelens_mi210_gpu_only.json.gz")]) == 0
+    out = capsys.readouterr().out
+    assert ("kernel time 5.343 ms in 562 kernels from 0 ops (0 priced); device(s): AMD Instinct "
+            "MI210; profile(s): -\n") in out
+    _rows, summary = analyze(capsys, TRACES / "tracelens_mi210_gpu_only.json.gz")
+    assert summary["kernels"] == 562
+    assert summary["unattributed_time_s"] == pytest.approx(5343.422e-6, rel=1e-9)
