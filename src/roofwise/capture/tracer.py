@@ -401,6 +401,9 @@ def _fused_tensors(args: list[_Arg], outputs: list[tuple[str, TensorRef]],
                    kernels: list[TracedOp], names: _Namer) -> tuple[Tensor, ...]:
     read: set[str] = set()
     written: set[str] = set()
+    # an `out=` argument the op resized (the profiler records `arange.start_out`'s out as the
+    # empty [0] it was passed; the op wrote 512 elements into it): charged as written
+    grown: dict[str, TensorRef] = {}
     captured: dict[str, TensorRef] = {}
     produced = {w.storage for op in kernels for w in op.writes if not names.args_touched(w)}
     for op in kernels:
@@ -410,7 +413,10 @@ def _fused_tensors(args: list[_Arg], outputs: list[tuple[str, TensorRef]],
             if not touched and r.storage not in produced:
                 captured.setdefault(names.name(r)[0], r)
         for w in op.mutates:
-            written.update(a.name for a in names.args_touched(w))
+            for a in names.args_touched(w):
+                written.add(a.name)
+                if w.nbytes > grown.get(a.name, a.ref).nbytes:
+                    grown[a.name] = w
     tensors: list[Tensor] = []
     for a in args:
         if a.name in written:
@@ -419,7 +425,7 @@ def _fused_tensors(args: list[_Arg], outputs: list[tuple[str, TensorRef]],
             role = Role.LOOKUP if a.lookup else Role.INPUT
         else:
             continue  # never read: not charged
-        tensors.append(_tensor(a.name, a.ref, role))
+        tensors.append(_tensor(a.name, grown.get(a.name, a.ref), role))
     tensors += [_tensor(n, r, Role.INPUT) for n, r in captured.items()]
     seen: set[TensorRef] = set()
     for out_name, ref in outputs:

@@ -446,6 +446,13 @@ def verdicts_text(group: Group) -> str:
                                                          key=lambda kv: -kv[1]))
 
 
+def _profiles_of(devices: Sequence[str], machines: Mapping[str, Machine]) -> list[str]:
+    """The profiles the trace's devices select, sorted: with no op priced there are no
+    verdicts to name them, yet a known card is not an unknown one (`-`)."""
+    found = (match_device(d, machines.values()).machine for d in devices)
+    return sorted({m.name for m in found if m is not None})
+
+
 def summary_lines(result: TraceAnalysis) -> list[str]:
     """Where the kernel time went, in three lines: priced, communication, unpriced, outside."""
     s = result.summary
@@ -459,7 +466,8 @@ def summary_lines(result: TraceAnalysis) -> list[str]:
                         for d in s.devices) or "none named (use --machine)"
     machine = result.judging.machine
     machines = (", ".join(result.verdicts.machines) if result.verdicts
-                else machine.name if machine is not None else "-")
+                else machine.name if machine is not None
+                else ", ".join(_profiles_of(s.devices, result.judging.machines)) or "-")
     return [
         f"kernel time {fmt.seconds(kernel)} in {s.kernels} kernels from {s.ops} ops "
         f"({s.priced_ops} priced); device(s): {devices}; profile(s): {machines}",
