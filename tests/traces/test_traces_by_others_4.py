@@ -66,3 +66,38 @@ def test_a_gpu_only_trace_of_a_card_with_no_profile_says_so(capsys):
     _rows, summary = analyze(capsys, TRACES / "tracelens_mi210_gpu_only.json.gz")
     assert summary["kernels"] == 562
     assert summary["unattributed_time_s"] == pytest.approx(5343.422e-6, rel=1e-9)
+
+
+def test_group_norm_and_the_fused_rms_norm_backward_are_priced(capsys, tmp_path):
+    """TraceLens's normalization-layer trace (MI300X, [8, 16, 32, 32] fp32, 131,072
+    elements): group norm and its backward, and RMS norm's fused backward, were blank ("the
+    tracer has no count"). Each is now priced as batch norm is, per element of its largest
+    input, every input read once and one output of that shape written: forward 6 operations
+    per element, group norm's backward 8, RMS norm's fused backward 9."""
+    records = tmp_path / "norms.jsonl"
+    rows, _ = analyze(capsys, TRACES / "tracelens_mi300x_normalization_layers.json.gz",
+                      "--records-out", str(records))
+    by_op: dict[str, list[dict]] = {}
+    for line in records.read_text().splitlines():
+        record = json.loads(line)
+        by_op.setdefault(record["op"], []).append(record)
+    elements, x_bytes = 8 * 16 * 32 * 32, 8 * 16 * 32 * 32 * 4
+    forward = {(r["read_bytes"], r["write_bytes"], r["flops"])
+               for r in by_op["aten::native_group_norm"]}
+    # with weight and bias [16] fp32 (64 B each), and without
+    assert forward == {(x_bytes + 2 * 64, x_bytes, 6 * elements), (x_bytes, x_bytes, 6 * elements)}
+    backward = {(r["read_bytes"], r["write_bytes"], r["flops"])
+                for r in by_op["aten::native_group_norm_backward"]}
+    # grad and input, mean and rstd [8, 4] fp32 (128 B each), weight [16] where affine
+    assert backward == {(2 * x_bytes + 2 * 128 + 64, x_bytes, 8 * elements),
+                        (2 * x_bytes + 2 * 128, x_bytes, 8 * elements)}
+    rms = {(r["read_bytes"], r["write_bytes"], r["flops"])
+           for r in by_op["aten::_fused_rms_norm_backward"]}
+    # grad and input, rstd [8, 16, 1, 1] fp32 (512 B), weight [32, 32] fp32 (4,096 B) where given
+    assert rms == {(2 * x_bytes + 512 + 4096, x_bytes, 9 * elements),
+                   (2 * x_bytes + 512, x_bytes, 9 * elements)}
+    for row in rows:
+        if row["op"] in ("aten::native_group_norm", "aten::native_group_norm_backward",
+                         "aten::_fused_rms_norm_backward"):
+            assert row["priced_by"] == "library" and "blank" not in row["verdicts"]
+            assert "impossible" not in row["verdicts"]  # 1-2 MB in ~5 us: 0.2-0.4 TB/s

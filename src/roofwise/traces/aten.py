@@ -83,15 +83,19 @@ COMPILED_REGION = "Torch-Compiled Region"  # the span torch.compile's code runs 
 # per element of their largest input: every input read once, one output of that shape written
 # (their few per-channel outputs left out), and this work per element. Batch norm, training:
 # the per-channel sum and sum of squares (2), then (x - mean) * rstd * weight + bias (4); its
-# backward: the sums of grad and grad * x-hat (3), then grad_input from them (5); max pooling's
-# backward adds each grad into the input position its max came from. x read once is the least
-# a fused kernel can read.
+# backward: the sums of grad and grad * x-hat (3), then grad_input from them (5); group norm
+# is the same per group of channels instead of per channel. RMS norm's fused backward: grad *
+# weight (1), its dot with x per row (2), grad_input = rstd * (grad * weight) - x * coef (3),
+# and grad_weight's sum of grad * x * rstd (3). Max pooling's backward adds each grad into
+# the input position its max came from. x read once is the least a fused kernel can read.
 _LARGEST_INPUT_OPS: dict[str, dict[str, int]] = {
     **{n: {"arithmetic": 6} for n in (
         "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-        "cudnn_batch_norm", "miopen_batch_norm")},
+        "cudnn_batch_norm", "miopen_batch_norm", "native_group_norm")},
     **{n: {"arithmetic": 8} for n in (
-        "native_batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward")},
+        "native_batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward",
+        "native_group_norm_backward")},
+    "_fused_rms_norm_backward": {"arithmetic": 9},
     "max_pool2d_with_indices_backward": {"arithmetic": 1},
 }
 # The ops the operator library prices by name (beside the elementwise and reduction classes).
