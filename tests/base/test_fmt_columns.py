@@ -30,6 +30,7 @@ def test_each_column_formatter_matches_its_scalar(xs):
     assert fmt.nbytes_each(column) == [fmt.nbytes(x) for x in xs]
     assert fmt.exact_each(column) == [fmt.exact(x) for x in xs]
     assert fmt.percent_each(column) == [fmt.percent(x) for x in xs]
+    assert fmt.percent_each(column, 0) == [fmt.percent(x, 0) for x in xs]
     assert fmt.fixed_each(column, ".1f", "GB/s") == [fmt.fixed(x, ".1f", "GB/s") for x in xs]
     for key in ("sfu.fp32", "tensor_core.bf16"):
         assert fmt.tera_rate_each(column, key) == [fmt.tera_rate(x, key) for x in xs]
@@ -55,6 +56,7 @@ def test_long_columns_match_too(xs):
     column = np.array(xs, dtype=np.float64)
     assert fmt.seconds_each(column) == [fmt.seconds(x) for x in xs]
     assert fmt.percent_each(column) == [fmt.percent(x) for x in xs]
+    assert fmt.percent_each(column, 0) == [fmt.percent(x, 0) for x in xs]
     assert fmt.fixed_each(column, ".1f", "GB/s") == [fmt.fixed(x, ".1f", "GB/s") for x in xs]
     assert fmt.exact_each(column) == [fmt.exact(x) for x in xs]
     assert fmt.nbytes_each(column) == [fmt.nbytes(x) for x in xs]

@@ -26,6 +26,7 @@ from roofwise.ops.attention import attention
 from roofwise.output.analysis import Analysis, analyze
 from roofwise.output.frame import json_lines
 from roofwise.pricing.core import equal_to, uniform
+from roofwise.pricing.reasons import Reason
 from roofwise.profiles.load import builtin_machines
 from roofwise.profiles.machine import ComputeUnit
 from roofwise.records.read import columns_from_valid, validate_record
@@ -296,3 +297,55 @@ def test_above_envelope_sentence_keeps_its_words() -> None:
         "calibrated below this card")
     assert above_envelope_what(1.1, CeilingFacts("hbm", 0.99, None)).endswith(
         "(implies 0.9900 of hbm theoretical, profile uncalibrated)")
+
+
+def test_thousands_of_rows_with_a_second_pipe_say_each_rows_own_pipes() -> None:
+    """A file of fused kernels whose transcendentals take 30-70% of the binding pipe's time
+    (the seed's QK-Norm + RoPE + quant, timed many times): every row carries a second pipe.
+    Their `pipes` field, reasons and M5 finding, written as columns (the engine fills each
+    template), say per row what the one-row functions say; 200,000 such rows took 10 s, each
+    written one at a time."""
+    from roofwise.explain.reason_columns import reason_lists
+    from roofwise.explain.reason_text import bound_label, pipes_text
+    from roofwise.lint.findings import is_sfu_unit
+    from roofwise.pricing.core import pipes_near_binding
+
+    rng = np.random.default_rng(23)
+    records = []
+    for k in range(6000):
+        cuda = float(rng.uniform(1e9, 5e9))
+        # tensor cores for some rows: the SFU beside a contraction (and ties of two pipes)
+        roof = "tensor_core.bf16" if k % 3 == 0 else "cuda_core.fp32"
+        rate = 989.5e12 * 0.7680 if k % 3 == 0 else 67.0e12 * 0.8548
+        sfu = cuda / rate * 4.18176e12 * float(rng.choice([0.3, 0.55, 0.7, 1.0, 1.6]))
+        busiest = max(cuda / rate, sfu / 4.18176e12)
+        records.append({
+            "op": f"fused{k % 9}", "flops": cuda + sfu, "bytes": float(rng.uniform(1e5, 1e6)),
+            "roof": roof, "time_s": busiest * float(rng.uniform(1.05, 2.5)),
+            "flops_by_unit": {roof: cuda, "sfu.fp32": sfu}, "timing": "kernel",
+            "device": "NVIDIA H200"})
+    analysis = analysis_of(records)
+    priced, judged = analysis.priced, analysis.judged
+    second = np.flatnonzero((priced.flags & np.int32(Reason.SECOND_PIPE)) != 0)
+    assert len(second) >= 4096  # the engine's path (fmt.ENGINE_FROM_VALUES)
+    said = reason_lists(analysis)
+    lines = [json.loads(line) for line in json_lines(analysis).to_list()]
+    m5 = {row: (why, fix) for row, code, _, why, fix in as_tuples(lint_columns(analysis))
+          if code == "M5"}
+    assert priced.serial_sol_time_s is not None and judged.serial_efficiency is not None
+    for i in second.tolist():
+        pipes = pipes_near_binding(priced, i)
+        assert len(pipes) > 1
+        assert lines[i]["pipes"] == [{"unit": k, "time_s": t} for k, t in pipes]
+        band = pipes_text(pipes, float(priced.sol_time_s[i]),
+                          float(priced.serial_sol_time_s[i]), float(judged.efficiency[i]),
+                          float(judged.serial_efficiency[i]))
+        assert band in said[i]
+        if lines[i]["verdict"] in ("below", "at_ceiling") and not priced.bound_memory[i]:
+            assert said[i][0].endswith("compute-bound on " + bound_label(
+                False, pipes, str(priced.binding_unit[i])))
+        sfus = [k for k, _ in pipes if is_sfu_unit(k)] or [str(priced.binding_unit[i])]
+        assert m5[i] == (band, f"calibrate {', '.join(sfus)} on the card (`roofwise calibrate`)"
+                               " and read this op by its band, never by one pipe")
+    others = sorted(set(range(len(records))) - set(second.tolist()))
+    assert others and all(lines[i]["pipes"] is None for i in others)

@@ -298,18 +298,19 @@ def exact_each(values: object) -> list[str]:
     return exact_column(values).to_list()
 
 
-def percent_column(values: object) -> pl.Series:
-    """`percent(v)` (one decimal) of every value."""
+def percent_column(values: object, digits: int = 1) -> pl.Series:
+    """`percent(v, digits)` of every value."""
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         hundred = np.abs(x * 100)
         common = np.isfinite(x) & (np.abs(x) < PERCENT_SCIENTIFIC_ABOVE) & ~(
-            (hundred > 0) & (hundred < 0.05))
-    return _each(x, common, lambda v: decimals_column(v * 100, 1, ("%",)), percent)
+            (hundred > 0) & (hundred < 10.0 ** -digits / 2))
+    return _each(x, common, lambda v: decimals_column(v * 100, digits, ("%",)),
+                 lambda v: percent(v, digits))
 
 
-def percent_each(values: object) -> list[str]:
-    return percent_column(values).to_list()
+def percent_each(values: object, digits: int = 1) -> list[str]:
+    return percent_column(values, digits).to_list()
 
 
 def fixed_column(values: object, spec: str, unit: str) -> pl.Series:

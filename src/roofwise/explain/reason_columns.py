@@ -23,7 +23,7 @@ from roofwise.base.text import encodable
 from roofwise.base.text_columns import coded, null_texts, strings
 from roofwise.explain import reason_text
 from roofwise.explain.facts import floor_facts
-from roofwise.pricing.core import pipes_near_binding
+from roofwise.pricing.core import Priced, near_pipes
 from roofwise.pricing.reasons import BLANK_REASONS, IMPOSSIBLE_REASONS, Reason
 from roofwise.records.read import categorize
 from roofwise.verdicts.mismatch import mismatch_codes
@@ -204,6 +204,9 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     for name, m in analysis.machines.items():
         when(rows_with(Reason.ABOVE_REGIME_WITHIN_ENVELOPE, name),
              functools.partial(above_regime, m))
+    # the pipes near the binding one of every row that has a second one, written once
+    second_rows = np.flatnonzero(second_pipe)
+    pipes = pipes_by_row(priced, second_rows) if len(second_rows) else pl.DataFrame()
     at = np.flatnonzero(templated & reading)
     if len(at):
         # a floor that binds part of the time: the efficiency net of it, said beside the
@@ -222,22 +225,18 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
         when(rows_with(Reason.NONE, None, reading & ~memory & ~second_pipe), lambda: pl.format(
             "{} of SOL{}; compute-bound on {}", percent, beside_text,
             column("binding", strings("binding", priced.binding_unit))))
-        # a second pipe near the binding one is named beside it (rare rows, per row)
+        # a second pipe near the binding one is named beside it
         pair = rows_with(Reason.NONE, None, reading & ~memory & second_pipe)
         at_pair = np.flatnonzero(pair)
-        labels = column("pipes", scattered(n, at_pair, [reason_text.bound_label(
-            False, pipes_near_binding(priced, i), str(priced.binding_unit[i]))
-            for i in at_pair.tolist()]))
+        labels = column("pipes", scattered(n, at_pair, pipes.gather(
+            np.searchsorted(second_rows, at_pair))["label"] if len(at_pair) else []))
         when(pair, pl.format("{} of SOL{}; compute-bound on {}", percent, beside_text, labels))
     split = has(Reason.FLOOR_SPLIT) if judged.net_efficiency is not None else np.zeros(n, bool)
     sentences(split, floors.floor_split(np.flatnonzero(split)))
     if priced.serial_sol_time_s is not None and judged.serial_efficiency is not None:
-        serial_sol, serial_eff = priced.serial_sol_time_s, judged.serial_efficiency
-        band = has(Reason.SECOND_PIPE)
-        sentences(band, [reason_text.pipes_text(
-            pipes_near_binding(priced, i), float(priced.sol_time_s[i]), float(serial_sol[i]),
-            float(judged.efficiency[i]), float(serial_eff[i]))
-            for i in np.flatnonzero(band).tolist()])
+        band = np.flatnonzero(has(Reason.SECOND_PIPE))
+        sentences(has(Reason.SECOND_PIPE), pipes_sentences(analysis, band, pipes.gather(
+            np.searchsorted(second_rows, band))["named"] if len(band) else None))
     when(rows_with(Reason.UNCALIBRATED_MEMORY), lambda: by_machine("uncalibrated", [
         f"{m.dram.name} bandwidth is the datasheet figure (uncalibrated)" for m in machines]))
     # each unit named for the rows that use it, on a card where it is uncalibrated (null on
@@ -381,6 +380,68 @@ def _cache_facts(machine: Machine) -> list[reason_text.CacheFacts]:
                                    c.theoretical_bytes_per_s is None and bool(
                                        c.measured_bytes_per_s))
             for c in machine.caches]
+
+
+def pipes_by_row(priced: Priced, rows: np.ndarray) -> pl.DataFrame:
+    """Per row of `rows` (rows with a second pipe near the binding one): `named`, its pipes
+    as `reason_text.pipes_text` lists them (time, and share of the binding one's), and
+    `label`, as `reason_text.bound_label` joins them (its binding unit where only that one
+    is near). Each pipe is written by the engine."""
+    near = near_pipes(priced, rows)
+    first = near.first
+    start = np.maximum.accumulate(np.where(first, np.arange(len(first)), 0))
+    with np.errstate(all="ignore"):
+        share = near.time_s / near.time_s[start]
+    code = near.unit * 2 + first
+    entries = filled(code, {c: reason_text.pipe_named(
+        near.units[c // 2], "\0time\0", None if c % 2 else "\0share\0").split("\0")
+        for c in np.unique(code).tolist()}, pl.DataFrame({
+            "time": fmt.seconds_column(near.time_s), "share": fmt.percent_column(share, 0)}))
+    count = np.bincount(np.searchsorted(rows, near.row), minlength=len(rows))
+    label = joined_by_row(rows, near.row, coded("unit", near.unit, near.units), " + ")
+    binding = strings("binding", np.asarray(priced.binding_unit, dtype=object)[rows])
+    return pl.DataFrame({"named": joined_by_row(rows, near.row, entries, ", "),
+                         "label": pl.select(pl.when(pl.lit(count > 1)).then(pl.lit(label))
+                                            .otherwise(pl.lit(binding))).to_series()})
+
+
+def joined_by_row(rows: np.ndarray, entry_rows: np.ndarray, texts: pl.Series,
+                  separator: str) -> pl.Series:
+    """Per row of `rows`, the texts of its entries (`entry_rows`: each entry's row, a row's
+    entries adjacent, in order) joined by `separator`; null where a row has none. The entries
+    are put side by side by their place in their row (a row has a handful at most)."""
+    if not len(entry_rows):
+        return null_texts(len(rows))
+    first = np.r_[True, entry_rows[1:] != entry_rows[:-1]]
+    place = np.arange(len(first)) - np.maximum.accumulate(
+        np.where(first, np.arange(len(first)), 0))
+    at = np.searchsorted(rows, entry_rows)
+    columns = [scattered(len(rows), at[place == k], texts.filter(pl.Series(place == k)))
+               .alias(f"t{k}") for k in range(int(place.max()) + 1)]
+    some = np.bincount(at, minlength=len(rows)) > 0
+    return pl.DataFrame(columns).select(pl.when(pl.lit(some)).then(pl.concat_str(
+        pl.all(), separator=separator, ignore_nulls=True))).to_series().alias("joined")
+
+
+def pipes_sentences(analysis: Verdicts, rows: np.ndarray,
+                    named: pl.Series | None = None) -> pl.Series:
+    """`reason_text.pipes_text` of each of `rows` (rows with a second pipe near the binding
+    one): every such pipe, the serial sum beside the overlapped bound, the band. `named`:
+    the rows' pipes as `pipes_by_row` writes them, where the caller has them."""
+    priced, judged = analysis.priced, analysis.judged
+    assert priced.serial_sol_time_s is not None and judged.serial_efficiency is not None
+    if named is None:
+        named = pipes_by_row(priced, rows)["named"]
+    serial_efficiency = judged.serial_efficiency[rows]
+    overlapped = (serial_efficiency > 1.0).astype(np.int64)
+    values = pl.DataFrame({
+        "named": named.fill_null(""), "sol": fmt.seconds_column(priced.sol_time_s[rows]),
+        "serial": fmt.seconds_column(priced.serial_sol_time_s[rows]),
+        "efficiency": fmt.percent_column(judged.efficiency[rows]),
+        "serial_efficiency": fmt.percent_column(serial_efficiency)})
+    return filled(overlapped, {flag: reason_text.pipes_sentence(
+        "\0named\0", "\0sol\0", "\0serial\0", "\0efficiency\0", "\0serial_efficiency\0",
+        bool(flag)).split("\0") for flag in np.unique(overlapped).tolist()}, values)
 
 
 def _finite(values: np.ndarray | None, n: int) -> np.ndarray:

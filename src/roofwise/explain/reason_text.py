@@ -189,16 +189,29 @@ def pipes_text(pipes: Sequence[tuple[str, float]], overlapped_s: float, serial_s
                efficiency: float, serial_efficiency: float) -> str:
     """Every pipe near the binding one, the serial sum beside the overlapped bound, the band."""
     binding_s = pipes[0][1]
+    named = ", ".join(pipe_named(key, fmt.seconds(t), None if k == 0 else
+                                 fmt.percent(t / binding_s, 0))
+                      for k, (key, t) in enumerate(pipes))
+    return pipes_sentence(named, fmt.seconds(overlapped_s), fmt.seconds(serial_s),
+                          fmt.percent(efficiency), fmt.percent(serial_efficiency),
+                          serial_efficiency > 1.0)
+
+
+def pipe_named(key: str, time_text: str, share_text: str | None) -> str:
+    """One pipe of `pipes_text`: its time and its share of the binding pipe's (None: the
+    binding pipe itself)."""
+    return f"{key} {time_text}" + (" (binding)" if share_text is None else f" ({share_text})")
+
+
+def pipes_sentence(named: str, overlapped_text: str, serial_text: str, efficiency_text: str,
+                   serial_efficiency_text: str, overlapped: bool) -> str:
+    """`pipes_text` from its parts already written (what a column of rows uses)."""
     # faster than the pipes one after another: they overlapped, which is no sign of a fast
     # kernel (the overlapped bound is the reading)
-    overlap = " (over 100%: the pipes overlapped)" if serial_efficiency > 1.0 else ""
-    named = ", ".join(f"{key} {fmt.seconds(t)}" + (" (binding)" if k == 0 else
-                                                  f" ({fmt.percent(t / binding_s, 0)})")
-                      for k, (key, t) in enumerate(pipes))
+    overlap = " (over 100%: the pipes overlapped)" if overlapped else ""
     return (f"pipes at >= 50% of the binding one: {named}; the call measures between the "
-            f"overlapped bound {fmt.seconds(overlapped_s)} and the serial sum "
-            f"{fmt.seconds(serial_s)}: efficiency {fmt.percent(efficiency)} overlapped, "
-            f"{fmt.percent(serial_efficiency)} serial{overlap}")
+            f"overlapped bound {overlapped_text} and the serial sum {serial_text}: efficiency "
+            f"{efficiency_text} overlapped, {serial_efficiency_text} serial{overlap}")
 
 
 def bound_label(bound_memory: bool, pipes: Sequence[tuple[str, float]], binding_unit: str,

@@ -27,9 +27,11 @@ import polars as pl
 
 from roofwise.base import fmt
 from roofwise.base.text_columns import coded, null_texts, strings
-from roofwise.explain.reason_columns import FloorTexts, above_envelope_whats
-from roofwise.explain.reason_text import (
-    pipes_text,
+from roofwise.explain.reason_columns import (
+    FloorTexts,
+    above_envelope_whats,
+    joined_by_row,
+    pipes_sentences,
 )
 from roofwise.ledgers.ledger import Ledger
 from roofwise.lint.findings import (
@@ -69,7 +71,7 @@ from roofwise.lint.stale_checks import (
     stale_rows,
 )
 from roofwise.output.analysis import Analysis
-from roofwise.pricing.core import Priced, equal_to, pipes_near_binding
+from roofwise.pricing.core import Priced, equal_to, near_pipes
 from roofwise.pricing.reasons import Reason
 from roofwise.profiles.machine import Machine
 from roofwise.verdicts.rules import ANOMALY, BLANK, CACHE_RESIDENT, IMPOSSIBLE, LATENCY_BOUND
@@ -424,8 +426,7 @@ def check_rows_m5(case: RowCase) -> Found:
             rows = np.flatnonzero(mine & alone)
             if len(rows):
                 parts.append(_sfu_binds(priced, key, rows))
-        parts.append(listed(_pipes_near(case, i)
-                            for i in np.flatnonzero(mine & second).tolist()))
+        parts.append(_pipes_near(case, np.flatnonzero(mine & second)))
     return joined(parts)
 
 
@@ -457,26 +458,36 @@ def _against(time_text: str, key: str) -> str:
     return f" against {time_text} on {key}"
 
 
-def _pipes_near(case: RowCase, i: int) -> tuple[int, str, str, str] | None:
-    """M5 of one row with a second pipe near the binding one: every such pipe with the band,
-    when an SFU is among them (or binds)."""
+def _pipes_near(case: RowCase, rows: np.ndarray) -> Found:
+    """M5 of the rows with a second pipe near the binding one: every such pipe with the band,
+    where an SFU binds or is among them; the SFUs named in the fix."""
     a = case.analysis
     priced = a.priced
-    key = str(priced.binding_unit[i])
-    if not key:
-        return None
-    pipes = pipes_near_binding(priced, i)
-    sfus = [k for k, _ in pipes if is_sfu_unit(k)]
-    if not is_sfu_unit(key) and not sfus:
-        return None
-    if len(pipes) > 1 and priced.serial_sol_time_s is not None and (
-            a.judged.serial_efficiency is not None):
-        why = pipes_text(pipes, float(priced.sol_time_s[i]), float(priced.serial_sol_time_s[i]),
-                         float(a.judged.efficiency[i]), float(a.judged.serial_efficiency[i]))
-        return (i, WARNING, why, f"calibrate {', '.join(sfus or [key])} on the card (`roofwise "
-                                 "calibrate`) and read this op by its band, never by one pipe")
-    alone = _sfu_binds(priced, key, np.array([i]))
-    return (i, WARNING, alone.reason[0], alone.fix[0])  # one finding: its texts
+    if not len(rows):
+        return nothing()
+    near = near_pipes(priced, rows)
+    sfu = np.array([is_sfu_unit(k) for k in near.units], dtype=bool)[near.unit] if len(
+        near.units) else np.zeros(0, dtype=bool)
+    at = np.searchsorted(rows, near.row)
+    pipes = np.bincount(at, minlength=len(rows))
+    binding = np.asarray(priced.binding_unit, dtype=object)[rows]
+    keep = (binding != "") & (np.bincount(at, weights=sfu, minlength=len(rows)) > 0)
+    for key in (k for k in priced.unit_ops if is_sfu_unit(k)):  # an SFU binds
+        keep |= equal_to(binding, key)
+    banded = keep & (pipes > 1) & (priced.serial_sol_time_s is not None) & (
+        a.judged.serial_efficiency is not None)
+    parts = []
+    if banded.any():
+        # the SFUs among each row's pipes, in pipe order (its binding unit where none is)
+        named = joined_by_row(rows[banded], near.row[sfu], coded(
+            "unit", near.unit[sfu], near.units), ", ").fill_null(strings(
+                "binding", binding[banded]))
+        parts.append(found(rows[banded], WARNING, pipes_sentences(a, rows[banded]),
+                           "calibrate " + named + " on the card (`roofwise calibrate`) and read "
+                           "this op by its band, never by one pipe"))
+    for i in rows[keep & ~banded].tolist():  # one pipe left near: the SFU binds alone
+        parts.append(_sfu_binds(priced, str(priced.binding_unit[i]), np.array([i])))
+    return joined(parts)
 
 
 # ---------------------------------------------------------------------------- M6

@@ -19,7 +19,7 @@ import polars as pl
 
 from roofwise.base.text_columns import coded, nested, strings
 from roofwise.explain.reason_columns import reasons_column
-from roofwise.pricing.core import pipes_near_binding
+from roofwise.pricing.core import near_pipes
 from roofwise.pricing.reasons import Reason
 from roofwise.profiles.machine import timing_method
 from roofwise.verdicts.rules import BLANK, NO_EFFICIENCY, VERDICTS
@@ -171,11 +171,13 @@ def _judgement(analysis: Analysis) -> pl.DataFrame:
         .alias("efficiency_band"),
         pl.lit(pl.Series(VERDICTS, dtype=pl.String)).gather(pl.col("verdict"))
         .alias("verdict"))
-    if second.any():  # the pipes near the binding one, listed per row (rows are rare)
-        pipes: list[Any] = [None] * n
-        for i in np.flatnonzero(second).tolist():
-            pipes[i] = [{"unit": k, "time_s": t} for k, t in pipes_near_binding(priced, i)]
-        frame = frame.with_columns(nested("pipes", pipes, _PIPES))
+    if second.any():  # the pipes near the binding one, listed per row (null elsewhere)
+        near = near_pipes(priced, np.flatnonzero(second))
+        listed = pl.DataFrame({"row": near.row, "unit": coded("unit", near.unit, near.units),
+                               "time_s": near.time_s}).group_by("row", maintain_order=True).agg(
+            pl.struct("unit", "time_s").alias("pipes"))
+        frame = frame.with_columns(pl.DataFrame({"row": np.arange(n, dtype=np.int64)}).join(
+            listed, on="row", how="left", maintain_order="left")["pipes"].cast(_PIPES))
     return frame.with_columns(reasons_column(analysis))
 
 

@@ -154,6 +154,48 @@ def pipes_near_binding(priced: Priced, i: int) -> list[tuple[str, float]]:
     return sorted(found, key=lambda kt: -kt[1])
 
 
+@dataclass(frozen=True)
+class NearPipes:
+    """`pipes_near_binding` of many rows at once, in long form: entry e is pipe
+    `units[unit[e]]` of row `row[e]`, taking `time_s[e]`; a row's entries are adjacent, in
+    row order, slowest first (ties in unit order), the first its binding pipe."""
+
+    units: tuple[str, ...]
+    row: np.ndarray  # int64 row index
+    unit: np.ndarray  # int64 index into units
+    time_s: np.ndarray
+
+    @property
+    def first(self) -> np.ndarray:
+        """Per entry, whether it is its row's first (binding) pipe."""
+        return np.r_[True, self.row[1:] != self.row[:-1]] if len(self.row) else np.zeros(
+            0, dtype=bool)
+
+
+def near_pipes(priced: Priced, rows: np.ndarray) -> NearPipes:
+    """The pipes at >= SECOND_PIPE_SHARE of the binding one of each of `rows` (rows that
+    carry SECOND_PIPE), as `pipes_near_binding` lists them, without a loop over rows."""
+    units = tuple(priced.unit_time_s)
+    rows = np.asarray(rows, dtype=np.int64)
+    if not units or not len(rows):
+        empty = np.zeros(0, dtype=np.int64)
+        return NearPipes(units, empty, empty, np.zeros(0))
+    times = np.stack([np.asarray(priced.unit_time_s[k], dtype=np.float64)[rows]
+                      for k in units])
+    limit = SECOND_PIPE_SHARE * np.asarray(priced.compute_time_s, dtype=np.float64)[rows]
+    near = (times > 0) & (times >= limit)
+    # each pipe's place in its row: the near pipes slower than it, or as slow and listed first
+    place = np.zeros(times.shape, dtype=np.int64)
+    for j in range(len(units)):
+        for k in range(len(units)):
+            if j != k:
+                place[k] += near[j] & ((times[j] > times[k]) | ((times[j] == times[k]) & (j < k)))
+    unit, at = np.nonzero(near)
+    order = np.lexsort((place[unit, at], at))
+    return NearPipes(units, rows[at[order]], unit[order].astype(np.int64),
+                     times[unit[order], at[order]])
+
+
 def _pipes_near_binding(machine: Machine, flops_by_unit: Mapping[str, np.ndarray],
                         rows: np.ndarray, regime: str | None,
                         binding_s: np.ndarray) -> np.ndarray:
