@@ -349,3 +349,21 @@ def test_thousands_of_rows_with_a_second_pipe_say_each_rows_own_pipes() -> None:
                                " and read this op by its band, never by one pipe")
     others = sorted(set(range(len(records))) - set(second.tolist()))
     assert others and all(lines[i]["pipes"] is None for i in others)
+
+
+def test_units_a_card_lacks_are_named_per_row_in_the_files_order() -> None:
+    """Each row names the units of its own split that the card lacks (and no other), by name
+    (the order the split columns are kept in): one text per row, written by the engine."""
+    from roofwise.explain.reason_columns import reason_lists
+
+    splits = [{"cuda_core.fp32": 1e9, "tpu.x": 1e8}, {"cuda_core.fp32": 1e9, "npu.y": 2e8},
+              {"tpu.x": 1e8, "npu.y": 2e8, "cuda_core.fp32": 1e9}, {"cuda_core.fp32": 1e9}]
+    analysis = analysis_of([{"op": "k", "flops": sum(s.values()), "bytes": 1e8,
+                             "roof": "cuda_core.fp32", "time_s": 1e-3, "flops_by_unit": s,
+                             "device": "NVIDIA H200"} for s in splits])
+    said = reason_lists(analysis)
+    lacks = [[r for r in reasons if r.startswith("flops_by_unit names units")]
+             for reasons in said]
+    assert lacks == [["flops_by_unit names units h200 lacks: tpu.x"],
+                     ["flops_by_unit names units h200 lacks: npu.y"],
+                     ["flops_by_unit names units h200 lacks: npu.y, tpu.x"], []]

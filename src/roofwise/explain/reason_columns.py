@@ -135,9 +135,14 @@ def _reasons_column(analysis: Verdicts) -> pl.Series:
     for name, m in analysis.machines.items():
         when(rows_with(Reason.UNKNOWN_ROOF, name), functools.partial(unknown_roof, m))
         lacking = rows_with(Reason.UNKNOWN_UNIT, name)
-        sentences(lacking, [reason_text.unknown_units_sentence(m.name, [
-            u for u in cols.flops_by_unit if m.unit(u) is None and cols.flops_by_unit[u][i] > 0])
-            for i in np.flatnonzero(lacking).tolist()])
+        at = np.flatnonzero(lacking)
+        missing = [u for u in cols.flops_by_unit if m.unit(u) is None]
+        if len(at) and missing:  # the units each row names that the card lacks, in order
+            head, tail = reason_text.unknown_units_sentence(m.name, ["\0"]).split("\0")
+            said = pl.select(pl.concat_str(
+                [pl.when(pl.lit(cols.flops_by_unit[u][at] > 0)).then(pl.lit(encodable(u)))
+                 for u in missing], separator=", ", ignore_nulls=True)).to_series()
+            sentences(lacking, head + said + tail)
         when(rows_with(Reason.UNIT_RATE_GAP, name), functools.partial(rate_gap, m))
         when(rows_with(Reason.NO_BANDWIDTH, name), pl.lit(
             f"{m.name} has no known {m.dram.name} bandwidth (a gap)"))
