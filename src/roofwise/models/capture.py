@@ -709,7 +709,8 @@ def _refuse_bidirectional(path: str, model: Any, layers: int) -> None:
     lacks). Read from the built model: its config not a decoder (BART's and BigBird-Pegasus's
     causal LMs set `is_decoder` on their copy; their self-attention's `is_causal` is False yet
     their mask is causal) and a self-attention module not causal. Cross-attention (Mllama's,
-    BART's `encoder_attn`) passes; so does a vision tower outside the decoder's layers."""
+    BART's `encoder_attn`) passes; so does a vision or audio tower's attention, should its
+    block list be the one as long as the decoder's."""
     found = repeats.layer_list(model, layers)
     if found is None or getattr(model.config, "is_decoder", False) is True:
         return
@@ -717,7 +718,8 @@ def _refuse_bidirectional(path: str, model: Any, layers: int) -> None:
         for name, module in layer.named_modules():
             kind = type(module).__name__
             if (getattr(module, "is_causal", None) is False and kind.endswith("Attention")
-                    and "Cross" not in kind and not getattr(module, "is_cross_attention", False)
+                    and not any(w in kind for w in ("Cross", "Vision", "Visual", "Audio"))
+                    and not getattr(module, "is_cross_attention", False)
                     and "cross" not in name.lower() and not name.endswith("encoder_attn")):
                 where = ".".join(part for part in (_path_of(model, found), str(index), name)
                                  if part)
