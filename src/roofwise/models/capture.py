@@ -210,6 +210,7 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
     with warnings.catch_warnings(), _quiet_torch(), FakeTensorMode(allow_non_fake_inputs=True):
         warnings.simplefilter("ignore")
         _refuse_recurrent(config.path, model)
+        _refuse_bidirectional(config.path, model, config.layers)
         # MLA sets its own head sizes (the config's head_dim is its rope part), and a
         # DeepSeek-V3.2 indexer, replicated on every device as serving stacks run it, would
         # pass for a block that sized its heads from hidden_size
@@ -241,8 +242,30 @@ def capture_steps(config: ModelConfig, steps: Sequence[Step], dtype: str = "bf16
                 step.batch * step.seq, config.layers, config.sizes.hidden_size, dtype, kv,
                 kv_layers,
                 weight_list, ("absorbed" if patched else "expanded") if has_mla else None,
-                (*config.notes, *tower_note, attention_note)))
+                (*config.notes, *_dtype_note(config.raw, dtype), *tower_note,
+                 attention_note)))
     return captures
+
+
+# A checkpoint's stored dtype as config.json names it (torch_dtype; transformers 5: dtype)
+_STORED_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def _dtype_note(raw: dict[str, Any], dtype: str) -> tuple[str, ...]:
+    """A note where the config says its weights are stored at another width than `--dtype`
+    prices them (OLMo-2's and BERT's float32 checkpoints, at bf16 by default): the weights,
+    memory and traffic are of the priced dtype, which halves a float32 checkpoint without a
+    word otherwise. The text decoder's own dtype where the top level names none."""
+    found = [(key, part.get(key)) for part in (raw, raw.get("text_config"))
+             if isinstance(part, dict) for key in ("torch_dtype", "dtype")]
+    key, stored = next(((k, v) for k, v in found if isinstance(v, str) and v in _STORED_BYTES),
+                       ("", None))
+    priced = TORCH_DTYPES.get(dtype)
+    if stored is None or priced is None or _STORED_BYTES[stored] == _STORED_BYTES[priced]:
+        return ()
+    return (f"the config's {key} is {stored} ({_STORED_BYTES[stored]} bytes a weight as "
+            f"stored); weights, KV cache and activations priced in {dtype} (--dtype), "
+            f"{_STORED_BYTES[priced]} bytes each",)
 
 
 Weights = tuple[tuple[str, tuple[int, ...], bool], ...]
@@ -674,6 +697,40 @@ def _refuse_recurrent(path: str, model: Any, model_class: Any = None) -> None:
             raise InputError(path, f"{name} is {kind}: a recurrence (selective scan or linear "
                                    "attention) that roofwise's operator library has no ledger "
                                    "for yet; expected attention and MLP layers")
+
+
+def _refuse_bidirectional(path: str, model: Any, layers: int) -> None:
+    """InputError naming the first self-attention of the decoder's layers that attends both
+    ways: an encoder (BERT, RoBERTa, an embedding model's BertModel config with `is_decoder`
+    false; EmbeddingGemma's `use_bidirectional_attention`), which transformers' causal-LM
+    class for it builds without a word and runs with every token attending to every other.
+    roofwise prices causal attention over a KV cache and an LM head on the last token: such a
+    model would be priced as a decoder it is not (half its attention, a cache and a head it
+    lacks). Read from the built model: its config not a decoder (BART's and BigBird-Pegasus's
+    causal LMs set `is_decoder` on their copy; their self-attention's `is_causal` is False yet
+    their mask is causal) and a self-attention module not causal. Cross-attention (Mllama's,
+    BART's `encoder_attn`) passes; so does a vision or audio tower's attention, should its
+    block list be the one as long as the decoder's."""
+    found = repeats.layer_list(model, layers)
+    if found is None or getattr(model.config, "is_decoder", False) is True:
+        return
+    for index, layer in enumerate(found):
+        for name, module in layer.named_modules():
+            kind = type(module).__name__
+            if (getattr(module, "is_causal", None) is False and kind.endswith("Attention")
+                    and not any(w in kind for w in ("Cross", "Vision", "Visual", "Audio"))
+                    and not getattr(module, "is_cross_attention", False)
+                    and "cross" not in name.lower() and not name.endswith("encoder_attn")):
+                where = ".".join(part for part in (_path_of(model, found), str(index), name)
+                                 if part)
+                raise InputError(path, f"{where} ({kind}) is not causal: an encoder; "
+                                       "expected a decoder-only language model (or is_decoder "
+                                       "true)")
+
+
+def _path_of(model: Any, target: Any) -> str:
+    """The dotted name of `target` among `model`'s modules ('' when not found)."""
+    return next((name for name, module in model.named_modules() if module is target), "")
 
 
 def _without_softcap(model: Any) -> str:

@@ -228,10 +228,28 @@ def load_config(path: str | Path) -> ModelConfig:
     built, where, built_raw, loose = _loose_text_config(str(target), built, raw, fields)
     hf, key, notes = _decoder(where, built)
     text = decoder_of(hf)
-    _check_built(where, text, _decoder_fields(built, text, built_raw))
-    return ModelConfig(str(target), raw, hf, sizes_of(text), (*loose, *notes), key,
+    _check_built(_decoder_where(where, built, text), text,
+                 _decoder_fields(built, text, built_raw))
+    return ModelConfig(str(target), raw, hf, sizes_of(text),
+                       (*loose, *notes, *_cross_attention_note(text)), key,
                        outer=built if hf is not built else None,
                        warnings=architecture_warnings(str(target), raw))
+
+
+def _cross_attention_note(text: Any) -> tuple[str, ...]:
+    """A note for a decoder whose `cross_attention_layers` attend to image tokens only
+    (Llama-3.2-Vision's mllama: 20 of its 100 layers): transformers skips them on a text step,
+    so the step prices the other layers' work while the weights count all of them; a request
+    with an image runs them too (their attention over the image's tokens, their MLP)."""
+    listed = getattr(text, "cross_attention_layers", None)
+    total = text.num_hidden_layers
+    cross = sum(isinstance(i, int) and 0 <= i < total for i in listed or ()) if isinstance(
+        listed, (list, tuple)) else 0
+    if not cross:  # none, or none of them among the layers the config builds
+        return ()
+    return (f"{text.model_type}: {cross} of its {total} layers cross-attend to image tokens "
+            "only (cross_attention_layers): a text step runs none of them (their weights count "
+            "as resident), a request with an image runs them too",)
 
 
 def architecture_warnings(path: str, raw: dict[str, Any]) -> tuple[str, ...]:
@@ -413,6 +431,18 @@ def _decoder_fields(built: Any, hf: Any, raw: dict[str, Any]) -> dict[str, Any]:
     return raw  # a view of the top level (BART's decoder)
 
 
+def _decoder_where(where: str, built: Any, hf: Any) -> str:
+    """Where in the file the priced decoder's fields are: `where`, or `where: text_config`
+    when it is a sub-config (llava-1.5's config names only a few of its Llama decoder's
+    fields under text_config, and a refusal must say that is where one is missing)."""
+    if hf is built:
+        return where
+    for key in getattr(built, "sub_configs", {}):
+        if getattr(built, key, None) is hf:
+            return f"{where}: {key}"
+    return where  # a view of the top level (BART's decoder)
+
+
 def read_config_json(target: Path) -> dict[str, Any]:
     """The JSON object of a config file, read within limits: UTF-8 (a BOM allowed), at most
     MAX_CONFIG_BYTES and MAX_DEPTH levels, no key named twice, a `model_type` string."""
@@ -580,8 +610,15 @@ def _check_built(path: str, hf: Any, raw: dict[str, Any]) -> None:
         # layers from its `num_layers` of two sublayers each, Nemotron-H's from its pattern)
         derived = isinstance(getattr(type(hf), name, None), property)
         if value is None or (named.isdisjoint(raw) and not derived):
+            # the class's default (a class attribute; GPT-2's under its own name, n_embd)
+            default = next((getattr(type(hf), key, None) for key in named
+                            if isinstance(key, str) and isinstance(getattr(type(hf), key, None),
+                                                                   int)), None)
+            unsaid = (f" (transformers would fill in its default, {default:,}, without a word)"
+                      if isinstance(default, int) and not isinstance(default, bool) else "")
             raise InputError(f"{path}: {name}", f"missing; expected {hf.model_type}'s "
-                                                f"{name.replace('_', ' ')} as an integer")
+                                                f"{name.replace('_', ' ')} as an integer"
+                                                f"{unsaid}")
         _size(value, f"{path}: {name}", *SIZE_LIMITS[name])
     for heads in config_values(hf, "num_attention_heads"):
         for kv in config_values(hf, "num_key_value_heads"):
