@@ -255,3 +255,29 @@ def test_analyze_json_says_the_device_mismatch_on_stderr(capsys, examples):
     softmax = json.loads(out.splitlines()[7])
     assert softmax["reasons"][0].startswith("device mismatch: the record was measured on "
                                             "'NVIDIA GeForce RTX 3090'")
+
+
+def _builtin_names() -> list[str]:
+    from roofwise.profiles.load import builtin_machines
+
+    return sorted(builtin_machines())
+
+
+@pytest.mark.parametrize("machine", _builtin_names())
+def test_the_example_ledgers_lint_and_price_on_every_builtin_card(capsys, examples, machine):
+    """`roofwise lint LEDGER -m mi300x` ended in a KeyError: lint M5 looked the ledger's
+    declared units (cuda_core.fp32) up among the card's own pipes, not through the class
+    mapping that places them on an AMD card's vector ALUs. Every card: a verdict (0 or 1),
+    or one line saying what the card lacks (2), never a traceback."""
+    for ledger in ("qk_norm_rope_quant.yaml", "qk_norm_rope_quant_split.yaml"):
+        for command in ("lint", "price"):
+            code = main([command, str(examples / ledger), "-m", machine])
+            out, err = capsys.readouterr()
+            assert "Traceback" not in err
+            assert code in (0, 1) or (code == 2 and not out and err.count("\n") == 1), (
+                command, ledger, code, err)
+    if machine == "mi300x":  # M5 reads the pipes as the card places them: no finding here
+        assert main(["lint", str(examples / "qk_norm_rope_quant.yaml"), "-m", machine,
+                     "--json"]) == 0
+        codes = [json.loads(line)["code"] for line in capsys.readouterr().out.splitlines()]
+        assert codes == ["M1"]

@@ -219,10 +219,10 @@ def _transcendentals_off_pipe(ledger: Ledger, machine: Machine) -> list[tuple[Wo
 def _pipe_costs(ops_by_unit: Mapping[str, float], machine: Machine
                 ) -> tuple[dict[str, float], str] | None:
     """Cost per pipe in seconds when every rate is known, else in cycles; None when neither."""
-    units = [machine.unit(k) for k in ops_by_unit]
-    if any(u is None for u in units):
+    units = {k: machine.unit(k) for k in ops_by_unit}  # a declared unit, placed by class
+    if any(u is None for u in units.values()):
         return None
-    rates = {k: machine.units[k].effective_ops_per_s() for k in ops_by_unit}
+    rates = {k: u.effective_ops_per_s() for k, u in units.items() if u is not None}
     if all(r for r in rates.values()):
         return {k: ops / (rates[k] or math.nan) for k, ops in ops_by_unit.items()}, "s"
     try:
