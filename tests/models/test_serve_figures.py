@@ -91,3 +91,16 @@ def test_serve_needs_a_request_shape_and_keeps_single_batches_elsewhere(capsys, 
     assert "--sweep" in capsys.readouterr().err
     assert main(["model", str(path), "-m", "h200", "--serve", "input=131000,output=256"]) == 2
     assert "max_position_embeddings" in capsys.readouterr().err
+
+
+def test_serve_on_a_profile_priced_in_cycles_is_refused_in_one_line(capsys, tmp_path):
+    """ascend-a5-vector gives rates per cycle, none per second: a step costs 0 s, and
+    `--serve` divided the batch's tokens by that request time (ZeroDivisionError); `--phase`
+    already refused it. Both say so in one line now."""
+    path, _ = reduced(tmp_path)
+    for args in (["--serve", "input=128,output=16", "--batch", "1,8"],
+                 ["--phase", "decode", "--context", "256"]):
+        assert main(["model", str(path), "-m", "ascend-a5-vector", *args]) == 2
+        out, err = capsys.readouterr()
+        assert not out and err.count("\n") == 1
+        assert "prices no op of the step in seconds" in err

@@ -172,17 +172,10 @@ def _project(config: Any, machine: Machine, batch: int, seq: int, context: int,
              regime: str | None, options: dict[str, Any]) -> Any:
     from roofwise.models.serve import StepOptions, project_step  # deferred: torch
 
-    projection = project_step(config, machine, options["phase"], batch, seq, context,
-                              StepOptions(options["dtype"], options["kv_dtype"],
-                                          options["fused"], options["tp"], regime,
-                                          options["allow_long_context"], options["mla"],
-                                          options["weights"], options["store"]))
-    if projection.step_time_s <= 0:
-        raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
-                                                      "(its rates are gaps: it prices in "
-                                                      "cycles); expected a profile with rates "
-                                                      "per second")
-    return projection
+    return project_step(config, machine, options["phase"], batch, seq, context,
+                        StepOptions(options["dtype"], options["kv_dtype"], options["fused"],
+                                    options["tp"], regime, options["allow_long_context"],
+                                    options["mla"], options["weights"], options["store"]))
 
 
 def _echo(data: dict[str, Any]) -> None:

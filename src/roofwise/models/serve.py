@@ -113,6 +113,11 @@ def step_of(capture: Any, config: ModelConfig, machine: Machine, phase: str, bat
     """A captured step priced under `regime`, with its notes and memory fit."""
     scheme = weight_scheme(config, options)
     projection = project(capture, machine, phase, batch, seq, context, options.tp, regime)
+    if projection.step_time_s <= 0:  # every TTFT, TPOT and throughput would divide by it
+        raise InputError(f"--machine {machine.name}", "prices no op of the step in seconds "
+                                                      "(its rates are gaps: it prices in "
+                                                      "cycles); expected a profile with rates "
+                                                      "per second")
     if capture.mla is not None:
         projection = replace(projection, notes=(*projection.notes, mla_note(capture.mla,
                                                                              phase)))
