@@ -345,7 +345,7 @@ def _cache_resident_texts(analysis: Verdicts, at: np.ndarray, working_set_bytes:
         "dram_bytes": fmt.nbytes_column(np.where(share, dram_bytes, 0.0)),
         "dram_rate": fmt.fixed_column(dram_rate / 1e9, ".1f", "GB/s"),
         "efficiency": fmt.percent_column(np.where(reading, efficiency, 0.0))})
-    templates: dict[int, list[str]] = {}
+    templates: dict[int, str] = {}
     distinct, first = np.unique(code, return_index=True)
     for value, i in zip(distinct.tolist(), first.tolist(), strict=True):
         m = machines[int(card[i])]
@@ -354,15 +354,15 @@ def _cache_resident_texts(analysis: Verdicts, at: np.ndarray, working_set_bytes:
                                           bool(reading[i]), bool(cold[i])),
             m.dram.name, m.dram.theoretical_bytes_per_s or math.nan,
             m.dram.effective_bytes_per_s() or math.nan, _cache_facts(m)[int(level[i])],
-            **{name: f"\0{name}\0" for name in values.columns}).split("\0")
+            **{name: f"\0{name}\0" for name in values.columns})
     return filled(code, templates, values)
 
 
-def filled(code: np.ndarray, templates: dict[int, list[str]], values: pl.DataFrame
-           ) -> pl.Series:
-    """Each row's template (`templates[code]`: text, column name, text, ..., text) with the
-    row's own `values` put in. Many rows are filled by the engine, one query per template;
-    a few by Python (a query per template costs more than joining a few hundred texts)."""
+def filled(code: np.ndarray, texts: dict[int, str], values: pl.DataFrame) -> pl.Series:
+    """Each row's template (`texts[code]`, a sentence with `\0name\0` where column `name` of
+    `values` goes) with the row's own values put in. Many rows are filled by the engine, one
+    query per template; a few by Python (a query costs more than joining a few hundred)."""
+    templates = {c: text.split("\0") for c, text in texts.items()}  # text, name, ..., text
     if len(code) < fmt.ENGINE_FROM_VALUES:
         columns = {name: values[name].to_list() for name in values.columns}
         return pl.Series([
@@ -393,13 +393,13 @@ def pipes_by_row(priced: Priced, rows: np.ndarray) -> pl.DataFrame:
     `label`, as `reason_text.bound_label` joins them (its binding unit where only that one
     is near). Each pipe is written by the engine."""
     near = near_pipes(priced, rows)
-    first = near.first
-    start = np.maximum.accumulate(np.where(first, np.arange(len(first)), 0))
+    start = _run_start(near.row)
+    first = start == np.arange(len(start))  # a row's first pipe binds
     with np.errstate(all="ignore"):
         share = near.time_s / near.time_s[start]
     code = near.unit * 2 + first
     entries = filled(code, {c: reason_text.pipe_named(
-        near.units[c // 2], "\0time\0", None if c % 2 else "\0share\0").split("\0")
+        near.units[c // 2], "\0time\0", None if c % 2 else "\0share\0")
         for c in np.unique(code).tolist()}, pl.DataFrame({
             "time": fmt.seconds_column(near.time_s), "share": fmt.percent_column(share, 0)}))
     count = np.bincount(np.searchsorted(rows, near.row), minlength=len(rows))
@@ -417,15 +417,20 @@ def joined_by_row(rows: np.ndarray, entry_rows: np.ndarray, texts: pl.Series,
     are put side by side by their place in their row (a row has a handful at most)."""
     if not len(entry_rows):
         return null_texts(len(rows))
-    first = np.r_[True, entry_rows[1:] != entry_rows[:-1]]
-    place = np.arange(len(first)) - np.maximum.accumulate(
-        np.where(first, np.arange(len(first)), 0))
+    place = np.arange(len(entry_rows)) - _run_start(entry_rows)
     at = np.searchsorted(rows, entry_rows)
     columns = [scattered(len(rows), at[place == k], texts.filter(pl.Series(place == k)))
                .alias(f"t{k}") for k in range(int(place.max()) + 1)]
     some = np.bincount(at, minlength=len(rows)) > 0
     return pl.DataFrame(columns).select(pl.when(pl.lit(some)).then(pl.concat_str(
         pl.all(), separator=separator, ignore_nulls=True))).to_series().alias("joined")
+
+
+def _run_start(entry_rows: np.ndarray) -> np.ndarray:
+    """Per entry (a row's entries adjacent), the index of its row's first entry."""
+    index = np.arange(len(entry_rows))
+    first = np.r_[True, entry_rows[1:] != entry_rows[:-1]] if len(entry_rows) else index > 0
+    return np.maximum.accumulate(np.where(first, index, 0))
 
 
 def pipes_sentences(analysis: Verdicts, rows: np.ndarray,
@@ -446,7 +451,7 @@ def pipes_sentences(analysis: Verdicts, rows: np.ndarray,
         "serial_efficiency": fmt.percent_column(serial_efficiency)})
     return filled(overlapped, {flag: reason_text.pipes_sentence(
         "\0named\0", "\0sol\0", "\0serial\0", "\0efficiency\0", "\0serial_efficiency\0",
-        bool(flag)).split("\0") for flag in np.unique(overlapped).tolist()}, values)
+        bool(flag)) for flag in np.unique(overlapped).tolist()}, values)
 
 
 def _finite(values: np.ndarray | None, n: int) -> np.ndarray:
@@ -512,7 +517,7 @@ class FloorTexts:
             timing = self._facts[g].timing
             what = reason_text.latency_bound_sentence("\0time\0", "\0spans\0",
                                                       self._described[g], "\0sol\0", timing)
-            templates[g] = (reason_text.advised(what, timing) if advised else what).split("\0")
+            templates[g] = reason_text.advised(what, timing) if advised else what
         return filled(group, templates, values)
 
     def advice(self, at: np.ndarray) -> pl.Series:
@@ -537,7 +542,7 @@ class FloorTexts:
             facts = self._facts[c // 2]
             templates[c] = reason_text.floor_split_sentence(
                 "\0sol\0", self._described[c // 2], "\0time\0", "\0rest\0",
-                "\0net\0" if c % 2 else "", facts.timing, facts.kernels).split("\0")
+                "\0net\0" if c % 2 else "", facts.timing, facts.kernels)
         return filled(code, templates, values)
 
     def net_beside(self, at: np.ndarray) -> pl.Series:
@@ -549,7 +554,7 @@ class FloorTexts:
         values = pl.DataFrame({"net": fmt.percent_column(net[at]),
                                "share": fmt.percent_column(share)})
         return filled(group, {g: reason_text.net_beside_sentence(
-            "\0net\0", self._described[g], "\0share\0").split("\0")
+            "\0net\0", self._described[g], "\0share\0")
             for g in np.unique(group).tolist()}, values)
 
 

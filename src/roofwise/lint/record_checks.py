@@ -426,7 +426,7 @@ def check_rows_m5(case: RowCase) -> Found:
             rows = np.flatnonzero(mine & alone)
             if len(rows):
                 parts.append(_sfu_binds(priced, key, rows))
-        parts.append(_pipes_near(case, np.flatnonzero(mine & second)))
+        parts.append(_pipes_near(case, np.flatnonzero(mine & second), sfu_keys))
     return joined(parts)
 
 
@@ -458,7 +458,7 @@ def _against(time_text: str, key: str) -> str:
     return f" against {time_text} on {key}"
 
 
-def _pipes_near(case: RowCase, rows: np.ndarray) -> Found:
+def _pipes_near(case: RowCase, rows: np.ndarray, sfu_keys: list[str]) -> Found:
     """M5 of the rows with a second pipe near the binding one: every such pipe with the band,
     where an SFU binds or is among them; the SFUs named in the fix."""
     a = case.analysis
@@ -472,7 +472,7 @@ def _pipes_near(case: RowCase, rows: np.ndarray) -> Found:
     pipes = np.bincount(at, minlength=len(rows))
     binding = np.asarray(priced.binding_unit, dtype=object)[rows]
     keep = (binding != "") & (np.bincount(at, weights=sfu, minlength=len(rows)) > 0)
-    for key in (k for k in priced.unit_ops if is_sfu_unit(k)):  # an SFU binds
+    for key in sfu_keys:  # an SFU binds
         keep |= equal_to(binding, key)
     banded = keep & (pipes > 1) & (priced.serial_sol_time_s is not None) & (
         a.judged.serial_efficiency is not None)

@@ -165,12 +165,6 @@ class NearPipes:
     unit: np.ndarray  # int64 index into units
     time_s: np.ndarray
 
-    @property
-    def first(self) -> np.ndarray:
-        """Per entry, whether it is its row's first (binding) pipe."""
-        return np.r_[True, self.row[1:] != self.row[:-1]] if len(self.row) else np.zeros(
-            0, dtype=bool)
-
 
 def near_pipes(priced: Priced, rows: np.ndarray) -> NearPipes:
     """The pipes at >= SECOND_PIPE_SHARE of the binding one of each of `rows` (rows that
